@@ -1,0 +1,19 @@
+//! hermesd-platform: the shared message model, the `Platform` trait, capabilities and chunking.
+//!
+//! Every adapter (Telegram, Discord, Slack, the HTTP API, the terminal) normalises into these
+//! types. This crate knows nothing of sessions, SQL or language models, and it must stay that way:
+//! adapters depend on it alone.
+
+pub mod chunk;
+pub mod conformance;
+mod model;
+mod platform;
+
+pub use model::{
+    Attachment, AttachmentKind, Button, ChatRef, ChatType, HistoryMessage, InboundAction,
+    InboundEvent, InboundMessage, MessageRef, OutboundKind, OutboundMessage, ReplyContext, Sender,
+};
+pub use platform::{
+    Accepted, Capabilities, Ingress, IngressError, LengthUnit, MarkdownDialect, Platform,
+    PlatformContext, PlatformError,
+};

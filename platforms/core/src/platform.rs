@@ -1,0 +1,135 @@
+//! The `Platform` trait every adapter implements, and the `Ingress` it hands events to.
+//!
+//! Adapters are thin translators: allowlists, pairing, deduplication, retries, pacing and
+//! chunking belong to the host, never here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::model::{ChatRef, InboundEvent, MessageRef, OutboundMessage};
+
+/// How a platform counts message length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LengthUnit {
+    /// Unicode scalar values (Discord, Slack).
+    Chars,
+    /// UTF-16 code units (Telegram).
+    Utf16,
+}
+
+/// The markup a platform renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkdownDialect {
+    /// Plain text; markdown is passed through as typed.
+    Plain,
+    /// CommonMark-ish markdown (the API, Discord).
+    Markdown,
+    /// Telegram's HTML subset.
+    TelegramHtml,
+    /// Slack's mrkdwn.
+    SlackMrkdwn,
+}
+
+/// What a platform can do; the host adapts chunking, progress and pacing to it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Capabilities {
+    /// Longest message, counted in `length_unit`.
+    pub max_message_len: usize,
+    /// How `max_message_len` is counted.
+    pub length_unit: LengthUnit,
+    /// Whether sent messages can be edited (progress messages).
+    pub edits: bool,
+    /// Whether chats have threads.
+    pub threads: bool,
+    /// Whether messages can carry buttons.
+    pub buttons: bool,
+    /// Whether a typing indicator exists.
+    pub typing: bool,
+    /// The markup the platform renders.
+    pub markdown: MarkdownDialect,
+    /// Sustained sends per second to one chat that the platform tolerates.
+    pub per_chat_rate: f64,
+    /// Burst of sends to one chat allowed above the sustained rate.
+    pub per_chat_burst: u32,
+}
+
+/// Errors an adapter reports; the host acts on the variant.
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformError {
+    /// The platform asked us to wait; the host pauses the chat's pacer for this long.
+    #[error("rate limited, retry after {retry_after:?}")]
+    RateLimited {
+        /// How long to wait before the next call to this chat.
+        retry_after: Duration,
+    },
+    /// The token was refused; retrying will not help.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    /// A failure that may pass (network, 5xx); the host retries with backoff.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// A failure that will not pass for this call (chat gone, message too long).
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+/// The result of handing an event to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// Stored for the first time; it will be handled.
+    New,
+    /// Seen before; the adapter acknowledges it and does nothing else.
+    Duplicate,
+}
+
+/// The host could not store an event; the adapter must not acknowledge it to the platform.
+#[derive(Debug, thiserror::Error)]
+#[error("ingress refused event: {0}")]
+pub struct IngressError(pub String);
+
+/// Where adapters hand normalised events. `accept` returns only after the event is durably stored
+/// and deduplicated; only then may the adapter acknowledge it or advance its cursor.
+#[async_trait]
+pub trait Ingress: Send + Sync {
+    /// Store and deduplicate `event`, then schedule it.
+    async fn accept(&self, event: InboundEvent) -> Result<Accepted, IngressError>;
+
+    /// A durable cursor the adapter keeps across restarts (e.g. Telegram's update offset).
+    async fn load_cursor(&self, platform: &str) -> Result<Option<String>, IngressError>;
+
+    /// Persist a cursor; call it only after every event before it was accepted.
+    async fn save_cursor(&self, platform: &str, cursor: &str) -> Result<(), IngressError>;
+}
+
+/// What an adapter receives when it starts.
+#[derive(Clone)]
+pub struct PlatformContext {
+    /// Where to hand events.
+    pub ingress: Arc<dyn Ingress>,
+}
+
+/// A platform adapter.
+#[async_trait]
+pub trait Platform: Send + Sync {
+    /// The short name used in chat refs, config and session keys.
+    fn name(&self) -> &str;
+
+    /// What the platform can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Receive and normalise until `cancel` fires; reconnect by itself on failure. Returns only on
+    /// cancel or an error that retrying cannot fix.
+    async fn run(&self, ctx: PlatformContext, cancel: CancellationToken) -> Result<(), PlatformError>;
+
+    /// Send one message (already chunked) and return its id.
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError>;
+
+    /// Replace the text of a message the bot sent. "Not modified" counts as success.
+    async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError>;
+
+    /// Show a typing indicator in `chat`.
+    async fn typing(&self, chat: &ChatRef) -> Result<(), PlatformError>;
+}

@@ -1,0 +1,5 @@
+//! The agent runtime: the internal message format, LLM providers and the turn runner.
+
+pub mod message;
+pub mod provider;
+pub mod turn;

@@ -1,0 +1,134 @@
+//! The command line: `hermesd run | check | chat | sessions`. Every subcommand reads
+//! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
+
+mod run;
+mod sessions;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{Config, Env, Paths, ProcessEnv};
+
+/// Exit code: configuration error (systemd's RestartPreventExitStatus).
+pub const EXIT_CONFIG: u8 = 78;
+/// Exit code: temporary failure, restart me.
+pub const EXIT_TEMPFAIL: u8 = 75;
+
+/// hermesd — a durable multi-platform messaging gateway for an AI agent.
+#[derive(Debug, Parser)]
+#[command(name = "hermesd", version, about)]
+pub struct Cli {
+    /// Config file (default: $HERMESD_HOME/config.toml).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// State directory (default: $HERMESD_HOME, else ~/.hermesd).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway in the foreground (systemd Type=notify).
+    Run,
+    /// Validate the configuration; exit 78 listing every problem.
+    Check,
+    /// Chat with the agent from this terminal, through the same pipeline and store.
+    Chat {
+        /// Your user id in the local chat.
+        #[arg(long, default_value = "local")]
+        user: String,
+    },
+    /// Inspect sessions.
+    Sessions {
+        /// What to show.
+        #[command(subcommand)]
+        command: sessions::SessionsCommand,
+    },
+}
+
+/// Config, paths and environment as every subcommand needs them.
+pub struct Loaded {
+    /// The parsed config (defaults when the file is absent).
+    pub config: Config,
+    /// Where things live.
+    pub paths: Paths,
+    /// Environment and `.env`.
+    pub env: Env,
+}
+
+/// Load config and environment; on failure print every problem and return exit 78.
+pub fn load(cli: &Cli) -> Result<Loaded, ExitCode> {
+    let paths = Paths::resolve(cli.home.clone(), cli.config.clone(), &ProcessEnv);
+    let env = match Env::load(Box::new(ProcessEnv), &paths.home) {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("hermesd: invalid configuration:\n  - {e}");
+            return Err(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    match Config::load(&paths.config) {
+        Ok(config) => Ok(Loaded { config, paths, env }),
+        Err(e) => {
+            eprintln!("hermesd: {e}");
+            Err(ExitCode::from(EXIT_CONFIG))
+        }
+    }
+}
+
+/// Parse arguments and run.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hermesd: start runtime: {e}");
+            return ExitCode::from(EXIT_TEMPFAIL);
+        }
+    };
+    runtime.block_on(async {
+        let loaded = match load(&cli) {
+            Ok(loaded) => loaded,
+            Err(code) => return code,
+        };
+        match cli.command {
+            Command::Run => run::run(loaded).await,
+            Command::Check => check(&loaded),
+            Command::Chat { user } => run::chat(loaded, &user).await,
+            Command::Sessions { command } => sessions::run(loaded, command).await,
+        }
+    })
+}
+
+fn check(loaded: &Loaded) -> ExitCode {
+    let problems = loaded.config.validate(&loaded.env);
+    if problems.is_empty() {
+        let source = if loaded.paths.config.exists() {
+            loaded.paths.config.display().to_string()
+        } else {
+            format!("embedded defaults ({} not found)", loaded.paths.config.display())
+        };
+        println!("configuration OK: {source}");
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("hermesd: invalid configuration ({}):", loaded.paths.config.display());
+        for problem in problems {
+            eprintln!("  - {problem}");
+        }
+        ExitCode::from(EXIT_CONFIG)
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HERMESD_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+}

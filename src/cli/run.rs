@@ -1,0 +1,67 @@
+//! `hermesd run` (the daemon, with signals) and `hermesd chat` (the terminal channel).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::Loaded;
+use crate::daemon::{Daemon, DaemonOptions};
+use crate::platforms::terminal::TerminalPlatform;
+
+pub(super) async fn run(loaded: Loaded) -> ExitCode {
+    let options = DaemonOptions { systemd: true, ..Default::default() };
+    let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
+        Ok(daemon) => daemon,
+        Err(e) => {
+            eprintln!("hermesd: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let shutdown = daemon.shutdown_token();
+    let (mut term, mut int, mut hup) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
+        _ => {
+            eprintln!("hermesd: cannot install signal handlers");
+            daemon.stop().await;
+            return ExitCode::from(super::EXIT_TEMPFAIL);
+        }
+    };
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = term.recv() => { tracing::info!("SIGTERM received"); break; }
+                _ = int.recv() => { tracing::info!("SIGINT received"); break; }
+                _ = hup.recv() => {
+                    tracing::warn!("SIGHUP received: nothing is reloadable in this version; restart to apply config changes");
+                }
+            }
+        }
+        shutdown.cancel();
+    });
+    daemon.wait().await;
+    ExitCode::SUCCESS
+}
+
+pub(super) async fn chat(loaded: Loaded, user: &str) -> ExitCode {
+    let terminal = TerminalPlatform::new(user);
+    let options = DaemonOptions { no_http: true, extra_platforms: vec![terminal.clone() as Arc<_>], systemd: false };
+    let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
+        Ok(daemon) => daemon,
+        Err(e) => {
+            eprintln!("hermesd: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    eprintln!("hermesd chat — type a message and press Enter; Ctrl-D to quit.");
+    tokio::select! {
+        _ = terminal.finished.cancelled() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    daemon.stop().await;
+    ExitCode::SUCCESS
+}

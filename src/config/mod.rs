@@ -1,0 +1,476 @@
+//! Configuration: the TOML schema (DESIGN.md §10), its defaults, and loading.
+//!
+//! Two phases: `Config::validate` is pure and lists every problem at once (what `hermesd check`
+//! prints, exit 78); `Runtime` wiring does the IO afterwards. Secrets never live in this file's
+//! structs: only the names of the variables that hold them.
+
+mod duration;
+mod secrets;
+mod validate;
+
+use std::path::{Path, PathBuf};
+
+use hermesd_platform::ChatType;
+use serde::{Deserialize, Serialize};
+
+pub use duration::{HumanDuration, parse_duration};
+pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The one HTTP listener (health, metrics, API, webhooks).
+    pub http: HttpConfig,
+    /// The primary model; absent means every turn answers "no model provider configured".
+    pub model: Option<ModelConfig>,
+    /// Turn execution.
+    pub agent: AgentConfig,
+    /// Context compression.
+    pub compression: CompressionConfig,
+    /// Platform adapters.
+    pub platforms: PlatformsConfig,
+    /// Signed webhook routes.
+    pub webhooks: Vec<WebhookConfig>,
+    /// Scheduled prompts.
+    pub cron: CronConfig,
+    /// Session keys and reset policy.
+    pub sessions: SessionsConfig,
+    /// The SQLite store.
+    pub store: StoreConfig,
+    /// What happens to unfinished work after a restart.
+    pub recovery: RecoveryConfig,
+}
+
+/// `[http]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Address and port to listen on.
+    pub listen: String,
+    /// Largest request body accepted, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// Interval between SSE keepalive comments on streaming API responses.
+    pub sse_keepalive: HumanDuration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8642".into(),
+            max_body_bytes: 1024 * 1024,
+            sse_keepalive: HumanDuration::secs(15),
+        }
+    }
+}
+
+/// Which API dialect a model endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// OpenAI-compatible `/chat/completions` (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama).
+    ChatCompletions,
+    /// Anthropic's native Messages API.
+    AnthropicMessages,
+}
+
+/// `[model]` and each `[[model.fallback]]` (same keys; fallbacks cannot nest).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The API dialect.
+    pub provider: ProviderKind,
+    /// The endpoint's base URL (`.../v1` for chat_completions).
+    pub base_url: String,
+    /// The model name sent to the endpoint.
+    pub name: String,
+    /// Name of the environment variable that holds the API key (unset: no key is sent).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The model's context window in tokens.
+    #[serde(default = "default_context_length")]
+    pub context_length: u64,
+    /// Per-request timeout.
+    #[serde(default = "default_model_timeout")]
+    pub timeout: HumanDuration,
+    /// Endpoints tried in order when this one fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<ModelConfig>,
+}
+
+fn default_context_length() -> u64 {
+    128_000
+}
+
+fn default_model_timeout() -> HumanDuration {
+    HumanDuration::secs(120)
+}
+
+/// What to do with a message that arrives while its session's turn runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BusyPolicy {
+    /// Run it after the current turn (FIFO), acknowledging "queued (n)" at once.
+    #[default]
+    Queue,
+    /// Cancel the running turn at its next safe point, then run the new message.
+    Interrupt,
+    /// Inject the text into the running turn after its next tool call.
+    Steer,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Model calls allowed in one turn.
+    pub max_iterations: u32,
+    /// Policy for messages arriving mid-turn.
+    pub busy_policy: BusyPolicy,
+    /// Turns running at once across all sessions (the worker pool size).
+    pub max_concurrent_turns: usize,
+    /// Interval of "still working" notices during long turns.
+    pub heartbeat_interval: HumanDuration,
+    /// Replaces the built-in identity part of the system prompt.
+    pub system_prompt: Option<String>,
+    /// Messages a session may hold waiting behind its running turn.
+    pub max_queued_per_session: usize,
+    /// How long an idle session actor lives before it exits (its state is in the store).
+    pub session_idle: HumanDuration,
+    /// On shutdown, how long running turns may take to finish before they are persisted for the
+    /// next start.
+    pub drain_timeout: HumanDuration,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_iterations: 90,
+            busy_policy: BusyPolicy::Queue,
+            max_concurrent_turns: 16,
+            heartbeat_interval: HumanDuration::secs(180),
+            system_prompt: None,
+            max_queued_per_session: 32,
+            session_idle: HumanDuration::secs(120),
+            drain_timeout: HumanDuration::secs(20),
+        }
+    }
+}
+
+/// `[compression]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompressionConfig {
+    /// Fraction of the context window at which history is summarised.
+    pub threshold: f64,
+}
+
+impl Default for CompressionConfig {
+    fn default() -> Self {
+        Self { threshold: 0.85 }
+    }
+}
+
+/// `[platforms]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlatformsConfig {
+    /// The OpenAI-compatible API.
+    pub api: ApiPlatformConfig,
+    /// Telegram.
+    pub telegram: TelegramConfig,
+    /// Discord.
+    pub discord: DiscordConfig,
+    /// Slack.
+    pub slack: SlackConfig,
+}
+
+/// `[platforms.api]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiPlatformConfig {
+    /// Serve `/v1/*`. The bearer key comes from `API_SERVER_KEY`.
+    pub enabled: bool,
+    /// The model id advertised by `/v1/models`.
+    pub model_id: String,
+}
+
+impl Default for ApiPlatformConfig {
+    fn default() -> Self {
+        Self { enabled: true, model_id: "hermes-agent".into() }
+    }
+}
+
+/// How a platform receives events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiveMode {
+    /// Telegram long polling.
+    Polling,
+    /// Telegram webhook.
+    Webhook,
+    /// Slack Socket Mode.
+    Socket,
+    /// Slack Events API over HTTP.
+    Events,
+}
+
+/// `[platforms.telegram]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelegramConfig {
+    /// Run the adapter; the token comes from `TELEGRAM_BOT_TOKEN`.
+    pub enabled: bool,
+    /// Bot API base URL (a local Bot API server or a proxy).
+    pub api_url: String,
+    /// `polling` or `webhook`.
+    pub mode: ReceiveMode,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        Self { enabled: false, api_url: "https://api.telegram.org".into(), mode: ReceiveMode::Polling }
+    }
+}
+
+/// `[platforms.discord]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscordConfig {
+    /// Run the adapter; the token comes from `DISCORD_BOT_TOKEN`.
+    pub enabled: bool,
+    /// REST base URL; the gateway URL is asked from it.
+    pub api_url: String,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        Self { enabled: false, api_url: "https://discord.com".into() }
+    }
+}
+
+/// `[platforms.slack]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlackConfig {
+    /// Run the adapter (`SLACK_BOT_TOKEN`, plus `SLACK_APP_TOKEN` or `SLACK_SIGNING_SECRET`).
+    pub enabled: bool,
+    /// `socket` or `events`.
+    pub mode: ReceiveMode,
+    /// Web API base URL.
+    pub api_url: String,
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        Self { enabled: false, mode: ReceiveMode::Socket, api_url: "https://slack.com/api".into() }
+    }
+}
+
+/// One `[[webhooks]]` route.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Served at `/webhooks/{route}`.
+    pub route: String,
+    /// Name of the variable holding the signing secret.
+    pub secret_env: String,
+    /// Prompt template with `{dot.path}` placeholders.
+    pub prompt: String,
+    /// Delivery target of the reply.
+    pub deliver: String,
+}
+
+/// `[cron]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CronConfig {
+    /// Interval between scheduler ticks.
+    pub tick: HumanDuration,
+    /// Time zone for cron expressions.
+    pub timezone: String,
+}
+
+impl Default for CronConfig {
+    fn default() -> Self {
+        Self { tick: HumanDuration::secs(60), timezone: "UTC".into() }
+    }
+}
+
+/// When a session starts over on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetMode {
+    /// Never (only `/new`).
+    #[default]
+    None,
+    /// After `idle_minutes` without a message.
+    Idle,
+    /// Once a day at `at_hour` (UTC).
+    Daily,
+    /// Whichever of idle and daily comes first.
+    Both,
+}
+
+/// A reset policy, resolved for one platform and chat type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResetPolicy {
+    /// The mode.
+    pub reset: ResetMode,
+    /// Idle minutes before an idle reset.
+    pub idle_minutes: u32,
+    /// Hour of day (0–23, UTC) of a daily reset.
+    pub at_hour: u8,
+}
+
+/// A reset policy for one platform, optionally one chat type (`[[sessions.overrides]]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResetOverride {
+    /// The platform it applies to.
+    pub platform: String,
+    /// The chat type it applies to (all when absent).
+    #[serde(default)]
+    pub chat_type: Option<ChatType>,
+    /// The mode.
+    pub reset: ResetMode,
+    /// Idle minutes before an idle reset (default: the `[sessions]` value).
+    #[serde(default)]
+    pub idle_minutes: Option<u32>,
+    /// Hour of a daily reset (default: the `[sessions]` value).
+    #[serde(default)]
+    pub at_hour: Option<u8>,
+}
+
+/// `[sessions]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionsConfig {
+    /// The default reset mode: none | idle | daily | both.
+    pub reset: ResetMode,
+    /// Idle minutes before an idle reset.
+    pub idle_minutes: u32,
+    /// Hour of day (0–23, UTC) of a daily reset.
+    pub at_hour: u8,
+    /// Give each user of a group or channel a session of their own (threads stay shared).
+    pub group_per_user: bool,
+    /// Per platform / chat type policies; the most specific match wins.
+    pub overrides: Vec<ResetOverride>,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self { reset: ResetMode::None, idle_minutes: 1440, at_hour: 4, group_per_user: true, overrides: Vec::new() }
+    }
+}
+
+impl SessionsConfig {
+    /// The policy for a chat: an override for its platform and chat type, else one for its
+    /// platform, else the default.
+    pub fn policy_for(&self, platform: &str, chat_type: ChatType) -> ResetPolicy {
+        let exact = self.overrides.iter().find(|o| o.platform == platform && o.chat_type == Some(chat_type));
+        let broad = || self.overrides.iter().find(|o| o.platform == platform && o.chat_type.is_none());
+        match exact.or_else(broad) {
+            Some(o) => ResetPolicy {
+                reset: o.reset,
+                idle_minutes: o.idle_minutes.unwrap_or(self.idle_minutes),
+                at_hour: o.at_hour.unwrap_or(self.at_hour),
+            },
+            None => ResetPolicy { reset: self.reset, idle_minutes: self.idle_minutes, at_hour: self.at_hour },
+        }
+    }
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Database file; relative paths are under `HERMESD_HOME`.
+    pub path: PathBuf,
+    /// How long a connection waits for a lock before SQLITE_BUSY.
+    pub busy_timeout: HumanDuration,
+    /// Read-only connections in the reader pool.
+    pub readers: u32,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { path: PathBuf::from("state.db"), busy_timeout: HumanDuration::secs(5), readers: 4 }
+    }
+}
+
+/// `[recovery]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecoveryConfig {
+    /// Unfinished messages older than this at start are answered with an apology instead of run.
+    pub freshness: HumanDuration,
+    /// Starts a message's turn may get before it is given up with an error reply.
+    pub max_attempts: u32,
+    /// Crashed turns in a row after which a session is suspended until `/new`.
+    pub max_session_restarts: u32,
+}
+
+impl Default for RecoveryConfig {
+    fn default() -> Self {
+        Self { freshness: HumanDuration::secs(3600), max_attempts: 3, max_session_restarts: 3 }
+    }
+}
+
+/// Where hermesd keeps its state and which config file it reads.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// `HERMESD_HOME`.
+    pub home: PathBuf,
+    /// The config file (may not exist: embedded defaults then).
+    pub config: PathBuf,
+}
+
+impl Paths {
+    /// Resolve from flags, then `HERMESD_HOME`, then `~/.hermesd`.
+    pub fn resolve(home: Option<PathBuf>, config: Option<PathBuf>, env: &dyn EnvSource) -> Self {
+        let home = home
+            .or_else(|| env.var("HERMESD_HOME").map(PathBuf::from))
+            .unwrap_or_else(|| {
+                env.var("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".hermesd")
+            });
+        let config = config.unwrap_or_else(|| home.join("config.toml"));
+        Self { home, config }
+    }
+
+    /// The database file.
+    pub fn database(&self, store: &StoreConfig) -> PathBuf {
+        if store.path.is_absolute() { store.path.clone() } else { self.home.join(&store.path) }
+    }
+}
+
+/// Why a config could not be loaded or is invalid; every problem is listed.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration:\n  - {}", problems.join("\n  - "))]
+pub struct ConfigError {
+    /// One line per problem.
+    pub problems: Vec<String>,
+}
+
+impl Config {
+    /// Read `path`; a missing file gives the embedded defaults.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text).map_err(|e| ConfigError {
+                problems: vec![format!("{}: {}", path.display(), e.problems.join("; "))],
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(ConfigError { problems: vec![format!("read {}: {e}", path.display())] }),
+        }
+    }
+
+    /// Parse TOML text.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError { problems: vec![e.to_string().trim().to_owned()] })
+    }
+
+    /// Every model endpoint in the order they are tried.
+    pub fn model_chain(&self) -> Vec<&ModelConfig> {
+        self.model.iter().flat_map(|m| std::iter::once(m).chain(m.fallback.iter())).collect()
+    }
+}

@@ -1,0 +1,179 @@
+//! Where secrets come from: the process environment, `$HERMESD_HOME/.env`, `NAME_FILE` files and
+//! systemd credentials (`$CREDENTIALS_DIRECTORY/NAME`).
+//!
+//! Secret values are wrapped in `Secret`, whose `Debug` and `Display` never show the value, so a
+//! secret cannot reach a log line by accident. Nothing here reads the config file.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+/// A lookup of environment-style variables. Tests pass a map instead of mutating the process
+/// environment.
+pub trait EnvSource: Send + Sync {
+    /// The value of `key`, if set.
+    fn var(&self, key: &str) -> Option<String>;
+}
+
+/// The real process environment.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProcessEnv;
+
+impl EnvSource for ProcessEnv {
+    fn var(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok()
+    }
+}
+
+impl EnvSource for HashMap<String, String> {
+    fn var(&self, key: &str) -> Option<String> {
+        self.get(key).cloned()
+    }
+}
+
+/// A secret value; it prints as `[redacted]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the one place that must send it (an Authorization header).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// The layered environment hermesd reads secrets and allowlists from: the process environment
+/// first, then `$HERMESD_HOME/.env`.
+pub struct Env {
+    process: Box<dyn EnvSource>,
+    dotenv: HashMap<String, String>,
+}
+
+impl Env {
+    /// Layer `process` over the `.env` file in `home` (missing file: no layer).
+    pub fn load(process: Box<dyn EnvSource>, home: &Path) -> Result<Self, String> {
+        let path = home.join(".env");
+        let dotenv = match std::fs::read_to_string(&path) {
+            Ok(text) => parse_dotenv(&text).map_err(|e| format!("{}: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
+            Err(e) => return Err(format!("read {}: {e}", path.display())),
+        };
+        Ok(Self { process, dotenv })
+    }
+
+    /// An environment made of `vars` only (tests).
+    pub fn from_map(vars: HashMap<String, String>) -> Self {
+        Self { process: Box::new(vars), dotenv: HashMap::new() }
+    }
+
+    /// A plain (non-secret) variable such as an allowlist.
+    pub fn var(&self, key: &str) -> Option<String> {
+        self.process
+            .var(key)
+            .or_else(|| self.dotenv.get(key).cloned())
+            .filter(|v| !v.trim().is_empty())
+    }
+
+    /// A secret: `NAME`, else the file named by `NAME_FILE`, else `$CREDENTIALS_DIRECTORY/NAME`.
+    /// A file that is named but unreadable is an error, never a silent absence.
+    pub fn secret(&self, name: &str) -> Result<Option<Secret>, String> {
+        if let Some(value) = self.var(name) {
+            return Ok(Some(Secret::new(value.trim())));
+        }
+        if let Some(path) = self.var(&format!("{name}_FILE")) {
+            return read_secret_file(Path::new(&path), name).map(Some);
+        }
+        if let Some(dir) = self.var("CREDENTIALS_DIRECTORY") {
+            let path = Path::new(&dir).join(name);
+            if path.exists() {
+                return read_secret_file(&path, name).map(Some);
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn read_secret_file(path: &Path, name: &str) -> Result<Secret, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("read secret {name} from {}: {e}", path.display()))?;
+    let value = text.trim();
+    if value.is_empty() {
+        return Err(format!("secret {name} in {} is empty", path.display()));
+    }
+    Ok(Secret::new(value))
+}
+
+/// Parse `KEY=value` lines; `#` comments, `export ` prefixes and single or double quotes allowed.
+fn parse_dotenv(text: &str) -> Result<HashMap<String, String>, String> {
+    let mut vars = HashMap::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(format!("line {}: expected KEY=value", index + 1));
+        };
+        let key = key.trim();
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("line {}: invalid variable name {key:?}", index + 1));
+        }
+        let value = value.trim();
+        let value = ['"', '\'']
+            .iter()
+            .find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q)))
+            .unwrap_or(value);
+        vars.insert(key.to_owned(), value.to_owned());
+    }
+    Ok(vars)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotenv_lines() {
+        let vars = parse_dotenv("# c\nA=1\nexport B=\"two words\"\nC='x'\n\n").unwrap();
+        assert_eq!(vars["A"], "1");
+        assert_eq!(vars["B"], "two words");
+        assert_eq!(vars["C"], "x");
+        assert!(parse_dotenv("no equals").is_err());
+    }
+
+    #[test]
+    fn secret_layers_and_redaction() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".env"), "FROM_DOTENV=abc\n").unwrap();
+        let file = dir.path().join("tok");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let mut map = HashMap::new();
+        map.insert("TOKEN_FILE".to_owned(), file.display().to_string());
+        map.insert("MISSING_FILE".to_owned(), "/nonexistent/x".to_owned());
+        let env = Env::load(Box::new(map), dir.path()).unwrap();
+        assert_eq!(env.secret("FROM_DOTENV").unwrap().unwrap().expose(), "abc");
+        let token = env.secret("TOKEN").unwrap().unwrap();
+        assert_eq!(token.expose(), "s3cret");
+        assert_eq!(format!("{token:?} {token}"), "[redacted] [redacted]");
+        assert!(env.secret("MISSING").is_err());
+        assert!(env.secret("NOPE").unwrap().is_none());
+    }
+}

@@ -1,0 +1,215 @@
+//! The pure validation phase: every problem in a config, collected, nothing read or opened.
+//!
+//! `hermesd check` prints these and exits 78; `hermesd run` refuses to start on any of them.
+
+use std::net::SocketAddr;
+
+use super::{Config, Env, ModelConfig, ProviderKind, ReceiveMode, ResetMode};
+
+impl Config {
+    /// List every problem, checking the secrets this config needs against `env`. Empty: valid.
+    pub fn validate(&self, env: &Env) -> Vec<String> {
+        let mut problems = Vec::new();
+        let listen = self.http.listen.parse::<SocketAddr>();
+        match &listen {
+            Err(_) => problems.push(format!(
+                "http.listen: {:?} is not an address:port such as \"127.0.0.1:8642\"",
+                self.http.listen
+            )),
+            Ok(addr) if self.platforms.api.enabled && !addr.ip().is_loopback() => {
+                match env.secret("API_SERVER_KEY") {
+                    Ok(Some(_)) => {}
+                    Ok(None) => problems.push(format!(
+                        "platforms.api: http.listen {addr} is not a loopback address and API_SERVER_KEY is not set; \
+                         set a key or listen on 127.0.0.1"
+                    )),
+                    Err(e) => problems.push(format!("platforms.api: {e}")),
+                }
+            }
+            Ok(_) => {}
+        }
+        if self.http.max_body_bytes < 1024 {
+            problems.push("http.max_body_bytes: must be at least 1024".into());
+        }
+        if let Some(model) = &self.model {
+            check_model("model", model, env, &mut problems);
+            for (i, fallback) in model.fallback.iter().enumerate() {
+                let at = format!("model.fallback[{i}]");
+                if !fallback.fallback.is_empty() {
+                    problems.push(format!("{at}: a fallback cannot have fallbacks of its own"));
+                }
+                check_model(&at, fallback, env, &mut problems);
+            }
+        }
+        let agent = &self.agent;
+        if agent.max_iterations == 0 {
+            problems.push("agent.max_iterations: must be at least 1".into());
+        }
+        if agent.max_concurrent_turns == 0 || agent.max_concurrent_turns > 4096 {
+            problems.push("agent.max_concurrent_turns: must be between 1 and 4096".into());
+        }
+        if agent.max_queued_per_session == 0 {
+            problems.push("agent.max_queued_per_session: must be at least 1".into());
+        }
+        if agent.heartbeat_interval.get().as_secs() < 1 {
+            problems.push("agent.heartbeat_interval: must be at least 1s".into());
+        }
+        let threshold = self.compression.threshold;
+        if !(0.1..=0.99).contains(&threshold) {
+            problems.push(format!("compression.threshold: {threshold} is not between 0.1 and 0.99"));
+        }
+        check_platforms(self, &mut problems);
+        if !self.webhooks.is_empty() {
+            problems.push(
+                "webhooks: webhook ingestion is not available in this version of hermesd; remove the [[webhooks]] tables"
+                    .into(),
+            );
+        }
+        if self.cron.tick.get().as_millis() < 1000 {
+            problems.push("cron.tick: must be at least 1s".into());
+        }
+        if self.cron.timezone.trim().is_empty() {
+            problems.push("cron.timezone: must name a time zone such as \"UTC\"".into());
+        }
+        let sessions = &self.sessions;
+        if sessions.at_hour > 23 || sessions.overrides.iter().any(|o| o.at_hour.is_some_and(|h| h > 23)) {
+            problems.push("sessions.at_hour: must be between 0 and 23".into());
+        }
+        let idle_needed = |mode| matches!(mode, ResetMode::Idle | ResetMode::Both);
+        if idle_needed(sessions.reset) && sessions.idle_minutes == 0 {
+            problems.push("sessions.idle_minutes: must be at least 1 with an idle reset".into());
+        }
+        if self.store.readers == 0 {
+            problems.push("store.readers: must be at least 1".into());
+        }
+        if self.recovery.max_attempts == 0 {
+            problems.push("recovery.max_attempts: must be at least 1".into());
+        }
+        problems
+    }
+}
+
+fn check_model(at: &str, model: &ModelConfig, env: &Env, problems: &mut Vec<String>) {
+    if model.provider == ProviderKind::AnthropicMessages {
+        problems.push(format!(
+            "{at}.provider: \"anthropic_messages\" is not available in this version; use \"chat_completions\""
+        ));
+    }
+    if !(model.base_url.starts_with("http://") || model.base_url.starts_with("https://")) {
+        problems.push(format!("{at}.base_url: {:?} is not an http(s) URL", model.base_url));
+    }
+    if model.name.trim().is_empty() {
+        problems.push(format!("{at}.name: must not be empty"));
+    }
+    if model.context_length < 1024 {
+        problems.push(format!("{at}.context_length: {} is too small (at least 1024)", model.context_length));
+    }
+    if let Some(var) = &model.api_key_env {
+        match env.secret(var) {
+            Ok(Some(_)) => {}
+            Ok(None) => problems.push(format!("{at}.api_key_env: the variable {var} is not set")),
+            Err(e) => problems.push(format!("{at}.api_key_env: {e}")),
+        }
+    }
+}
+
+fn check_platforms(config: &Config, problems: &mut Vec<String>) {
+    let platforms = &config.platforms;
+    // The chat adapters are not part of this build yet; say so rather than start without them.
+    for (name, enabled) in
+        [("telegram", platforms.telegram.enabled), ("discord", platforms.discord.enabled), ("slack", platforms.slack.enabled)]
+    {
+        if enabled {
+            problems.push(format!(
+                "platforms.{name}.enabled: this build of hermesd has no {name} adapter; set enabled = false"
+            ));
+        }
+    }
+    if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
+        problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
+    }
+    if !matches!(platforms.slack.mode, ReceiveMode::Socket | ReceiveMode::Events) {
+        problems.push("platforms.slack.mode: must be \"socket\" or \"events\"".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> Env {
+        Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>())
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(Config::default().validate(&env(&[])), Vec::<String>::new());
+    }
+
+    #[test]
+    fn lists_every_problem() {
+        let config = Config::parse(
+            r#"
+            [http]
+            listen = "0.0.0.0:80"
+            [model]
+            provider = "chat_completions"
+            base_url = "ftp://x"
+            name = ""
+            api_key_env = "NOPE_KEY"
+            [agent]
+            max_iterations = 0
+            [compression]
+            threshold = 1.5
+            "#,
+        )
+        .unwrap();
+        let problems = config.validate(&env(&[]));
+        for needle in ["API_SERVER_KEY", "base_url", "model.name", "NOPE_KEY", "max_iterations", "threshold"] {
+            assert!(problems.iter().any(|p| p.contains(needle)), "no problem mentions {needle}: {problems:#?}");
+        }
+        assert_eq!(problems.len(), 6, "{problems:#?}");
+    }
+
+    #[test]
+    fn unknown_keys_rejected() {
+        let err = Config::parse("[agent]\nmax_iteratons = 3\n").unwrap_err();
+        assert!(err.to_string().contains("max_iteratons"), "{err}");
+    }
+
+    #[test]
+    fn example_config_is_valid() {
+        let text = include_str!("../../deploy/hermesd.example.toml");
+        let config = Config::parse(text).unwrap();
+        let problems = config.validate(&env(&[("OPENROUTER_API_KEY", "k"), ("OLLAMA_API_KEY", "k")]));
+        assert_eq!(problems, Vec::<String>::new());
+    }
+
+    #[test]
+    fn reset_overrides_pick_most_specific() {
+        let config = Config::parse(
+            r#"
+            [sessions]
+            reset = "idle"
+            idle_minutes = 30
+            [[sessions.overrides]]
+            platform = "telegram"
+            reset = "daily"
+            [[sessions.overrides]]
+            platform = "telegram"
+            chat_type = "group"
+            reset = "both"
+            idle_minutes = 5
+            "#,
+        )
+        .unwrap();
+        use hermesd_platform::ChatType;
+        let s = &config.sessions;
+        assert_eq!(s.policy_for("api", ChatType::Dm).reset, ResetMode::Idle);
+        assert_eq!(s.policy_for("telegram", ChatType::Dm).reset, ResetMode::Daily);
+        let group = s.policy_for("telegram", ChatType::Group);
+        assert_eq!((group.reset, group.idle_minutes), (ResetMode::Both, 5));
+    }
+}

@@ -1,0 +1,258 @@
+//! Wiring: builds every part from a validated config, runs them under one cancellation tree and
+//! one task tracker, and shuts them down in order within a deadline.
+//!
+//! Shutdown order: STOPPING → intake closed → platforms stop receiving → running turns finish
+//! or persist → pending deliveries get a moment → HTTP stops → store closes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hermesd_platform::{Platform, PlatformContext};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::provider::{ChatCompletions, NotConfigured, Provider};
+use crate::agent::turn::TurnRunner;
+use crate::config::{Config, ConfigError, Env, Paths};
+use crate::http::{AppState, Readiness};
+use crate::ingress::HostIngress;
+use crate::metrics::Metrics;
+use crate::outbox::{Outbox, PlatformRegistry};
+use crate::platforms::api::ApiPlatform;
+use crate::recovery::{RecoveryReport, recover};
+use crate::router::{Router, RouterSettings};
+use crate::store::{SqliteStore, Store, StoreError};
+use crate::systemd;
+
+/// How long pending deliveries may run after turns have drained.
+const DELIVERY_GRACE: Duration = Duration::from_secs(5);
+
+/// Extra knobs for embedding the daemon (CLI subcommands, tests).
+#[derive(Default)]
+pub struct DaemonOptions {
+    /// Serve HTTP (false for `hermesd chat`).
+    pub no_http: bool,
+    /// Platforms to run besides the configured ones (the terminal).
+    pub extra_platforms: Vec<Arc<dyn Platform>>,
+    /// Tell systemd about readiness and stopping.
+    pub systemd: bool,
+}
+
+/// Why the daemon could not start, by exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Invalid configuration (exit 78).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The database cannot be used by this binary (exit 78: restarting will not help).
+    #[error("store: {0}")]
+    Schema(StoreError),
+    /// Anything else; a restart may help (exit 75).
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl StartError {
+    /// The process exit code for this failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StartError::Config(_) | StartError::Schema(StoreError::SchemaTooNew { .. }) => 78,
+            _ => 75,
+        }
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    /// The HTTP address actually bound.
+    pub addr: Option<SocketAddr>,
+    /// Metrics, for tests and benchmarks in-process.
+    pub metrics: Arc<Metrics>,
+    /// What recovery did at start.
+    pub recovery: RecoveryReport,
+    /// How long start took, to READY.
+    pub started_in: Duration,
+    shutdown: CancellationToken,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Daemon {
+    /// Build everything and start serving. Returns once READY has been signalled.
+    pub async fn start(config: Config, paths: Paths, env: Env, options: DaemonOptions) -> Result<Self, StartError> {
+        let started = Instant::now();
+        // reqwest is built without a default crypto provider; install ring once per process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let problems = config.validate(&env);
+        if !problems.is_empty() {
+            return Err(ConfigError { problems }.into());
+        }
+        std::fs::create_dir_all(&paths.home).with_context(|| format!("create {}", paths.home.display()))?;
+        let store = SqliteStore::open(&paths.database(&config.store), config.store.busy_timeout.get(), config.store.readers)
+            .await
+            .map_err(|e| match e {
+                StoreError::SchemaTooNew { .. } => StartError::Schema(e),
+                other => StartError::Other(anyhow::anyhow!("open {}: {other}", paths.database(&config.store).display())),
+            })?;
+        let sqlite = store.clone();
+        let store: Arc<dyn Store> = Arc::new(store);
+        let metrics = Arc::new(Metrics::default());
+
+        let mut registry = PlatformRegistry::default();
+        let api = config.platforms.api.enabled.then(|| Arc::new(ApiPlatform::default()));
+        if let Some(api) = &api {
+            registry.insert(api.clone());
+        }
+        for platform in &options.extra_platforms {
+            registry.insert(platform.clone());
+        }
+
+        let shutdown = CancellationToken::new();
+        let delivery_cancel = CancellationToken::new();
+        let delivery_tracker = TaskTracker::new();
+        let outbox = Outbox::new(store.clone(), registry.clone(), metrics.clone(), delivery_tracker.clone(), delivery_cancel.clone());
+        let provider = build_provider(&config, &env)?;
+        let runner = Arc::new(TurnRunner::new(
+            store.clone(),
+            provider,
+            outbox.clone(),
+            metrics.clone(),
+            config.agent.system_prompt.clone(),
+            config.sessions.clone(),
+            config.recovery.clone(),
+        ));
+        let router = Router::new(
+            runner,
+            RouterSettings {
+                busy_policy: config.agent.busy_policy,
+                max_queued: config.agent.max_queued_per_session,
+                session_idle: config.agent.session_idle.get(),
+                group_per_user: config.sessions.group_per_user,
+                max_concurrent_turns: config.agent.max_concurrent_turns,
+            },
+            metrics.clone(),
+        );
+        let ingress = Arc::new(HostIngress::new(store.clone(), router.clone(), metrics.clone()));
+        let ready = Arc::new(Readiness::default());
+
+        let listener = if options.no_http {
+            None
+        } else {
+            let listener = TcpListener::bind(&config.http.listen)
+                .await
+                .with_context(|| format!("bind {}", config.http.listen))?;
+            Some(listener)
+        };
+        let addr = listener.as_ref().map(|l| l.local_addr()).transpose().context("local address")?;
+
+        let recovery = recover(&store, &outbox, &router, &config.recovery).await.map_err(|e| anyhow::anyhow!("recovery: {e}"))?;
+
+        let tasks = TaskTracker::new();
+        let platform_cancel = shutdown.child_token();
+        let ctx = PlatformContext { ingress: ingress.clone() };
+        for platform in registry.all() {
+            let (platform, ctx, cancel) = (platform.clone(), ctx.clone(), platform_cancel.clone());
+            tasks.spawn(async move {
+                let name = platform.name().to_owned();
+                if let Err(e) = platform.run(ctx, cancel).await {
+                    tracing::error!(platform = %name, error = %e, "platform stopped");
+                }
+            });
+        }
+        ready.platforms_started.store(true, Ordering::SeqCst);
+
+        let http_cancel = CancellationToken::new();
+        if let Some(listener) = listener {
+            let state = AppState {
+                store: store.clone(),
+                metrics: metrics.clone(),
+                ingress: ingress.clone(),
+                api: api.clone(),
+                api_key: env.secret("API_SERVER_KEY").map_err(|e| anyhow::anyhow!(e))?,
+                model_id: config.platforms.api.model_id.clone(),
+                ready: ready.clone(),
+                sse_keepalive: config.http.sse_keepalive.get(),
+            };
+            let app = crate::http::router(state, config.http.max_body_bytes);
+            let stop = http_cancel.clone();
+            tasks.spawn(async move {
+                let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
+                if let Err(e) = serve.await {
+                    tracing::error!(error = %e, "http server failed");
+                }
+            });
+        }
+        if options.systemd {
+            systemd::ready(&tasks, shutdown.clone(), store.clone());
+        }
+        tracing::info!(addr = ?addr, recovered = ?recovery, elapsed_ms = started.elapsed().as_millis() as u64, "hermesd ready");
+
+        let drain_timeout = config.agent.drain_timeout.get();
+        let stopping = shutdown.clone();
+        let systemd_on = options.systemd;
+        let done = tokio::spawn(async move {
+            stopping.cancelled().await;
+            if systemd_on {
+                systemd::stopping();
+            }
+            tracing::info!("shutting down: intake closed, draining turns");
+            ready.set_draining();
+            ingress.close();
+            router.drain(drain_timeout).await;
+            delivery_tracker.close();
+            if tokio::time::timeout(DELIVERY_GRACE, delivery_tracker.wait()).await.is_err() {
+                tracing::info!("deliveries still pending; they resume at the next start");
+                delivery_cancel.cancel();
+                delivery_tracker.wait().await;
+            }
+            if let Some(api) = &api {
+                api.release_all();
+            }
+            http_cancel.cancel();
+            tasks.close();
+            tasks.wait().await;
+            sqlite.close().await;
+            tracing::info!("hermesd stopped");
+        });
+        Ok(Self { addr, metrics, recovery, started_in: started.elapsed(), shutdown, done })
+    }
+
+    /// Begin a graceful shutdown.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// A token that shuts the daemon down when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Wait until shutdown has finished.
+    pub async fn wait(self) {
+        if let Err(e) = self.done.await {
+            tracing::error!(error = %e, "shutdown task failed");
+        }
+    }
+
+    /// Shut down and wait.
+    pub async fn stop(self) {
+        self.shutdown();
+        self.wait().await;
+    }
+}
+
+fn build_provider(config: &Config, env: &Env) -> anyhow::Result<Arc<dyn Provider>> {
+    let Some(model) = &config.model else {
+        tracing::warn!("no [model] configured: every message will be answered with a configuration hint");
+        return Ok(Arc::new(NotConfigured));
+    };
+    let key = match &model.api_key_env {
+        Some(var) => env.secret(var).map_err(|e| anyhow::anyhow!(e))?,
+        None => None,
+    };
+    let http = crate::http_client::build().context("build HTTP client")?;
+    Ok(Arc::new(ChatCompletions::new(http, &model.base_url, &model.name, key, model.timeout.get())))
+}

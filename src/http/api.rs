@@ -1,0 +1,276 @@
+//! `POST /v1/chat/completions` and `GET /v1/models`: the OpenAI-compatible API platform.
+//!
+//! A request becomes an inbound event through the same ingress as every chat platform; the
+//! handler waits for the reply the outbox hands to `ApiPlatform::send`. Errors are OpenAI-shaped
+//! JSON; the bearer key is compared in constant time and never logged.
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use hermesd_platform::{Accepted, ChatRef, ChatType, HistoryMessage, InboundEvent, InboundMessage, Ingress, Sender};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use crate::clock::now_ms;
+use crate::platforms::api::{ApiReply, NAME};
+
+/// Header carrying server-side session continuity.
+const SESSION_HEADER: &str = "x-hermes-session-id";
+
+#[derive(Deserialize)]
+struct CompletionRequest {
+    #[serde(default)]
+    model: Option<String>,
+    messages: Vec<WireMessage>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    user: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    role: String,
+    #[serde(default)]
+    content: Value,
+}
+
+fn error(status: StatusCode, kind: &str, code: &str, message: impl Into<String>) -> Response {
+    let body = json!({ "error": { "message": message.into(), "type": kind, "code": code } });
+    (status, Json(body)).into_response()
+}
+
+/// Text of a message's content: a string, or the text parts of an array.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(key) = &state.api_key else { return true };
+    let Some(given) = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    constant_time_eq(given.trim().as_bytes(), key.expose().as_bytes())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for (i, byte) in a.iter().enumerate() {
+        diff |= usize::from(byte ^ b.get(i % b.len().max(1)).copied().unwrap_or(0));
+    }
+    diff == 0
+}
+
+pub(super) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if !authorized(&state, &headers) {
+        return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", "invalid or missing API key");
+    }
+    Json(json!({
+        "object": "list",
+        "data": [{ "id": state.model_id, "object": "model", "created": 0, "owned_by": "hermesd" }],
+    }))
+    .into_response()
+}
+
+pub(super) async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such route")
+}
+
+pub(super) async fn chat_completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if !authorized(&state, &headers) {
+        return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", "invalid or missing API key");
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", "body_too_large", "request body is too large");
+        }
+        Err(rejection) => {
+            return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_body", rejection.body_text());
+        }
+    };
+    let request: CompletionRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_json", format!("malformed JSON body: {e}"));
+        }
+    };
+    let Some(last_user) = request.messages.iter().rposition(|m| m.role == "user") else {
+        return error(StatusCode::BAD_REQUEST, "invalid_request_error", "no_user_message", "messages must contain a user message");
+    };
+    let text = content_text(&request.messages[last_user].content);
+    if text.trim().is_empty() {
+        return error(StatusCode::BAD_REQUEST, "invalid_request_error", "empty_message", "the last user message is empty");
+    }
+    let Some(api) = state.api.clone() else {
+        return not_found().await;
+    };
+    if state.ingress.is_closed() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "shutting_down", "hermesd is shutting down; retry shortly");
+    }
+
+    // Continuity: a session header or the `user` field keep history server-side; otherwise the
+    // request is stateless and its own messages are the history.
+    let header_session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
+    let (chat_id, history) = match (header_session, request.user.as_deref()) {
+        (Some(session), _) => (session.to_owned(), Vec::new()),
+        (None, Some(user)) if !user.trim().is_empty() => (format!("user:{}", user.trim()), Vec::new()),
+        _ => {
+            let history = request.messages[..last_user]
+                .iter()
+                .filter(|m| matches!(m.role.as_str(), "system" | "user" | "assistant"))
+                .map(|m| HistoryMessage { role: m.role.clone(), content: content_text(&m.content) })
+                .collect();
+            (uuid::Uuid::now_v7().to_string(), history)
+        }
+    };
+    let request_id = uuid::Uuid::now_v7().to_string();
+    // A client-supplied idempotency key makes a retried request a duplicate, never a second turn.
+    let event_id = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|k| format!("idem:{chat_id}:{k}"))
+        .unwrap_or_else(|| request_id.clone());
+    let chat = ChatRef::new(NAME, chat_id.clone(), ChatType::Dm);
+    let user_id = request.user.clone().unwrap_or_else(|| chat_id.clone());
+    let event = InboundEvent::Message {
+        event_id,
+        message: InboundMessage {
+            message_id: request_id.clone(),
+            chat,
+            sender: Sender { id: user_id, name: None, is_bot: false },
+            text,
+            attachments: Vec::new(),
+            reply_to: None,
+            addressed: true,
+            timestamp_ms: now_ms(),
+            history,
+        },
+    };
+    let waiter = api.register(&request_id);
+    match state.ingress.accept(event).await {
+        Ok(Accepted::New) => {}
+        Ok(Accepted::Duplicate) => {
+            api.forget(&request_id);
+            return error(StatusCode::CONFLICT, "invalid_request_error", "duplicate_request", "a request with this Idempotency-Key was already accepted");
+        }
+        Err(e) => {
+            api.forget(&request_id);
+            tracing::warn!(error = %e, "api request not accepted");
+            return error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "not_accepted", e.to_string());
+        }
+    }
+    let model = request.model.unwrap_or_else(|| state.model_id.clone());
+    let session_header = HeaderValue::from_str(&chat_id).ok();
+    let mut response = if request.stream {
+        stream_response(waiter, model, request_id, state.sse_keepalive)
+    } else {
+        match waiter.await {
+            Ok(reply) => complete_response(reply, &model, &request_id),
+            Err(_) => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "restarting",
+                "hermesd is restarting; this message was saved and will be answered in its session after the restart",
+            ),
+        }
+    };
+    if let Some(value) = session_header {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+fn complete_response(reply: ApiReply, model: &str, request_id: &str) -> Response {
+    if reply.error {
+        return error(StatusCode::BAD_GATEWAY, "server_error", "turn_failed", reply.text);
+    }
+    Json(json!({
+        "id": format!("chatcmpl-{request_id}"),
+        "object": "chat.completion",
+        "created": now_ms() / 1000,
+        "model": model,
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": reply.text }, "finish_reason": "stop" }],
+        "usage": { "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 },
+    }))
+    .into_response()
+}
+
+fn stream_response(
+    waiter: tokio::sync::oneshot::Receiver<ApiReply>,
+    model: String,
+    request_id: String,
+    keepalive: std::time::Duration,
+) -> Response {
+    let id = format!("chatcmpl-{request_id}");
+    let chunk = move |delta: Value, finish: Option<&str>| {
+        json!({
+            "id": id, "object": "chat.completion.chunk", "created": now_ms() / 1000, "model": model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
+        })
+        .to_string()
+    };
+    let events = async move {
+        let events: Vec<String> = match waiter.await {
+            Ok(reply) if !reply.error => vec![
+                chunk(json!({ "role": "assistant", "content": reply.text }), None),
+                chunk(json!({}), Some("stop")),
+                "[DONE]".to_owned(),
+            ],
+            Ok(reply) => vec![
+                json!({ "error": { "message": reply.text, "type": "server_error", "code": "turn_failed" } }).to_string(),
+                "[DONE]".to_owned(),
+            ],
+            Err(_) => vec![
+                json!({ "error": { "message": "hermesd is restarting; this message was saved and will be answered after the restart", "type": "server_error", "code": "restarting" } }).to_string(),
+                "[DONE]".to_owned(),
+            ],
+        };
+        futures_util::stream::iter(events.into_iter().map(|data| Ok::<_, Infallible>(Event::default().data(data))))
+    };
+    let stream = futures_util::StreamExt::flatten(futures_util::stream::once(events));
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(keepalive).text("keepalive")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_compare() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    #[test]
+    fn content_parts() {
+        assert_eq!(content_text(&json!("hi")), "hi");
+        assert_eq!(content_text(&json!([{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}])), "a\nb");
+        assert_eq!(content_text(&json!(null)), "");
+    }
+}

@@ -1,0 +1,38 @@
+//! `/healthz` (the process answers), `/readyz` (store open, platforms started, not draining)
+//! and `/metrics` (Prometheus text).
+
+use std::sync::atomic::Ordering;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde_json::json;
+
+use super::AppState;
+
+pub(super) async fn healthz() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let mut problems = Vec::new();
+    if let Err(e) = state.store.ping().await {
+        problems.push(format!("store: {e}"));
+    }
+    if !state.ready.platforms_started.load(Ordering::SeqCst) {
+        problems.push("platforms: starting".to_owned());
+    }
+    if state.ready.draining.load(Ordering::SeqCst) {
+        problems.push("draining: shutting down".to_owned());
+    }
+    if problems.is_empty() {
+        (StatusCode::OK, Json(json!({ "status": "ready" })))
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready", "problems": problems })))
+    }
+}
+
+pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+}

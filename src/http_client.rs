@@ -1,0 +1,15 @@
+//! The one place outbound HTTP clients are built, so timeouts and TLS are set the same way for
+//! every provider call.
+
+use std::time::Duration;
+
+/// A client for model providers: bounded connect time, pooled connections, rustls (ring), no
+/// automatic retries (the runtime owns them).
+pub fn build() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(64)
+        .user_agent(concat!("hermesd/", env!("CARGO_PKG_VERSION")))
+        .build()
+}

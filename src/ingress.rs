@@ -1,0 +1,77 @@
+//! The host's `Ingress`: every platform's events enter here, are stored and deduplicated in one
+//! transaction, and only then handed to the router.
+//!
+//! Invariant: `accept` returns `New` only after the event is durable, so an adapter that acks
+//! the platform afterwards can never lose it; a replay answers `Duplicate` and runs nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use hermesd_platform::{Accepted, InboundEvent, Ingress, IngressError};
+
+use crate::clock::now_ms;
+use crate::metrics::{INBOUND_TOTAL, Metrics};
+use crate::router::Router;
+use crate::store::{AcceptOutcome, Store};
+
+/// The ingress shared by every platform.
+pub struct HostIngress {
+    store: Arc<dyn Store>,
+    router: Router,
+    metrics: Arc<Metrics>,
+    closed: AtomicBool,
+}
+
+impl HostIngress {
+    /// An ingress storing into `store` and dispatching to `router`.
+    pub fn new(store: Arc<dyn Store>, router: Router, metrics: Arc<Metrics>) -> Self {
+        Self { store, router, metrics, closed: AtomicBool::new(false) }
+    }
+
+    /// Refuse new events (shutdown); adapters then leave them unacknowledged at the platform.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether intake is closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Ingress for HostIngress {
+    async fn accept(&self, event: InboundEvent) -> Result<Accepted, IngressError> {
+        let platform = event.platform().to_owned();
+        if self.is_closed() {
+            self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "refused")]);
+            return Err(IngressError("hermesd is shutting down".into()));
+        }
+        match self.store.accept_inbound(&event, now_ms()).await {
+            Ok(AcceptOutcome::New { seq }) => {
+                self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "new")]);
+                tracing::debug!(platform, seq, "event accepted");
+                self.router.dispatch(seq, event).await;
+                Ok(Accepted::New)
+            }
+            Ok(AcceptOutcome::Duplicate) => {
+                self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "duplicate")]);
+                tracing::debug!(platform, event = event.event_id(), "duplicate event ignored");
+                Ok(Accepted::Duplicate)
+            }
+            Err(e) => {
+                self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "refused")]);
+                Err(IngressError(format!("store event: {e}")))
+            }
+        }
+    }
+
+    async fn load_cursor(&self, platform: &str) -> Result<Option<String>, IngressError> {
+        self.store.load_cursor(platform).await.map_err(|e| IngressError(format!("load cursor: {e}")))
+    }
+
+    async fn save_cursor(&self, platform: &str, cursor: &str) -> Result<(), IngressError> {
+        self.store.save_cursor(platform, cursor, now_ms()).await.map_err(|e| IngressError(format!("save cursor: {e}")))
+    }
+}

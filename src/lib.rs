@@ -1,0 +1,20 @@
+//! hermesd: a durable multi-platform messaging gateway for an AI agent.
+//!
+//! The binary in `main.rs` is a thin shell over this library; tests and benchmarks drive the
+//! same entry points. See ARCHITECTURE.md for the map.
+
+pub mod agent;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod daemon;
+pub mod http;
+pub mod http_client;
+pub mod ingress;
+pub mod metrics;
+pub mod outbox;
+pub mod platforms;
+pub mod recovery;
+pub mod router;
+pub mod store;
+pub mod systemd;

@@ -1,0 +1,5 @@
+//! The `hermesd` binary: a thin shell over the library's CLI.
+
+fn main() -> std::process::ExitCode {
+    hermesd::cli::main()
+}

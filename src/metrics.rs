@@ -1,0 +1,125 @@
+//! Metric names and a small Prometheus-text registry passed around explicitly (no global
+//! recorder). Labels are bounded by construction: platform names, outcomes and error kinds,
+//! never chat or user ids.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+/// Inbound events by platform and outcome (`new`, `duplicate`, `refused`).
+pub const INBOUND_TOTAL: &str = "hermesd_inbound_events_total";
+/// Outbound chunks by platform and outcome (`sent`, `retried`, `failed`).
+pub const OUTBOUND_TOTAL: &str = "hermesd_outbound_messages_total";
+/// Finished turns by outcome (`ok`, `error`, `stopped`, `interrupted`, `rejected`).
+pub const TURNS_TOTAL: &str = "hermesd_turns_total";
+/// Turn wall time, accept to reply stored.
+pub const TURN_SECONDS: &str = "hermesd_turn_duration_seconds";
+/// Errors by kind (`provider`, `store`, `delivery`, `panic`).
+pub const ERRORS_TOTAL: &str = "hermesd_errors_total";
+
+const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+/// The registry. Cheap enough for the hot path: one uncontended lock per update.
+#[derive(Default)]
+pub struct Metrics {
+    counters: Mutex<BTreeMap<(&'static str, String), u64>>,
+    turn_seconds: Mutex<Histogram>,
+    /// Messages waiting in session mailboxes.
+    pub queue_depth: AtomicI64,
+    /// Turns running now.
+    pub turns_running: AtomicI64,
+    /// Session actors alive now.
+    pub active_sessions: AtomicI64,
+}
+
+impl Metrics {
+    /// Add one to `name` with `labels` (already formatted `k="v",...`, from bounded values).
+    pub fn inc(&self, name: &'static str, labels: &[(&str, &str)]) {
+        let mut text = String::new();
+        for (i, (k, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            let _ = write!(text, "{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+        }
+        let mut counters = self.counters.lock().expect("metrics lock poisoned");
+        *counters.entry((name, text)).or_default() += 1;
+    }
+
+    /// Record one turn's duration.
+    pub fn observe_turn(&self, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        let mut h = self.turn_seconds.lock().expect("metrics lock poisoned");
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if secs <= *bound {
+                h.counts[i] += 1;
+            }
+        }
+        h.count += 1;
+        h.sum += secs;
+    }
+
+    /// The value of a counter (tests and `/status`).
+    pub fn counter(&self, name: &'static str, labels: &str) -> u64 {
+        let counters = self.counters.lock().expect("metrics lock poisoned");
+        counters.get(&(name, labels.to_owned())).copied().unwrap_or(0)
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let counters = self.counters.lock().expect("metrics lock poisoned").clone();
+        let mut last = "";
+        for ((name, labels), value) in &counters {
+            if *name != last {
+                let _ = writeln!(out, "# TYPE {name} counter");
+                last = name;
+            }
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+        {
+            let h = self.turn_seconds.lock().expect("metrics lock poisoned");
+            let _ = writeln!(out, "# TYPE {TURN_SECONDS} histogram");
+            for (bound, count) in BUCKETS.iter().zip(h.counts) {
+                let _ = writeln!(out, "{TURN_SECONDS}_bucket{{le=\"{bound}\"}} {count}");
+            }
+            let _ = writeln!(out, "{TURN_SECONDS}_bucket{{le=\"+Inf\"}} {}", h.count);
+            let _ = writeln!(out, "{TURN_SECONDS}_sum {}", h.sum);
+            let _ = writeln!(out, "{TURN_SECONDS}_count {}", h.count);
+        }
+        for (name, gauge) in [
+            ("hermesd_queue_depth", &self.queue_depth),
+            ("hermesd_turns_running", &self.turns_running),
+            ("hermesd_active_sessions", &self.active_sessions),
+        ] {
+            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", gauge.load(Ordering::Relaxed));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let m = Metrics::default();
+        m.inc(INBOUND_TOTAL, &[("platform", "api"), ("outcome", "new")]);
+        m.inc(INBOUND_TOTAL, &[("platform", "api"), ("outcome", "new")]);
+        m.observe_turn(Duration::from_millis(3));
+        let text = m.render();
+        assert!(text.contains("hermesd_inbound_events_total{platform=\"api\",outcome=\"new\"} 2"), "{text}");
+        assert!(text.contains("hermesd_turn_duration_seconds_bucket{le=\"0.005\"} 1"), "{text}");
+        assert!(text.contains("hermesd_turn_duration_seconds_bucket{le=\"0.0025\"} 0"), "{text}");
+    }
+}

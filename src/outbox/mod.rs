@@ -1,0 +1,246 @@
+//! The durable outbox: replies are stored (chunked to the platform's limit) before anything is
+//! sent, then delivered per chat in order through that chat's pacer, with receipts recorded.
+//!
+//! Invariant: every outbound call to a chat goes through its pacer, and a stored chunk is sent
+//! until the platform returns a message id (or it fails permanently). Nothing here builds
+//! platform JSON.
+
+mod pacer;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermesd_platform::chunk::chunk;
+use hermesd_platform::{ChatRef, OutboundKind, OutboundMessage, Platform, PlatformError};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::now_ms;
+use crate::metrics::{ERRORS_TOTAL, Metrics, OUTBOUND_TOTAL};
+use crate::store::{PendingOutbound, Store};
+
+pub use pacer::{ChatPacer, Pacers};
+
+/// Transient failures tolerated per chunk before it is given up.
+const MAX_TRANSIENT_ATTEMPTS: u32 = 6;
+
+/// The platforms the host can deliver to, by name.
+#[derive(Default, Clone)]
+pub struct PlatformRegistry {
+    platforms: HashMap<String, Arc<dyn Platform>>,
+}
+
+impl PlatformRegistry {
+    /// Register an adapter under its name.
+    pub fn insert(&mut self, platform: Arc<dyn Platform>) {
+        self.platforms.insert(platform.name().to_owned(), platform);
+    }
+
+    /// The adapter named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Platform>> {
+        self.platforms.get(name)
+    }
+
+    /// All adapters.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Platform>> {
+        self.platforms.values()
+    }
+}
+
+/// The outbox service.
+#[derive(Clone)]
+pub struct Outbox {
+    store: Arc<dyn Store>,
+    platforms: PlatformRegistry,
+    pacers: Arc<Pacers>,
+    metrics: Arc<Metrics>,
+    tracker: TaskTracker,
+    cancel: CancellationToken,
+}
+
+impl Outbox {
+    /// An outbox delivering through `platforms`; delivery tasks are tracked by `tracker` and
+    /// stop (leaving their rows pending for the next start) when `cancel` fires.
+    pub fn new(
+        store: Arc<dyn Store>,
+        platforms: PlatformRegistry,
+        metrics: Arc<Metrics>,
+        tracker: TaskTracker,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self { store, platforms, pacers: Arc::new(Pacers::default()), metrics, tracker, cancel }
+    }
+
+    /// The platforms.
+    pub fn platforms(&self) -> &PlatformRegistry {
+        &self.platforms
+    }
+
+    /// Split `text` into messages sized for `chat`'s platform. An unknown platform gets one
+    /// chunk; its delivery then fails with a clear error.
+    pub fn compose(&self, chat: &ChatRef, text: &str, kind: OutboundKind, reply_to: Option<&str>) -> Vec<OutboundMessage> {
+        let text = if text.trim().is_empty() { "(empty reply)" } else { text };
+        let parts = match self.platforms.get(&chat.platform) {
+            Some(p) => {
+                let caps = p.capabilities();
+                chunk(text, caps.max_message_len, caps.length_unit)
+            }
+            None => vec![text.to_owned()],
+        };
+        let count = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| OutboundMessage {
+                chat: chat.clone(),
+                text: part,
+                reply_to: reply_to.map(str::to_owned),
+                kind,
+                buttons: Vec::new(),
+                chunk: (u32::try_from(i).unwrap_or(u32::MAX), count),
+            })
+            .collect()
+    }
+
+    /// Store a notice (outside any turn) and deliver it.
+    pub async fn notify(&self, chat: &ChatRef, text: &str, reply_to: Option<&str>, turn_id: &str) {
+        let messages = self.compose(chat, text, OutboundKind::Notice, reply_to);
+        match self.store.enqueue_outbound(turn_id, &messages, now_ms()).await {
+            Ok(_) => self.deliver(chat, turn_id),
+            Err(e) => {
+                self.metrics.inc(ERRORS_TOTAL, &[("kind", "store")]);
+                tracing::error!(error = %e, turn = turn_id, "store notice");
+            }
+        }
+    }
+
+    /// Deliver the pending chunks of `turn_id` to `chat`, after any turn queued before it for
+    /// the same chat.
+    pub fn deliver(&self, chat: &ChatRef, turn_id: &str) {
+        let platform = self.platforms.get(&chat.platform).map(|p| p.capabilities());
+        let (rate, burst) = platform.map_or((1.0, 1), |c| (c.per_chat_rate, c.per_chat_burst));
+        let pacer = self.pacers.get(&chat.key(), rate, burst);
+        let start_drainer = {
+            let mut lane = pacer.lane.lock().expect("lane lock poisoned");
+            lane.0.push_back(turn_id.to_owned());
+            !std::mem::replace(&mut lane.1, true)
+        };
+        if start_drainer {
+            let this = self.clone();
+            self.tracker.spawn(async move { this.drain(pacer).await });
+        }
+    }
+
+    /// Deliver everything left pending by an earlier run, per chat in the original order.
+    pub async fn resume_pending(&self) -> usize {
+        let pending = match self.store.pending_outbound().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "load pending outbound messages");
+                return 0;
+            }
+        };
+        let mut seen = std::collections::HashSet::new();
+        for row in &pending {
+            if seen.insert(row.turn_id.clone()) {
+                self.deliver(&row.message.chat, &row.turn_id);
+            }
+        }
+        if !pending.is_empty() {
+            tracing::info!(chunks = pending.len(), turns = seen.len(), "resuming undelivered replies");
+        }
+        pending.len()
+    }
+
+    async fn drain(&self, pacer: Arc<ChatPacer>) {
+        loop {
+            let next = {
+                let mut lane = pacer.lane.lock().expect("lane lock poisoned");
+                match lane.0.pop_front() {
+                    Some(turn) => turn,
+                    None => {
+                        lane.1 = false;
+                        return;
+                    }
+                }
+            };
+            let rows = match self.store.pending_for_turn(&next).await {
+                Ok(rows) => rows,
+                Err(e) => {
+                    tracing::error!(error = %e, turn = next, "load reply chunks");
+                    continue;
+                }
+            };
+            for row in rows {
+                if !self.deliver_chunk(&pacer, row).await {
+                    // Cancelled: the rest stays pending for the next start.
+                    let mut lane = pacer.lane.lock().expect("lane lock poisoned");
+                    lane.0.clear();
+                    lane.1 = false;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Send one chunk until it is delivered or given up. Returns false when cancelled.
+    async fn deliver_chunk(&self, pacer: &ChatPacer, row: PendingOutbound) -> bool {
+        let platform_name = row.message.chat.platform.clone();
+        let Some(platform) = self.platforms.get(&platform_name).cloned() else {
+            let error = format!("no {platform_name} adapter is running");
+            tracing::error!(turn = row.turn_id, "{error}; reply not delivered");
+            let _ = self.store.mark_attempt_failed(row.id, &error, true).await;
+            self.metrics.inc(OUTBOUND_TOTAL, &[("platform", "unknown"), ("outcome", "failed")]);
+            return true;
+        };
+        let platform_label = platform.name().to_owned();
+        let mut attempts = row.attempts;
+        loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return false,
+                _ = pacer.acquire() => {}
+            }
+            let result = tokio::select! {
+                _ = self.cancel.cancelled() => return false,
+                r = platform.send(&row.message) => r,
+            };
+            attempts += 1;
+            let error = match result {
+                Ok(sent) => {
+                    if let Err(e) = self.store.mark_sent(row.id, &sent.message_id, crate::clock::now_ms()).await {
+                        tracing::error!(error = %e, turn = row.turn_id, "record delivery receipt");
+                    }
+                    self.metrics.inc(OUTBOUND_TOTAL, &[("platform", &platform_label), ("outcome", "sent")]);
+                    return true;
+                }
+                Err(PlatformError::RateLimited { retry_after }) => {
+                    tracing::warn!(platform = %platform_label, ?retry_after, "rate limited; pausing chat");
+                    pacer.pause(retry_after);
+                    self.metrics.inc(OUTBOUND_TOTAL, &[("platform", &platform_label), ("outcome", "retried")]);
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let give_up = match &error {
+                PlatformError::Transient(_) => attempts >= MAX_TRANSIENT_ATTEMPTS,
+                _ => true,
+            };
+            let text = error.to_string();
+            let _ = self.store.mark_attempt_failed(row.id, &text, give_up).await;
+            if give_up {
+                self.metrics.inc(OUTBOUND_TOTAL, &[("platform", &platform_label), ("outcome", "failed")]);
+                self.metrics.inc(ERRORS_TOTAL, &[("kind", "delivery")]);
+                tracing::error!(platform = %platform_label, turn = row.turn_id, error = %text, "reply not delivered");
+                return true;
+            }
+            self.metrics.inc(OUTBOUND_TOTAL, &[("platform", &platform_label), ("outcome", "retried")]);
+            let backoff = Duration::from_millis(500 * 2u64.pow(attempts.min(6)));
+            tokio::select! {
+                _ = self.cancel.cancelled() => return false,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+        }
+    }
+
+}

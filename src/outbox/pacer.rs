@@ -1,0 +1,179 @@
+//! Per-chat pacing: one token bucket per chat shared by send, edit and typing, paused for the
+//! full `retry_after` when the platform says so.
+//!
+//! Sends wait for a token; droppable calls (typing, progress edits) use `try_acquire` and are
+//! skipped while the chat is paused or out of tokens. Nothing here talks to a platform.
+
+use std::collections::HashMap;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Pacer entries kept before idle ones are pruned.
+const PRUNE_ABOVE: usize = 4096;
+/// An entry idle this long (and not paused) may be pruned.
+const IDLE_PRUNE: Duration = Duration::from_secs(600);
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    rate: f64,
+    burst: f64,
+    refilled_at: Instant,
+    paused_until: Option<Instant>,
+}
+
+impl Bucket {
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.refilled_at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        self.refilled_at = now;
+    }
+
+    /// Time until a token can be taken; zero means take it now.
+    fn wait(&mut self, now: Instant) -> Duration {
+        if let Some(until) = self.paused_until {
+            if until > now {
+                return until - now;
+            }
+            self.paused_until = None;
+        }
+        self.refill(now);
+        if self.tokens >= 1.0 { Duration::ZERO } else { Duration::from_secs_f64((1.0 - self.tokens) / self.rate) }
+    }
+}
+
+/// One chat's pacer plus its ordered delivery lane.
+#[derive(Debug)]
+pub struct ChatPacer {
+    bucket: Mutex<Bucket>,
+    /// Turns waiting to be delivered to this chat, in order, and whether a drainer runs.
+    pub(super) lane: Mutex<(VecDeque<String>, bool)>,
+}
+
+impl ChatPacer {
+    fn new(rate: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        Self {
+            bucket: Mutex::new(Bucket {
+                tokens: burst,
+                rate: rate.max(0.001),
+                burst,
+                refilled_at: Instant::now(),
+                paused_until: None,
+            }),
+            lane: Mutex::new((VecDeque::new(), false)),
+        }
+    }
+
+    /// Wait for a token and take it.
+    pub async fn acquire(&self) {
+        loop {
+            let wait = {
+                let mut bucket = self.bucket.lock().expect("pacer lock poisoned");
+                let wait = bucket.wait(Instant::now());
+                if wait.is_zero() {
+                    bucket.tokens -= 1.0;
+                    return;
+                }
+                wait
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Take a token if one is free now and the chat is not paused.
+    pub fn try_acquire(&self) -> bool {
+        let mut bucket = self.bucket.lock().expect("pacer lock poisoned");
+        if bucket.wait(Instant::now()).is_zero() {
+            bucket.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The platform said "retry after": nothing goes to this chat until then.
+    pub fn pause(&self, retry_after: Duration) {
+        let mut bucket = self.bucket.lock().expect("pacer lock poisoned");
+        let until = Instant::now() + retry_after;
+        bucket.paused_until = Some(bucket.paused_until.map_or(until, |u| u.max(until)));
+        bucket.tokens = 0.0;
+    }
+
+    fn idle(&self, now: Instant) -> bool {
+        let bucket = self.bucket.lock().expect("pacer lock poisoned");
+        let lane = self.lane.lock().expect("pacer lock poisoned");
+        bucket.paused_until.is_none_or(|u| u <= now)
+            && now.saturating_duration_since(bucket.refilled_at) > IDLE_PRUNE
+            && lane.0.is_empty()
+            && !lane.1
+    }
+}
+
+/// All chats' pacers, bounded by pruning idle ones.
+#[derive(Debug, Default)]
+pub struct Pacers {
+    chats: Mutex<HashMap<String, Arc<ChatPacer>>>,
+}
+
+impl Pacers {
+    /// The pacer for `chat_key`, created with `rate`/`burst` on first use.
+    pub fn get(&self, chat_key: &str, rate: f64, burst: u32) -> Arc<ChatPacer> {
+        let mut chats = self.chats.lock().expect("pacers lock poisoned");
+        if chats.len() > PRUNE_ABOVE {
+            let now = Instant::now();
+            chats.retain(|_, p| Arc::strong_count(p) > 1 || !p.idle(now));
+        }
+        chats.entry(chat_key.to_owned()).or_insert_with(|| Arc::new(ChatPacer::new(rate, burst))).clone()
+    }
+
+    /// Chats with a pacer now.
+    pub fn len(&self) -> usize {
+        self.chats.lock().expect("pacers lock poisoned").len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn bucket_paces_after_burst() {
+        let pacer = ChatPacer::new(1.0, 2);
+        let start = Instant::now();
+        for _ in 0..4 {
+            pacer.acquire().await;
+        }
+        // Two from the burst, then one per second.
+        assert_eq!(Instant::now() - start, Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pause_holds_sends_and_drops_optional_calls() {
+        let pacer = ChatPacer::new(30.0, 5);
+        pacer.pause(Duration::from_secs(7));
+        assert!(!pacer.try_acquire(), "typing is dropped while paused");
+        let start = Instant::now();
+        pacer.acquire().await;
+        assert_eq!(Instant::now() - start, Duration::from_secs(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_pacers_are_pruned() {
+        let pacers = Pacers::default();
+        for i in 0..=PRUNE_ABOVE {
+            pacers.get(&format!("c{i}"), 1.0, 1);
+        }
+        tokio::time::advance(IDLE_PRUNE + Duration::from_secs(1)).await;
+        let _held = pacers.get("kept", 1.0, 1);
+        assert!(pacers.len() < 10, "idle pacers pruned, got {}", pacers.len());
+    }
+}

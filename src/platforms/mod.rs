@@ -1,0 +1,6 @@
+//! Platforms hosted inside the `hermesd` crate because they are not separate services: the
+//! OpenAI-compatible API (routes of the one HTTP server) and the terminal (`hermesd chat`).
+//! Chat-service adapters live in `platforms/*` crates.
+
+pub mod api;
+pub mod terminal;

@@ -1,0 +1,90 @@
+//! A session actor: takes its mailbox's jobs one at a time, each under a worker-pool permit, and
+//! exits when idle. Turns run in their own task so a panic becomes an error reply, not a dead
+//! session.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::Inner;
+use crate::agent::turn::{StopReason, StopSignal, TurnJob};
+use crate::metrics::ERRORS_TOTAL;
+
+/// What the router can see of an actor.
+#[derive(Debug, Default)]
+pub(super) struct ActorState {
+    running: Mutex<Option<(Arc<StopSignal>, Instant)>>,
+    /// Jobs in the mailbox.
+    pub(super) waiting: AtomicUsize,
+}
+
+impl ActorState {
+    pub(super) fn is_running(&self) -> bool {
+        self.running.lock().expect("actor lock poisoned").is_some()
+    }
+
+    pub(super) fn running_for(&self) -> Option<Duration> {
+        self.running.lock().expect("actor lock poisoned").as_ref().map(|(_, since)| since.elapsed())
+    }
+
+    pub(super) fn stop_running(&self, reason: StopReason) {
+        if let Some((stop, _)) = self.running.lock().expect("actor lock poisoned").as_ref() {
+            stop.stop(reason);
+        }
+    }
+}
+
+pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Receiver<TurnJob>, state: Arc<ActorState>) {
+    loop {
+        let job = tokio::select! {
+            biased;
+            _ = inner.draining.cancelled() => break,
+            job = rx.recv() => job,
+            _ = tokio::time::sleep(inner.settings.session_idle) => {
+                // Exit only if nothing arrived meanwhile; the router sends under the same lock.
+                let mut actors = inner.actors.lock().expect("router lock poisoned");
+                if rx.is_empty() {
+                    actors.remove(&key);
+                    inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
+                    return;
+                }
+                continue;
+            }
+        };
+        let Some(job) = job else { break };
+        state.waiting.fetch_sub(1, Ordering::SeqCst);
+        inner.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+        let permit = tokio::select! {
+            _ = inner.draining.cancelled() => break,
+            permit = inner.pool.clone().acquire_owned() => permit.expect("worker pool is never closed"),
+        };
+        let stop = Arc::new(StopSignal::default());
+        *state.running.lock().expect("actor lock poisoned") = Some((stop.clone(), Instant::now()));
+        inner.metrics.turns_running.fetch_add(1, Ordering::Relaxed);
+        let (runner, abort) = (inner.runner.clone(), inner.abort_turns.clone());
+        let turn_job = job.clone();
+        let result = tokio::spawn(async move { runner.run(&turn_job, &stop, &abort).await }).await;
+        if let Err(e) = result {
+            inner.metrics.inc(ERRORS_TOTAL, &[("kind", "panic")]);
+            tracing::error!(error = %e, seq = job.seq, "turn panicked");
+            inner.runner.fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.").await;
+        }
+        inner.metrics.turns_running.fetch_sub(1, Ordering::Relaxed);
+        *state.running.lock().expect("actor lock poisoned") = None;
+        drop(permit);
+    }
+    // Leaving on drain: jobs still in the mailbox stay accepted in the store and run next start.
+    let left = rx.len();
+    if left > 0 {
+        inner.metrics.queue_depth.fetch_sub(i64::try_from(left).unwrap_or(0), Ordering::Relaxed);
+    }
+    let mut actors = inner.actors.lock().expect("router lock poisoned");
+    // Remove only this actor's entry, never a successor spawned under the same key.
+    if actors.get(&key).is_some_and(|a| Arc::ptr_eq(&a.state, &state)) {
+        actors.remove(&key);
+    }
+    drop(actors);
+    inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
+}

@@ -1,0 +1,256 @@
+//! The router: maps each accepted event to its session's actor, answers control commands on
+//! their own lane, and applies the busy policy.
+//!
+//! Invariant: one turn at a time per session (one actor per session key, FIFO mailbox);
+//! sessions run in parallel, bounded by the worker pool; idle actors exit so memory stays flat.
+
+mod actor;
+pub mod commands;
+pub mod session_key;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermesd_platform::{InboundEvent, InboundMessage, OutboundKind};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::turn::{StopReason, TurnJob, TurnRunner};
+use crate::clock::now_ms;
+use crate::config::BusyPolicy;
+use crate::metrics::Metrics;
+use crate::store::{EventState, SessionKey};
+use actor::{ActorState, actor_loop};
+use commands::{ChatCommand, Parsed};
+
+/// Router settings from `[agent]` and `[sessions]`.
+#[derive(Debug, Clone)]
+pub struct RouterSettings {
+    /// What a message arriving mid-turn does.
+    pub busy_policy: BusyPolicy,
+    /// Mailbox capacity per session.
+    pub max_queued: usize,
+    /// Idle time after which an actor exits.
+    pub session_idle: Duration,
+    /// Per-user sessions in groups.
+    pub group_per_user: bool,
+    /// Turns at once.
+    pub max_concurrent_turns: usize,
+}
+
+struct Actor {
+    tx: mpsc::Sender<TurnJob>,
+    state: Arc<ActorState>,
+}
+
+pub(crate) struct Inner {
+    actors: Mutex<HashMap<String, Actor>>,
+    runner: Arc<TurnRunner>,
+    settings: RouterSettings,
+    pool: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
+    tracker: TaskTracker,
+    /// Actors stop taking new jobs (queued events stay in the store for the next start).
+    draining: CancellationToken,
+    /// Running turns persist themselves and end.
+    abort_turns: CancellationToken,
+}
+
+/// The router handle; cheap to clone.
+#[derive(Clone)]
+pub struct Router {
+    inner: Arc<Inner>,
+}
+
+/// What a busy-policy decision needs to tell the user, done after the actor map is unlocked.
+enum Followup {
+    None,
+    Queued(usize),
+    Rejected,
+}
+
+impl Router {
+    /// A router running turns with `runner`.
+    pub fn new(runner: Arc<TurnRunner>, settings: RouterSettings, metrics: Arc<Metrics>) -> Self {
+        let pool = Arc::new(Semaphore::new(settings.max_concurrent_turns));
+        Self {
+            inner: Arc::new(Inner {
+                actors: Mutex::new(HashMap::new()),
+                runner,
+                settings,
+                pool,
+                metrics,
+                tracker: TaskTracker::new(),
+                draining: CancellationToken::new(),
+                abort_turns: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Route an accepted event.
+    pub async fn dispatch(&self, seq: i64, event: InboundEvent) {
+        match event {
+            InboundEvent::Message { message, .. } => {
+                let key = session_key::session_key(&message.chat, &message.sender, self.inner.settings.group_per_user);
+                let prefix = if message.chat.platform == "slack" { '!' } else { '/' };
+                match commands::parse(&message.text, prefix) {
+                    Parsed::Command(command) => self.control(seq, &key, &message, command, prefix).await,
+                    Parsed::Invalid(error) => self.answer(seq, &message, &error).await,
+                    Parsed::NotACommand => self.enqueue(seq, key, message).await,
+                }
+            }
+            InboundEvent::Action { action, .. } => {
+                let reply = self.inner.runner.outbox().compose(
+                    &action.chat,
+                    "That button is no longer active.",
+                    OutboundKind::Notice,
+                    Some(&action.message_id),
+                );
+                self.close(seq, &action.chat, &reply).await;
+            }
+        }
+    }
+
+    async fn enqueue(&self, seq: i64, key: SessionKey, message: InboundMessage) {
+        let job = TurnJob { seq, message, key, accepted_at: Instant::now() };
+        let followup = {
+            let mut actors = self.inner.actors.lock().expect("router lock poisoned");
+            let actor = actors.entry(job.key.key.clone()).or_insert_with(|| self.spawn_actor(&job.key.key));
+            let busy = actor.state.is_running();
+            match actor.tx.try_send(job.clone()) {
+                Ok(()) => {
+                    let waiting = actor.state.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+                    self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+                    match (busy, self.inner.settings.busy_policy) {
+                        (false, _) => Followup::None,
+                        (true, BusyPolicy::Interrupt) => {
+                            actor.state.stop_running(StopReason::Interrupted);
+                            Followup::None
+                        }
+                        (true, _) => Followup::Queued(waiting),
+                    }
+                }
+                Err(_) => Followup::Rejected,
+            }
+        };
+        match followup {
+            Followup::None => {}
+            Followup::Queued(n) => {
+                let outbox = self.inner.runner.outbox();
+                outbox.notify(&job.message.chat, &format!("queued ({n})"), Some(&job.message.message_id), &format!("evt:{seq}:queued")).await;
+            }
+            Followup::Rejected => {
+                let text = format!(
+                    "Too many messages are waiting in this conversation ({}). Wait for the current ones to finish, or send /stop.",
+                    self.inner.settings.max_queued
+                );
+                let reply = self.inner.runner.outbox().compose(&job.message.chat, &text, OutboundKind::Error, Some(&job.message.message_id));
+                self.close_as(seq, &job.message.chat, &reply, EventState::Failed).await;
+            }
+        }
+    }
+
+    fn spawn_actor(&self, key: &str) -> Actor {
+        let (tx, rx) = mpsc::channel(self.inner.settings.max_queued);
+        let state = Arc::new(ActorState::default());
+        self.inner.metrics.active_sessions.fetch_add(1, Ordering::Relaxed);
+        let inner = self.inner.clone();
+        let (key, actor_state) = (key.to_owned(), state.clone());
+        self.inner.tracker.spawn(actor_loop(inner, key, rx, actor_state));
+        Actor { tx, state }
+    }
+
+    async fn control(&self, seq: i64, key: &SessionKey, message: &InboundMessage, command: ChatCommand, prefix: char) {
+        let state = {
+            let actors = self.inner.actors.lock().expect("router lock poisoned");
+            actors.get(&key.key).map(|a| a.state.clone())
+        };
+        let text = match command {
+            ChatCommand::Stop => match state.as_ref().filter(|s| s.is_running()) {
+                Some(state) => {
+                    state.stop_running(StopReason::Stopped);
+                    // The stopped turn answers "Stopped." itself; this command needs no reply
+                    // of its own beyond the acknowledgement.
+                    "Stopping the current turn.".to_owned()
+                }
+                None => "Nothing is running.".to_owned(),
+            },
+            ChatCommand::New => match self.inner.runner.store().start_session(key, now_ms()).await {
+                Ok(session) => format!("Started a new session ({}).", short(&session.id)),
+                Err(e) => {
+                    tracing::error!(error = %e, "start session for /new");
+                    "Could not start a new session; see the hermesd logs.".to_owned()
+                }
+            },
+            ChatCommand::Status => self.status(key, state.as_deref()).await,
+            ChatCommand::Help => commands::help(prefix),
+        };
+        self.answer(seq, message, &text).await;
+    }
+
+    async fn status(&self, key: &SessionKey, state: Option<&ActorState>) -> String {
+        let session = match self.inner.runner.store().route(&key.key).await {
+            Ok(Some(s)) => format!("session {} · {} messages", short(&s.id), s.message_count),
+            Ok(None) => "no session yet".to_owned(),
+            Err(e) => format!("session unknown ({e})"),
+        };
+        let running = match state.and_then(ActorState::running_for) {
+            Some(elapsed) => format!("running for {}s", elapsed.as_secs()),
+            None => "idle".to_owned(),
+        };
+        let waiting = state.map_or(0, |s| s.waiting.load(Ordering::SeqCst));
+        format!("{session}\nmodel: {}\nturn: {running} · {waiting} queued", self.inner.runner.model())
+    }
+
+    async fn answer(&self, seq: i64, message: &InboundMessage, text: &str) {
+        let reply = self.inner.runner.outbox().compose(&message.chat, text, OutboundKind::Reply, Some(&message.message_id));
+        self.close(seq, &message.chat, &reply).await;
+    }
+
+    async fn close(&self, seq: i64, chat: &hermesd_platform::ChatRef, reply: &[hermesd_platform::OutboundMessage]) {
+        self.close_as(seq, chat, reply, EventState::Done).await;
+    }
+
+    async fn close_as(
+        &self,
+        seq: i64,
+        chat: &hermesd_platform::ChatRef,
+        reply: &[hermesd_platform::OutboundMessage],
+        state: EventState,
+    ) {
+        let turn_id = format!("evt:{seq}");
+        let store = self.inner.runner.store();
+        match store.close_event(seq, state, None, reply, &turn_id, now_ms()).await {
+            Ok(()) => self.inner.runner.outbox().deliver(chat, &turn_id),
+            Err(e) => tracing::error!(error = %e, seq, "close event"),
+        }
+    }
+
+    /// Stop starting turns; queued events stay in the store for the next start.
+    pub fn begin_drain(&self) {
+        self.inner.draining.cancel();
+    }
+
+    /// Wait up to `deadline` for running turns, then make the rest persist themselves.
+    pub async fn drain(&self, deadline: Duration) {
+        self.begin_drain();
+        self.inner.tracker.close();
+        if tokio::time::timeout(deadline, self.inner.tracker.wait()).await.is_err() {
+            tracing::info!("drain deadline reached; persisting running turns");
+            self.inner.abort_turns.cancel();
+            self.inner.tracker.wait().await;
+        }
+    }
+
+    /// Turns running now.
+    pub fn running_turns(&self) -> usize {
+        self.inner.settings.max_concurrent_turns - self.inner.pool.available_permits()
+    }
+}
+
+fn short(id: &str) -> &str {
+    id.get(id.len().saturating_sub(8)..).unwrap_or(id)
+}

@@ -1,0 +1,267 @@
+//! The `Store` boundary: durable state in domain words (accept an event, begin and finish a turn,
+//! queue a reply, load a transcript). Callers never see SQL; only implementations write it.
+//!
+//! The trait is split by concern so each backend file stays small; `Store` is all of them.
+//! A PostgreSQL backend for scale-out is a second implementation of the same traits.
+
+mod sqlite;
+
+use async_trait::async_trait;
+use hermesd_platform::{ChatType, InboundEvent, OutboundMessage};
+use serde::Serialize;
+
+use crate::agent::message::Message;
+
+pub use sqlite::SqliteStore;
+
+/// Errors from the store; callers act on the kind.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database schema is newer than this binary understands.
+    #[error("database schema version {found} is newer than this hermesd knows ({known}); upgrade hermesd")]
+    SchemaTooNew {
+        /// Version in the database.
+        found: i64,
+        /// Newest version this binary has.
+        known: i64,
+    },
+    /// A row that must exist does not.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Stored JSON no longer parses (schema drift or corruption).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// The database itself failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Migrations failed.
+    #[error("migrate: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Result alias for store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What `accept_inbound` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptOutcome {
+    /// First time seen; `seq` is its durable position.
+    New {
+        /// The event's sequence number.
+        seq: i64,
+    },
+    /// Seen before.
+    Duplicate,
+}
+
+/// Where an inbound event is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventState {
+    /// Stored, not yet started.
+    Accepted,
+    /// A turn for it started (and may have been cut off by a crash).
+    Running,
+    /// Answered.
+    Done,
+    /// Ended with an error reply.
+    Failed,
+    /// Too old to run after downtime; answered with a notice.
+    Expired,
+}
+
+impl EventState {
+    fn as_str(self) -> &'static str {
+        match self {
+            EventState::Accepted => "accepted",
+            EventState::Running => "running",
+            EventState::Done => "done",
+            EventState::Failed => "failed",
+            EventState::Expired => "expired",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "accepted" => EventState::Accepted,
+            "running" => EventState::Running,
+            "done" => EventState::Done,
+            "failed" => EventState::Failed,
+            "expired" => EventState::Expired,
+            _ => return None,
+        })
+    }
+}
+
+/// An event that was accepted and not finished (for restart recovery).
+#[derive(Debug, Clone)]
+pub struct UnfinishedEvent {
+    /// Its sequence number.
+    pub seq: i64,
+    /// The normalised event.
+    pub event: InboundEvent,
+    /// Accepted (never started) or running (cut off mid-turn).
+    pub state: EventState,
+    /// Turns started for it so far.
+    pub attempts: u32,
+    /// When it was accepted.
+    pub received_at: i64,
+    /// The session its turn ran in, when it started.
+    pub session_id: Option<String>,
+}
+
+/// The identity of a conversation, from which sessions are found or started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionKey {
+    /// `agent:main:{platform}:{chat_type}:{chat_id}[:{thread_id}][:{user_id}]`.
+    pub key: String,
+    /// The platform.
+    pub platform: String,
+    /// The chat id.
+    pub chat_id: String,
+    /// The chat type.
+    pub chat_type: ChatType,
+    /// The thread, if any.
+    pub thread_id: Option<String>,
+    /// The user, when the session is per user.
+    pub user_id: Option<String>,
+}
+
+/// A session row.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionInfo {
+    /// Stable id (UUIDv7); compaction keeps it.
+    pub id: String,
+    /// The key it serves.
+    pub key: String,
+    /// Title, when set.
+    pub title: Option<String>,
+    /// Created, Unix ms.
+    pub created_at: i64,
+    /// Last activity, Unix ms.
+    pub updated_at: i64,
+    /// Turns in a row that crashed the daemon.
+    pub restart_count: u32,
+    /// Suspended after too many crashes, until `/new`.
+    pub suspended: bool,
+    /// Live (not archived) messages.
+    pub message_count: i64,
+}
+
+/// A stored transcript message.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredMessage {
+    /// Row id.
+    pub id: i64,
+    /// The message.
+    #[serde(flatten)]
+    pub message: Message,
+    /// Written, Unix ms.
+    pub created_at: i64,
+    /// Soft-archived by compaction (still searchable).
+    pub archived: bool,
+}
+
+/// A full-text search hit.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchHit {
+    /// The session.
+    pub session_id: String,
+    /// The message row.
+    pub message_id: i64,
+    /// Its role.
+    pub role: String,
+    /// A snippet with the match marked by `[` `]`.
+    pub snippet: String,
+    /// Written, Unix ms.
+    pub created_at: i64,
+}
+
+/// An outbound chunk waiting for delivery.
+#[derive(Debug, Clone)]
+pub struct PendingOutbound {
+    /// Row id.
+    pub id: i64,
+    /// The turn (or notice) it belongs to.
+    pub turn_id: String,
+    /// The message to send.
+    pub message: OutboundMessage,
+    /// Delivery attempts so far.
+    pub attempts: u32,
+}
+
+/// Accepting events and tracking their turns.
+#[async_trait]
+pub trait InboundStore: Send + Sync {
+    /// Whether the database answers (readiness).
+    async fn ping(&self) -> StoreResult<()>;
+    /// Store `event` unless (platform, event id) was seen; one transaction.
+    async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome>;
+    /// Events accepted or running, oldest first.
+    async fn unfinished_events(&self) -> StoreResult<Vec<UnfinishedEvent>>;
+    /// End an event without a turn (expired, rejected, control command), queueing `reply`.
+    async fn close_event(&self, seq: i64, state: EventState, error: Option<&str>, reply: &[OutboundMessage], turn_id: &str, now: i64) -> StoreResult<()>;
+    /// A graceful shutdown interrupted the event's turn: run it again next start, not counted as
+    /// a crash.
+    async fn requeue_event(&self, seq: i64) -> StoreResult<()>;
+    /// A platform's durable cursor.
+    async fn load_cursor(&self, platform: &str) -> StoreResult<Option<String>>;
+    /// Save a platform's cursor.
+    async fn save_cursor(&self, platform: &str, cursor: &str, now: i64) -> StoreResult<()>;
+}
+
+/// Sessions, transcripts and turns.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// The session a key points at, if any.
+    async fn route(&self, key: &str) -> StoreResult<Option<SessionInfo>>;
+    /// Start a new session for `key` and point the key at it.
+    async fn start_session(&self, key: &SessionKey, now: i64) -> StoreResult<SessionInfo>;
+    /// A session by id.
+    async fn session(&self, id: &str) -> StoreResult<Option<SessionInfo>>;
+    /// Sessions, most recently active first.
+    async fn list_sessions(&self, limit: u32) -> StoreResult<Vec<SessionInfo>>;
+    /// Live messages of a session, oldest first.
+    async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>>;
+    /// Every message of a session, archived included.
+    async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>>;
+    /// Mark the event running in `session_id` (attempts + 1) and write its user message once.
+    /// Returns the attempt number.
+    async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32>;
+    /// In one transaction: append the turn's messages, queue its reply chunks, close the event
+    /// as `state`, and reset the session's crash counter.
+    async fn finish_turn(
+        &self,
+        seq: i64,
+        session_id: &str,
+        messages: &[Message],
+        reply: &[OutboundMessage],
+        state: EventState,
+        error: Option<&str>,
+        now: i64,
+    ) -> StoreResult<()>;
+    /// Count a crashed turn against a session; suspends it at `max`. Returns the new count.
+    async fn record_crash(&self, session_id: &str, max: u32) -> StoreResult<u32>;
+    /// Full-text search over messages (archived included); trigram for short or CJK queries.
+    async fn search(&self, query: &str, session_id: Option<&str>, limit: u32) -> StoreResult<Vec<SearchHit>>;
+}
+
+/// The durable outbox.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Queue messages (notices, acks) outside a turn. Returns their row ids.
+    async fn enqueue_outbound(&self, turn_id: &str, messages: &[OutboundMessage], now: i64) -> StoreResult<Vec<i64>>;
+    /// Chunks of one turn still pending, in order.
+    async fn pending_for_turn(&self, turn_id: &str) -> StoreResult<Vec<PendingOutbound>>;
+    /// Every pending chunk, oldest first (restart).
+    async fn pending_outbound(&self) -> StoreResult<Vec<PendingOutbound>>;
+    /// Record a delivery receipt.
+    async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64) -> StoreResult<()>;
+    /// Record a failed attempt; `give_up` ends the row as failed.
+    async fn mark_attempt_failed(&self, id: i64, error: &str, give_up: bool) -> StoreResult<()>;
+}
+
+/// Everything durable hermesd keeps.
+pub trait Store: InboundStore + SessionStore + OutboxStore {}
+
+impl<T: InboundStore + SessionStore + OutboxStore> Store for T {}

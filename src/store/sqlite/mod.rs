@@ -1,0 +1,144 @@
+//! The SQLite backend of the store: WAL, one writer connection, a pool of read-only readers,
+//! a busy timeout and a jittered retry when another process holds the write lock.
+//!
+//! Only this folder writes SQL. Schema changes go through `migrations/`, never ad hoc DDL here.
+
+mod inbound;
+mod outbox;
+mod sessions;
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use rand::Rng;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::SqlStr;
+
+use super::{StoreError, StoreResult};
+
+/// The migrations compiled into this binary, in order.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", include_str!("../../../migrations/0001_initial.sql"))];
+
+/// How many times a write is retried when the database stays locked past the busy timeout.
+const BUSY_RETRIES: u32 = 5;
+
+/// The SQLite store.
+#[derive(Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    readers: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path`, apply migrations, and refuse a schema
+    /// newer than this binary knows.
+    pub async fn open(path: &Path, busy_timeout: Duration, readers: u32) -> StoreResult<Self> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+        }
+        let base = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(busy_timeout)
+            .foreign_keys(true)
+            .pragma("temp_store", "memory");
+        // One writer connection: SQLite serialises writers anyway, and a single connection turns
+        // contention inside this process into a queue instead of BUSY errors.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect_with(base.clone().create_if_missing(true))
+            .await?;
+        check_schema_version(&writer).await?;
+        migrator().run(&writer).await?;
+        let readers = SqlitePoolOptions::new()
+            .max_connections(readers)
+            .connect_with(base.read_only(true))
+            .await?;
+        Ok(Self { writer, readers })
+    }
+
+    /// Close both pools, checkpointing the WAL.
+    pub async fn close(&self) {
+        self.readers.close().await;
+        self.writer.close().await;
+    }
+
+    /// The newest schema version this binary knows.
+    pub fn known_schema_version() -> i64 {
+        MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
+    }
+}
+
+fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .map(|(version, name, sql)| {
+            Migration::new(*version, Cow::Borrowed(*name), MigrationType::Simple, SqlStr::from_static(sql), false)
+        })
+        .collect();
+    Migrator::with_migrations(migrations)
+}
+
+async fn check_schema_version(pool: &SqlitePool) -> StoreResult<()> {
+    let exists: Option<(String,)> =
+        sqlx::query_as("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'")
+            .fetch_optional(pool)
+            .await?;
+    if exists.is_none() {
+        return Ok(());
+    }
+    let (found,): (Option<i64>,) =
+        sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(pool).await?;
+    let known = SqliteStore::known_schema_version();
+    match found {
+        Some(found) if found > known => Err(StoreError::SchemaTooNew { found, known }),
+        _ => Ok(()),
+    }
+}
+
+/// Run a write, retrying with jitter while another process keeps the database locked.
+async fn retry_busy<T, F, Fut>(mut op: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Err(e) if is_busy(&e) && attempt < BUSY_RETRIES => {
+                attempt += 1;
+                let jitter = rand::rng().random_range(10..50u64 * u64::from(attempt));
+                tracing::debug!(attempt, "database busy, retrying");
+                tokio::time::sleep(Duration::from_millis(jitter)).await;
+            }
+            other => return other.map_err(StoreError::from),
+        }
+    }
+}
+
+fn is_busy(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("5" | "6" | "517" | "261"))
+        }
+        _ => false,
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("store types always serialise to JSON")
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> StoreResult<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+#[cfg(test)]
+mod tests;

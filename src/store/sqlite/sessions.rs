@@ -1,0 +1,277 @@
+//! Sessions, routes, transcripts and turns in SQLite.
+
+use async_trait::async_trait;
+use hermesd_platform::OutboundMessage;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::outbox::insert_outbound;
+use super::{SqliteStore, from_json, retry_busy, to_json};
+use crate::agent::message::{Message, Role, ToolCall};
+use crate::store::{EventState, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage};
+
+const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, \
+     (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.archived = 0) AS message_count";
+
+fn session_from_row(row: &SqliteRow) -> SessionInfo {
+    SessionInfo {
+        id: row.get("id"),
+        key: row.get("session_key"),
+        title: row.get("title"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+        restart_count: row.get::<i64, _>("restart_count").try_into().unwrap_or(u32::MAX),
+        suspended: row.get::<i64, _>("suspended") != 0,
+        message_count: row.get("message_count"),
+    }
+}
+
+fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
+    let role: String = row.get("role");
+    let tool_calls: Option<String> = row.get("tool_calls");
+    let tool_calls: Vec<ToolCall> = match tool_calls {
+        Some(text) => from_json(&text, "messages.tool_calls")?,
+        None => Vec::new(),
+    };
+    Ok(StoredMessage {
+        id: row.get("id"),
+        message: Message {
+            role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("messages.role {role:?}")))?,
+            content: row.get("content"),
+            tool_calls,
+            tool_call_id: row.get("tool_call_id"),
+        },
+        created_at: row.get("created_at"),
+        archived: row.get::<i64, _>("archived") != 0,
+    })
+}
+
+async fn insert_message(
+    conn: &mut sqlx::SqliteConnection,
+    session_id: &str,
+    message: &Message,
+    event_seq: Option<i64>,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    let tool_calls = (!message.tool_calls.is_empty()).then(|| to_json(&message.tool_calls));
+    sqlx::query(
+        "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, event_seq, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(session_id)
+    .bind(message.role.as_str())
+    .bind(&message.content)
+    .bind(tool_calls)
+    .bind(&message.tool_call_id)
+    .bind(event_seq)
+    .bind(now)
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+/// Quote each term so user text can never be read as FTS5 query syntax.
+fn fts_query(text: &str) -> String {
+    text.split_whitespace().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" ")
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn route(&self, key: &str) -> StoreResult<Option<SessionInfo>> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM session_routes r JOIN sessions s ON s.id = r.session_id WHERE r.session_key = ?"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).fetch_optional(&self.readers).await?;
+        Ok(row.as_ref().map(session_from_row))
+    }
+
+    async fn start_session(&self, key: &SessionKey, now: i64) -> StoreResult<SessionInfo> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let id_ref = id.as_str();
+        retry_busy(|| async move {
+            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            sqlx::query(
+                "INSERT INTO sessions (id, session_key, platform, chat_id, chat_type, thread_id, user_id, created_at, updated_at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(id_ref)
+            .bind(&key.key)
+            .bind(&key.platform)
+            .bind(&key.chat_id)
+            .bind(key.chat_type.as_str())
+            .bind(&key.thread_id)
+            .bind(&key.user_id)
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO session_routes (session_key, session_id, updated_at) VALUES (?, ?, ?) \
+                 ON CONFLICT (session_key) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at",
+            )
+            .bind(&key.key)
+            .bind(id_ref)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await
+        })
+        .await?;
+        Ok(SessionInfo {
+            id,
+            key: key.key.clone(),
+            title: None,
+            created_at: now,
+            updated_at: now,
+            restart_count: 0,
+            suspended: false,
+            message_count: 0,
+        })
+    }
+
+    async fn session(&self, id: &str) -> StoreResult<Option<SessionInfo>> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.readers).await?;
+        Ok(row.as_ref().map(session_from_row))
+    }
+
+    async fn list_sessions(&self, limit: u32) -> StoreResult<Vec<SessionInfo>> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions s ORDER BY s.updated_at DESC, s.id DESC LIMIT ?");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(i64::from(limit)).fetch_all(&self.readers).await?;
+        Ok(rows.iter().map(session_from_row).collect())
+    }
+
+    async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
+        let rows = sqlx::query(
+            "SELECT id, role, content, tool_calls, tool_call_id, created_at, archived FROM messages \
+             WHERE session_id = ? AND archived = 0 ORDER BY id",
+        )
+        .bind(session_id)
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter().map(message_from_row).collect()
+    }
+
+    async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
+        let rows = sqlx::query(
+            "SELECT id, role, content, tool_calls, tool_call_id, created_at, archived FROM messages \
+             WHERE session_id = ? ORDER BY id",
+        )
+        .bind(session_id)
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter().map(message_from_row).collect()
+    }
+
+    async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32> {
+        let attempts: i64 = retry_busy(|| async move {
+            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let (attempts,): (i64,) = sqlx::query_as(
+                "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ? \
+                 WHERE seq = ? RETURNING attempts",
+            )
+            .bind(session_id)
+            .bind(seq)
+            .fetch_one(&mut *tx)
+            .await?;
+            insert_message(&mut tx, session_id, user, Some(seq), now).await?;
+            sqlx::query("UPDATE sessions SET updated_at = ? WHERE id = ?")
+                .bind(now)
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(attempts)
+        })
+        .await?;
+        Ok(attempts.try_into().unwrap_or(u32::MAX))
+    }
+
+    async fn finish_turn(
+        &self,
+        seq: i64,
+        session_id: &str,
+        messages: &[Message],
+        reply: &[OutboundMessage],
+        state: EventState,
+        error: Option<&str>,
+        now: i64,
+    ) -> StoreResult<()> {
+        let turn_id = &format!("evt:{seq}");
+        retry_busy(|| async move {
+            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            for message in messages {
+                insert_message(&mut tx, session_id, message, Some(seq), now).await?;
+            }
+            insert_outbound(&mut tx, turn_id, reply, now).await?;
+            sqlx::query("UPDATE inbound_events SET state = ?, error = ?, finished_at = ? WHERE seq = ?")
+                .bind(state.as_str())
+                .bind(error)
+                .bind(now)
+                .bind(seq)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE sessions SET restart_count = 0, updated_at = ? WHERE id = ?")
+                .bind(now)
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await
+        })
+        .await
+    }
+
+    async fn record_crash(&self, session_id: &str, max: u32) -> StoreResult<u32> {
+        let count: Option<(i64,)> = retry_busy(|| async move {
+            sqlx::query_as(
+                "UPDATE sessions SET restart_count = restart_count + 1, \
+                 suspended = CASE WHEN restart_count + 1 >= ? THEN 1 ELSE suspended END \
+                 WHERE id = ? RETURNING restart_count",
+            )
+            .bind(i64::from(max))
+            .bind(session_id)
+            .fetch_optional(&self.writer)
+            .await
+        })
+        .await?;
+        let (count,) = count.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
+        Ok(count.try_into().unwrap_or(u32::MAX))
+    }
+
+    async fn search(&self, query: &str, session_id: Option<&str>, limit: u32) -> StoreResult<Vec<SearchHit>> {
+        let query = query.trim();
+        if query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let matched = fts_query(query);
+        let hits = |sql: &'static str| {
+            sqlx::query(sql).bind(matched.clone()).bind(session_id).bind(i64::from(limit)).fetch_all(&self.readers)
+        };
+        // Word search first; substring (trigram) search catches partial words and scripts
+        // without spaces. Trigram needs at least three characters.
+        let mut rows = hits(
+            "SELECT m.session_id, m.id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at \
+             FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid \
+             WHERE messages_fts MATCH ? AND (?2 IS NULL OR m.session_id = ?2) ORDER BY rank LIMIT ?3",
+        )
+        .await?;
+        if rows.is_empty() && query.chars().count() >= 3 {
+            rows = hits(
+                "SELECT m.session_id, m.id, m.role, snippet(messages_fts_trigram, 0, '[', ']', '…', 12) AS snip, m.created_at \
+                 FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid \
+                 WHERE messages_fts_trigram MATCH ? AND (?2 IS NULL OR m.session_id = ?2) ORDER BY rank LIMIT ?3",
+            )
+            .await?;
+        }
+        Ok(rows
+            .iter()
+            .map(|row| SearchHit {
+                session_id: row.get("session_id"),
+                message_id: row.get("id"),
+                role: row.get("role"),
+                snippet: row.get("snip"),
+                created_at: row.get("created_at"),
+            })
+            .collect())
+    }
+}
