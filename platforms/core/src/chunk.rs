@@ -533,14 +533,14 @@ mod tests {
         // Tokens are '|'-separated; repeated ones are just more likely.
         const TOKENS: &str = concat!(
             "word| | |\n|\n\n|```rust\n|```\n|\n```\n|```|`|``|👍🏽|👨‍👩‍👧‍👦|🇯🇵|漢字|e\u{301}|\t|",
-            "    |\r\n|x|a.b,c|supercalifragilisticexpialidocious|```ls -la```|\u{a0}|  ```py\n",
+            "    |\r\n|x|a.b,c|supercalifragilisticexpialidocious|```ls -la```|\u{a0}|  ```py\n|\r| \u{301}|\u{200d}",
         );
         let tokens: Vec<&str> = TOKENS.split('|').collect();
-        let mut rng = Rng(0xdead_beef_cafe_f00d);
+        let mut rng = Rng(0x0bad_5eed_1234_4321);
         for _ in 0..300_000 {
-            let len = rng.below(80);
+            let len = rng.below(200);
             let text: String = (0..len).map(|_| tokens[rng.below(tokens.len())]).collect();
-            let limit = 1 + rng.below(120);
+            let limit = 1 + rng.below(400);
             let unit = if rng.below(2) == 0 { Chars } else { Utf16 };
             check(&text, limit, unit);
         }

@@ -1,0 +1,88 @@
+//! Shared helpers for integration tests: the scripted fake LLM, daemon start-up and an HTTP
+//! client. Everything binds to 127.0.0.1:0.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod fake_llm;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use hermesd::config::{Config, Env, Paths};
+use hermesd::daemon::{Daemon, DaemonOptions};
+use serde_json::{Value, json};
+
+pub use fake_llm::FakeLlm;
+
+/// A daemon started in-process for a test.
+pub struct TestDaemon {
+    /// The daemon.
+    pub daemon: Daemon,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+}
+
+/// Config text pointing the model at `llm`, listening on an ephemeral port, plus `extra` TOML.
+pub fn config_for(llm: &FakeLlm, extra: &str) -> String {
+    format!(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"fake-model\"\ntimeout = \"30s\"\n\n{extra}\n",
+        llm.base_url()
+    )
+}
+
+/// Start a daemon with `config` in `home` and `env` as its whole environment.
+pub async fn start_daemon(home: &Path, config: &str, env: &[(&str, &str)]) -> TestDaemon {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = Config::parse(config).expect("test config parses");
+    let paths = Paths { home: home.to_path_buf(), config: home.join("config.toml") };
+    let env = Env::from_map(env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
+    let daemon = Daemon::start(config, paths, env, DaemonOptions::default()).await.expect("daemon starts");
+    let base = format!("http://{}", daemon.addr.expect("http bound"));
+    TestDaemon { daemon, base }
+}
+
+/// A plain HTTP client.
+pub fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client builds")
+}
+
+/// POST a one-message chat completion; `session` goes in `X-Hermes-Session-Id`.
+pub async fn ask(base: &str, session: Option<&str>, text: &str) -> (u16, Value) {
+    let mut request = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({ "model": "hermes-agent", "messages": [{ "role": "user", "content": text }] }));
+    if let Some(session) = session {
+        request = request.header("X-Hermes-Session-Id", session);
+    }
+    let response = request.send().await.expect("request sent");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The assistant text of a completion response.
+pub fn answer(body: &Value) -> &str {
+    body["choices"][0]["message"]["content"].as_str().unwrap_or_else(|| panic!("no answer in {body}"))
+}
+
+/// (role, content) of every message of a recorded LLM request.
+pub fn prompt(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .expect("messages array")
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap_or("").to_owned(), m["content"].as_str().unwrap_or("").to_owned()))
+        .collect()
+}
+
+/// Poll `check` every 20 ms until it holds or `timeout` passes.
+pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, mut check: F) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
