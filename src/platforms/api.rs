@@ -72,8 +72,9 @@ impl Platform for ApiPlatform {
 
     async fn run(&self, _ctx: PlatformContext, cancel: CancellationToken) -> Result<(), PlatformError> {
         // Requests arrive through the HTTP server's routes; this only marks the platform's life.
+        // Waiters stay until their turns finish or persist: the daemon releases them after the
+        // drain.
         cancel.cancelled().await;
-        self.release_all();
         Ok(())
     }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Capabilities, ChatRef, ChatType, InboundEvent, InboundMessage, LengthUnit, MarkdownDialect, MessageRef,
+    Accepted, Capabilities, ChatRef, ChatType, InboundEvent, InboundMessage, LengthUnit, MarkdownDialect, MessageRef,
     OutboundKind, OutboundMessage, Platform, PlatformContext, PlatformError, Sender,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -37,6 +37,20 @@ impl TerminalPlatform {
             replied: Notify::new(),
             finished: CancellationToken::new(),
         })
+    }
+
+    /// Wait until every message sent has its reply; false when cancelled first.
+    async fn wait_for_replies(&self, cancel: &CancellationToken) -> bool {
+        loop {
+            let replied = self.replied.notified();
+            if self.awaiting.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                _ = replied => {}
+            }
+        }
     }
 
     fn chat(&self) -> ChatRef {
@@ -92,19 +106,24 @@ impl Platform for TerminalPlatform {
                 },
             };
             self.awaiting.fetch_add(1, Ordering::SeqCst);
-            if let Err(e) = ctx.ingress.accept(event).await {
-                self.awaiting.fetch_sub(1, Ordering::SeqCst);
-                eprintln!("hermesd: {e}");
+            match ctx.ingress.accept(event).await {
+                Ok(Accepted::New) => {}
+                Ok(Accepted::Duplicate) => {
+                    self.awaiting.fetch_sub(1, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    self.awaiting.fetch_sub(1, Ordering::SeqCst);
+                    eprintln!("hermesd: {e}");
+                }
+            }
+            // A conversation, not a batch: the next line is read once this one is answered.
+            if !self.wait_for_replies(&cancel).await {
+                return Ok(());
             }
         }
-        // stdin ended: wait for the replies still owed, then let `hermesd chat` exit.
-        while self.awaiting.load(Ordering::SeqCst) > 0 {
-            tokio::select! {
-                _ = cancel.cancelled() => return Ok(()),
-                _ = self.replied.notified() => {}
-            }
+        if self.wait_for_replies(&cancel).await {
+            self.finished.cancel();
         }
-        self.finished.cancel();
         Ok(())
     }
 
@@ -117,7 +136,7 @@ impl Platform for TerminalPlatform {
         let last = message.chunk.0 + 1 >= message.chunk.1;
         if last && matches!(message.kind, OutboundKind::Reply | OutboundKind::Error) {
             let _ = self.awaiting.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-            self.replied.notify_one();
+            self.replied.notify_waiters();
         }
         Ok(MessageRef { chat: message.chat.clone(), message_id: uuid::Uuid::now_v7().to_string() })
     }

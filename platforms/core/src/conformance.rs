@@ -1,6 +1,6 @@
 //! The conformance kit: shared checks every platform adapter runs from its own tests, so all
-//! adapters are held to one contract. It panics on a broken contract and must never be used
-//! outside tests.
+//! adapters are held to one contract. The checks panic on a broken contract, so they must never
+//! be called outside tests.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -337,19 +337,18 @@ mod tests {
             if self.flaw == Flaw::ReturnsEarly {
                 return Err(PlatformError::Unauthorized("bad token".into()));
             }
+            let refused = |e: IngressError| PlatformError::Transient(e.to_string());
             // The second "e1" is a redelivery, which the ingress must refuse.
             for id in ["e1", "e1", "e2"] {
-                let refuse = |e: IngressError| PlatformError::Transient(e.to_string());
                 ctx.ingress
                     .accept(event("fake", id))
                     .await
-                    .map_err(refuse)?;
+                    .map_err(refused)?;
             }
-            let refuse = |e: IngressError| PlatformError::Transient(e.to_string());
             ctx.ingress
                 .save_cursor("fake", "e2")
                 .await
-                .map_err(refuse)?;
+                .map_err(refused)?;
             if self.flaw == Flaw::IgnoresCancel {
                 loop {
                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -400,18 +399,15 @@ mod tests {
     #[tokio::test]
     async fn ingress_dedups_per_platform_and_keeps_cursors() {
         let ingress = RecordingIngress::new();
-        assert_eq!(
-            ingress.accept(event("a", "1")).await.ok(),
-            Some(Accepted::New)
-        );
-        assert_eq!(
-            ingress.accept(event("a", "1")).await.ok(),
-            Some(Accepted::Duplicate)
-        );
-        assert_eq!(
-            ingress.accept(event("b", "1")).await.ok(),
-            Some(Accepted::New)
-        );
+        let table = [
+            ("a", Accepted::New),
+            ("a", Accepted::Duplicate),
+            ("b", Accepted::New),
+        ];
+        for (platform, want) in table {
+            let got = ingress.accept(event(platform, "1")).await.ok();
+            assert_eq!(got, Some(want), "{platform}");
+        }
         assert_eq!(ingress.events(), vec![event("a", "1"), event("b", "1")]);
         assert_eq!(ingress.duplicates(), 1);
         assert_eq!(ingress.load_cursor("a").await.ok(), Some(None));
@@ -468,29 +464,17 @@ mod tests {
     #[test]
     fn capabilities_check_rejects_each_bad_field() {
         check_capabilities(&caps());
-        let bad = [
-            Capabilities {
-                max_message_len: 0,
-                ..caps()
-            },
-            Capabilities {
-                per_chat_rate: 0.0,
-                ..caps()
-            },
-            Capabilities {
-                per_chat_rate: f64::NAN,
-                ..caps()
-            },
-            Capabilities {
-                per_chat_burst: 0,
-                ..caps()
-            },
+        let breakers: [fn(&mut Capabilities); 4] = [
+            |c| c.max_message_len = 0,
+            |c| c.per_chat_rate = 0.0,
+            |c| c.per_chat_rate = f64::NAN,
+            |c| c.per_chat_burst = 0,
         ];
-        for caps in bad {
-            assert!(
-                catch_unwind(|| check_capabilities(&caps)).is_err(),
-                "{caps:?} passed"
-            );
+        for breaker in breakers {
+            let mut bad = caps();
+            breaker(&mut bad);
+            let failed = catch_unwind(|| check_capabilities(&bad)).is_err();
+            assert!(failed, "{bad:?} passed");
         }
     }
 
@@ -502,9 +486,8 @@ mod tests {
         let refs = check_send_chunks(&platform, &chat(), &text).await;
         let sent = platform
             .sent
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
         assert!(refs.len() > 1);
         assert_eq!(refs.len(), sent.len());
         let total = u32::try_from(sent.len()).unwrap_or(u32::MAX);
