@@ -91,12 +91,15 @@ impl Daemon {
             return Err(ConfigError { problems }.into());
         }
         std::fs::create_dir_all(&paths.home).with_context(|| format!("create {}", paths.home.display()))?;
-        let store = SqliteStore::open(&paths.database(&config.store), config.store.busy_timeout.get(), config.store.readers)
-            .await
-            .map_err(|e| match e {
-                StoreError::SchemaTooNew { .. } => StartError::Schema(e),
-                other => StartError::Other(anyhow::anyhow!("open {}: {other}", paths.database(&config.store).display())),
-            })?;
+        let store =
+            SqliteStore::open(&paths.database(&config.store), config.store.busy_timeout.get(), config.store.readers)
+                .await
+                .map_err(|e| match e {
+                    StoreError::SchemaTooNew { .. } => StartError::Schema(e),
+                    other => {
+                        StartError::Other(anyhow::anyhow!("open {}: {other}", paths.database(&config.store).display()))
+                    }
+                })?;
         let sqlite = store.clone();
         let store: Arc<dyn Store> = Arc::new(store);
         let metrics = Arc::new(Metrics::default());
@@ -113,7 +116,13 @@ impl Daemon {
         let shutdown = CancellationToken::new();
         let delivery_cancel = CancellationToken::new();
         let delivery_tracker = TaskTracker::new();
-        let outbox = Outbox::new(store.clone(), registry.clone(), metrics.clone(), delivery_tracker.clone(), delivery_cancel.clone());
+        let outbox = Outbox::new(
+            store.clone(),
+            registry.clone(),
+            metrics.clone(),
+            delivery_tracker.clone(),
+            delivery_cancel.clone(),
+        );
         let provider = build_provider(&config, &env)?;
         let runner = Arc::new(TurnRunner::new(
             store.clone(),
@@ -141,14 +150,14 @@ impl Daemon {
         let listener = if options.no_http {
             None
         } else {
-            let listener = TcpListener::bind(&config.http.listen)
-                .await
-                .with_context(|| format!("bind {}", config.http.listen))?;
+            let listener =
+                TcpListener::bind(&config.http.listen).await.with_context(|| format!("bind {}", config.http.listen))?;
             Some(listener)
         };
         let addr = listener.as_ref().map(|l| l.local_addr()).transpose().context("local address")?;
 
-        let recovery = recover(&store, &outbox, &router, &config.recovery).await.map_err(|e| anyhow::anyhow!("recovery: {e}"))?;
+        let recovery =
+            recover(&store, &outbox, &router, &config.recovery).await.map_err(|e| anyhow::anyhow!("recovery: {e}"))?;
 
         let tasks = TaskTracker::new();
         let platform_cancel = shutdown.child_token();

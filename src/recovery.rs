@@ -24,7 +24,12 @@ pub struct RecoveryReport {
 }
 
 /// Run recovery once, before platforms start receiving.
-pub async fn recover(store: &Arc<dyn Store>, outbox: &Outbox, router: &Router, limits: &RecoveryConfig) -> Result<RecoveryReport, StoreError> {
+pub async fn recover(
+    store: &Arc<dyn Store>,
+    outbox: &Outbox,
+    router: &Router,
+    limits: &RecoveryConfig,
+) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport { resumed_chunks: outbox.resume_pending().await, ..Default::default() };
     let now = now_ms();
     for unfinished in store.unfinished_events().await? {
@@ -36,11 +41,19 @@ pub async fn recover(store: &Arc<dyn Store>, outbox: &Outbox, router: &Router, l
             if let Some(session) = &unfinished.session_id {
                 let count = store.record_crash(session, limits.max_session_restarts).await?;
                 if count >= limits.max_session_restarts {
-                    refusal = Some((EventState::Failed, format!("This session is suspended: its turn stopped hermesd {count} times in a row. Send /new to start a fresh session.")));
+                    refusal = Some((
+                        EventState::Failed,
+                        format!(
+                            "This session is suspended: its turn stopped hermesd {count} times in a row. Send /new to start a fresh session."
+                        ),
+                    ));
                 }
             }
             if refusal.is_none() && unfinished.attempts >= limits.max_attempts {
-                refusal = Some((EventState::Failed, format!("Giving up on this message after {} attempts that did not finish.", unfinished.attempts)));
+                refusal = Some((
+                    EventState::Failed,
+                    format!("Giving up on this message after {} attempts that did not finish.", unfinished.attempts),
+                ));
             }
         }
         match refusal {
@@ -62,7 +75,12 @@ pub async fn recover(store: &Arc<dyn Store>, outbox: &Outbox, router: &Router, l
         }
     }
     if report != RecoveryReport::default() {
-        tracing::info!(resumed_chunks = report.resumed_chunks, rerun = report.rerun, given_up = report.given_up, "recovered unfinished work");
+        tracing::info!(
+            resumed_chunks = report.resumed_chunks,
+            rerun = report.rerun,
+            given_up = report.given_up,
+            "recovered unfinished work"
+        );
     }
     Ok(report)
 }

@@ -176,7 +176,7 @@ async fn interrupt_policy_cancels_the_running_turn() {
 async fn bad_input_gets_openai_style_errors() {
     let llm = FakeLlm::echo().await;
     let home = tempfile::tempdir().unwrap();
-    let config = config_for(&llm, "") .replace("[http]\n", "[http]\nmax_body_bytes = 2048\n");
+    let config = config_for(&llm, "").replace("[http]\n", "[http]\nmax_body_bytes = 2048\n");
     let d = start_daemon(home.path(), &config, &[("API_SERVER_KEY", "sekret")]).await;
     let url = format!("{}/v1/chat/completions", d.base);
     let post = |body: String, key: Option<&str>| {
@@ -190,7 +190,12 @@ async fn bad_input_gets_openai_style_errors() {
         ("{not json".into(), Some("sekret"), 400, "invalid_json"),
         (json!({"messages":[{"role":"user","content":"x"}]}).to_string(), None, 401, "invalid_api_key"),
         (json!({"messages":[{"role":"user","content":"x"}]}).to_string(), Some("wrong"), 401, "invalid_api_key"),
-        (json!({"messages":[{"role":"user","content":"x".repeat(4096)}]}).to_string(), Some("sekret"), 413, "body_too_large"),
+        (
+            json!({"messages":[{"role":"user","content":"x".repeat(4096)}]}).to_string(),
+            Some("sekret"),
+            413,
+            "body_too_large",
+        ),
         (json!({"messages":[{"role":"system","content":"x"}]}).to_string(), Some("sekret"), 400, "no_user_message"),
         (json!({"messages":"nope"}).to_string(), Some("sekret"), 400, "invalid_json"),
     ];

@@ -41,10 +41,10 @@ fn spawn(home: &Path) -> Child {
 async fn wait_ready(port: u16) {
     let url = format!("http://127.0.0.1:{port}/readyz");
     for _ in 0..500 {
-        if let Ok(r) = client().get(&url).send().await {
-            if r.status() == 200 {
-                return;
-            }
+        if let Ok(r) = client().get(&url).send().await
+            && r.status() == 200
+        {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -195,7 +195,8 @@ async fn chat_talks_through_the_same_pipeline_and_sessions_cli_reads_it() {
     assert_eq!(stdout.lines().collect::<Vec<_>>(), ["echo: hello terminal", "echo: quokka facts please"]);
 
     let run = |args: &[&str]| {
-        let out = Command::new(BIN).args(["--home", home.path().to_str().unwrap(), "sessions"]).args(args).output().unwrap();
+        let out =
+            Command::new(BIN).args(["--home", home.path().to_str().unwrap(), "sessions"]).args(args).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };

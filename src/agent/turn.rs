@@ -19,7 +19,7 @@ use crate::config::{RecoveryConfig, SessionsConfig};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
-use crate::store::{EventState, SessionInfo, SessionKey, Store, StoreError};
+use crate::store::{EventState, SessionInfo, SessionKey, Store, StoreError, TurnEnd};
 
 /// The identity prompt used when `agent.system_prompt` is not set.
 const DEFAULT_SYSTEM_PROMPT: &str = "You are Hermes, a helpful assistant reached through the hermesd gateway. \
@@ -155,8 +155,14 @@ impl TurnRunner {
                 "This session is suspended: its turn stopped hermesd {} times in a row. Send /new to start a fresh session.",
                 session.restart_count
             );
-            self.finish(job, &session.id, &[], &text, OutboundKind::Error, EventState::Failed, Some("session suspended"))
-                .await?;
+            self.finish(
+                job,
+                &session.id,
+                &text,
+                OutboundKind::Error,
+                (&[], EventState::Failed, Some("session suspended")),
+            )
+            .await?;
             self.metrics.inc(TURNS_TOTAL, &[("outcome", "rejected")]);
             return Ok(());
         }
@@ -183,15 +189,16 @@ impl TurnRunner {
         match outcome {
             Outcome::Answered(answer) => {
                 let text = answer.content.clone().unwrap_or_default();
-                self.finish(job, &session.id, &[answer], &text, OutboundKind::Reply, EventState::Done, None).await?;
+                self.finish(job, &session.id, &text, OutboundKind::Reply, (&[answer], EventState::Done, None)).await?;
                 self.metrics.inc(TURNS_TOTAL, &[("outcome", "ok")]);
             }
             Outcome::Hint(text) => {
-                self.finish(job, &session.id, &[], &text, OutboundKind::Reply, EventState::Done, None).await?;
+                self.finish(job, &session.id, &text, OutboundKind::Reply, (&[], EventState::Done, None)).await?;
                 self.metrics.inc(TURNS_TOTAL, &[("outcome", "unconfigured")]);
             }
             Outcome::Failed(text) => {
-                self.finish(job, &session.id, &[], &text, OutboundKind::Error, EventState::Failed, Some(&text)).await?;
+                self.finish(job, &session.id, &text, OutboundKind::Error, (&[], EventState::Failed, Some(&text)))
+                    .await?;
                 self.metrics.inc(TURNS_TOTAL, &[("outcome", "error")]);
             }
             Outcome::Stopped(reason) => {
@@ -199,7 +206,7 @@ impl TurnRunner {
                     StopReason::Stopped => ("Stopped.", "stopped"),
                     StopReason::Interrupted => ("Interrupted by your newer message.", "interrupted"),
                 };
-                self.finish(job, &session.id, &[], text, OutboundKind::Reply, EventState::Done, Some(label)).await?;
+                self.finish(job, &session.id, text, OutboundKind::Reply, (&[], EventState::Done, Some(label))).await?;
                 self.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
             }
             Outcome::Persist => {
@@ -225,19 +232,19 @@ impl TurnRunner {
         ChatRequest { messages }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Store the turn's end with `text` as its reply (of `kind`), then hand it to the outbox.
     async fn finish(
         &self,
         job: &TurnJob,
         session_id: &str,
-        messages: &[Message],
         text: &str,
         kind: OutboundKind,
-        state: EventState,
-        error: Option<&str>,
+        end: (&[Message], EventState, Option<&str>),
     ) -> Result<(), StoreError> {
         let reply = self.outbox.compose(&job.message.chat, text, kind, Some(&job.message.message_id));
-        self.store.finish_turn(job.seq, session_id, messages, &reply, state, error, now_ms()).await?;
+        let (messages, state, error) = end;
+        let end = TurnEnd { messages, reply: &reply, state, error };
+        self.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
         self.outbox.deliver(&job.message.chat, &format!("evt:{}", job.seq));
         Ok(())
     }

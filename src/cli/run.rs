@@ -19,18 +19,15 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
         }
     };
     let shutdown = daemon.shutdown_token();
-    let (mut term, mut int, mut hup) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
-        _ => {
-            eprintln!("hermesd: cannot install signal handlers");
-            daemon.stop().await;
-            return ExitCode::from(super::EXIT_TEMPFAIL);
-        }
-    };
+    let (mut term, mut int, mut hup) =
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup())) {
+            (Ok(t), Ok(i), Ok(h)) => (t, i, h),
+            _ => {
+                eprintln!("hermesd: cannot install signal handlers");
+                daemon.stop().await;
+                return ExitCode::from(super::EXIT_TEMPFAIL);
+            }
+        };
     tokio::spawn(async move {
         loop {
             tokio::select! {

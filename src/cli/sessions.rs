@@ -75,7 +75,13 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
         SessionsCommand::Search { query, session, limit } => {
             store.search(&query, session.as_deref(), limit).await.map(|hits| {
                 for hit in hits {
-                    println!("{}  #{}  {}  {}", hit.session_id, hit.message_id, hit.role, hit.snippet.replace('\n', " "));
+                    println!(
+                        "{}  #{}  {}  {}",
+                        hit.session_id,
+                        hit.message_id,
+                        hit.role,
+                        hit.snippet.replace('\n', " ")
+                    );
                 }
             })
         }

@@ -39,7 +39,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "d" => value * 86_400.0,
         other => return Err(format!("invalid duration {text:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
     };
-    if !seconds.is_finite() || seconds < 0.0 || seconds > 10.0 * 365.0 * 86_400.0 {
+    if !seconds.is_finite() || !(0.0..=10.0 * 365.0 * 86_400.0).contains(&seconds) {
         return Err(format!("invalid duration {text:?}: out of range"));
     }
     Ok(Duration::from_secs_f64(seconds))
@@ -48,11 +48,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        if ms % 1000 != 0 {
-            write!(f, "{ms}ms")
-        } else {
-            write!(f, "{}s", ms / 1000)
-        }
+        if !ms.is_multiple_of(1000) { write!(f, "{ms}ms") } else { write!(f, "{}s", ms / 1000) }
     }
 }
 

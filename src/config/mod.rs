@@ -56,11 +56,7 @@ pub struct HttpConfig {
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self {
-            listen: "127.0.0.1:8642".into(),
-            max_body_bytes: 1024 * 1024,
-            sse_keepalive: HumanDuration::secs(15),
-        }
+        Self { listen: "127.0.0.1:8642".into(), max_body_bytes: 1024 * 1024, sse_keepalive: HumanDuration::secs(15) }
     }
 }
 
@@ -429,11 +425,9 @@ pub struct Paths {
 impl Paths {
     /// Resolve from flags, then `HERMESD_HOME`, then `~/.hermesd`.
     pub fn resolve(home: Option<PathBuf>, config: Option<PathBuf>, env: &dyn EnvSource) -> Self {
-        let home = home
-            .or_else(|| env.var("HERMESD_HOME").map(PathBuf::from))
-            .unwrap_or_else(|| {
-                env.var("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".hermesd")
-            });
+        let home = home.or_else(|| env.var("HERMESD_HOME").map(PathBuf::from)).unwrap_or_else(|| {
+            env.var("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".hermesd")
+        });
         let config = config.unwrap_or_else(|| home.join("config.toml"));
         Self { home, config }
     }
@@ -456,9 +450,8 @@ impl Config {
     /// Read `path`; a missing file gives the embedded defaults.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         match std::fs::read_to_string(path) {
-            Ok(text) => Self::parse(&text).map_err(|e| ConfigError {
-                problems: vec![format!("{}: {}", path.display(), e.problems.join("; "))],
-            }),
+            Ok(text) => Self::parse(&text)
+                .map_err(|e| ConfigError { problems: vec![format!("{}: {}", path.display(), e.problems.join("; "))] }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(ConfigError { problems: vec![format!("read {}: {e}", path.display())] }),
         }

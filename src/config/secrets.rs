@@ -85,10 +85,7 @@ impl Env {
 
     /// A plain (non-secret) variable such as an allowlist.
     pub fn var(&self, key: &str) -> Option<String> {
-        self.process
-            .var(key)
-            .or_else(|| self.dotenv.get(key).cloned())
-            .filter(|v| !v.trim().is_empty())
+        self.process.var(key).or_else(|| self.dotenv.get(key).cloned()).filter(|v| !v.trim().is_empty())
     }
 
     /// A secret: `NAME`, else the file named by `NAME_FILE`, else `$CREDENTIALS_DIRECTORY/NAME`.
@@ -111,8 +108,7 @@ impl Env {
 }
 
 fn read_secret_file(path: &Path, name: &str) -> Result<Secret, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("read secret {name} from {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("read secret {name} from {}: {e}", path.display()))?;
     let value = text.trim();
     if value.is_empty() {
         return Err(format!("secret {name} in {} is empty", path.display()));
@@ -137,10 +133,8 @@ fn parse_dotenv(text: &str) -> Result<HashMap<String, String>, String> {
             return Err(format!("line {}: invalid variable name {key:?}", index + 1));
         }
         let value = value.trim();
-        let value = ['"', '\'']
-            .iter()
-            .find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q)))
-            .unwrap_or(value);
+        let value =
+            ['"', '\''].iter().find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q))).unwrap_or(value);
         vars.insert(key.to_owned(), value.to_owned());
     }
     Ok(vars)

@@ -12,20 +12,16 @@ impl Config {
         let mut problems = Vec::new();
         let listen = self.http.listen.parse::<SocketAddr>();
         match &listen {
-            Err(_) => problems.push(format!(
-                "http.listen: {:?} is not an address:port such as \"127.0.0.1:8642\"",
-                self.http.listen
-            )),
-            Ok(addr) if self.platforms.api.enabled && !addr.ip().is_loopback() => {
-                match env.secret("API_SERVER_KEY") {
-                    Ok(Some(_)) => {}
-                    Ok(None) => problems.push(format!(
-                        "platforms.api: http.listen {addr} is not a loopback address and API_SERVER_KEY is not set; \
+            Err(_) => problems
+                .push(format!("http.listen: {:?} is not an address:port such as \"127.0.0.1:8642\"", self.http.listen)),
+            Ok(addr) if self.platforms.api.enabled && !addr.ip().is_loopback() => match env.secret("API_SERVER_KEY") {
+                Ok(Some(_)) => {}
+                Ok(None) => problems.push(format!(
+                    "platforms.api: http.listen {addr} is not a loopback address and API_SERVER_KEY is not set; \
                          set a key or listen on 127.0.0.1"
-                    )),
-                    Err(e) => problems.push(format!("platforms.api: {e}")),
-                }
-            }
+                )),
+                Err(e) => problems.push(format!("platforms.api: {e}")),
+            },
             Ok(_) => {}
         }
         if self.http.max_body_bytes < 1024 {
@@ -116,9 +112,11 @@ fn check_model(at: &str, model: &ModelConfig, env: &Env, problems: &mut Vec<Stri
 fn check_platforms(config: &Config, problems: &mut Vec<String>) {
     let platforms = &config.platforms;
     // The chat adapters are not part of this build yet; say so rather than start without them.
-    for (name, enabled) in
-        [("telegram", platforms.telegram.enabled), ("discord", platforms.discord.enabled), ("slack", platforms.slack.enabled)]
-    {
+    for (name, enabled) in [
+        ("telegram", platforms.telegram.enabled),
+        ("discord", platforms.discord.enabled),
+        ("slack", platforms.slack.enabled),
+    ] {
         if enabled {
             problems.push(format!(
                 "platforms.{name}.enabled: this build of hermesd has no {name} adapter; set enabled = false"

@@ -51,11 +51,9 @@ fn error(status: StatusCode, kind: &str, code: &str, message: impl Into<String>)
 fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Value::Array(parts) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+        }
         _ => String::new(),
     }
 }
@@ -82,7 +80,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 pub(super) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if !authorized(&state, &headers) {
-        return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", "invalid or missing API key");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "invalid_api_key",
+            "invalid or missing API key",
+        );
     }
     Json(json!({
         "object": "list",
@@ -101,12 +104,22 @@ pub(super) async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if !authorized(&state, &headers) {
-        return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", "invalid or missing API key");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "invalid_api_key",
+            "invalid or missing API key",
+        );
     }
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", "body_too_large", "request body is too large");
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "body_too_large",
+                "request body is too large",
+            );
         }
         Err(rejection) => {
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_body", rejection.body_text());
@@ -115,26 +128,47 @@ pub(super) async fn chat_completions(
     let request: CompletionRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
-            return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_json", format!("malformed JSON body: {e}"));
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+                format!("malformed JSON body: {e}"),
+            );
         }
     };
     let Some(last_user) = request.messages.iter().rposition(|m| m.role == "user") else {
-        return error(StatusCode::BAD_REQUEST, "invalid_request_error", "no_user_message", "messages must contain a user message");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "no_user_message",
+            "messages must contain a user message",
+        );
     };
     let text = content_text(&request.messages[last_user].content);
     if text.trim().is_empty() {
-        return error(StatusCode::BAD_REQUEST, "invalid_request_error", "empty_message", "the last user message is empty");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "empty_message",
+            "the last user message is empty",
+        );
     }
     let Some(api) = state.api.clone() else {
         return not_found().await;
     };
     if state.ingress.is_closed() {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "shutting_down", "hermesd is shutting down; retry shortly");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "shutting_down",
+            "hermesd is shutting down; retry shortly",
+        );
     }
 
     // Continuity: a session header or the `user` field keep history server-side; otherwise the
     // request is stateless and its own messages are the history.
-    let header_session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
+    let header_session =
+        headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
     let (chat_id, history) = match (header_session, request.user.as_deref()) {
         (Some(session), _) => (session.to_owned(), Vec::new()),
         (None, Some(user)) if !user.trim().is_empty() => (format!("user:{}", user.trim()), Vec::new()),
@@ -175,7 +209,12 @@ pub(super) async fn chat_completions(
         Ok(Accepted::New) => {}
         Ok(Accepted::Duplicate) => {
             api.forget(&request_id);
-            return error(StatusCode::CONFLICT, "invalid_request_error", "duplicate_request", "a request with this Idempotency-Key was already accepted");
+            return error(
+                StatusCode::CONFLICT,
+                "invalid_request_error",
+                "duplicate_request",
+                "a request with this Idempotency-Key was already accepted",
+            );
         }
         Err(e) => {
             api.forget(&request_id);
@@ -270,7 +309,10 @@ mod tests {
     #[test]
     fn content_parts() {
         assert_eq!(content_text(&json!("hi")), "hi");
-        assert_eq!(content_text(&json!([{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}])), "a\nb");
+        assert_eq!(
+            content_text(&json!([{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}])),
+            "a\nb"
+        );
         assert_eq!(content_text(&json!(null)), "");
     }
 }

@@ -79,7 +79,13 @@ impl Outbox {
 
     /// Split `text` into messages sized for `chat`'s platform. An unknown platform gets one
     /// chunk; its delivery then fails with a clear error.
-    pub fn compose(&self, chat: &ChatRef, text: &str, kind: OutboundKind, reply_to: Option<&str>) -> Vec<OutboundMessage> {
+    pub fn compose(
+        &self,
+        chat: &ChatRef,
+        text: &str,
+        kind: OutboundKind,
+        reply_to: Option<&str>,
+    ) -> Vec<OutboundMessage> {
         let text = if text.trim().is_empty() { "(empty reply)" } else { text };
         let parts = match self.platforms.get(&chat.platform) {
             Some(p) => {
@@ -242,5 +248,4 @@ impl Outbox {
             }
         }
     }
-
 }

@@ -36,7 +36,12 @@ impl ActorState {
     }
 }
 
-pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Receiver<TurnJob>, state: Arc<ActorState>) {
+pub(super) async fn actor_loop(
+    inner: Arc<Inner>,
+    key: String,
+    mut rx: mpsc::Receiver<TurnJob>,
+    state: Arc<ActorState>,
+) {
     loop {
         let job = tokio::select! {
             biased;
@@ -69,7 +74,10 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
         if let Err(e) = result {
             inner.metrics.inc(ERRORS_TOTAL, &[("kind", "panic")]);
             tracing::error!(error = %e, seq = job.seq, "turn panicked");
-            inner.runner.fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.").await;
+            inner
+                .runner
+                .fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.")
+                .await;
         }
         inner.metrics.turns_running.fetch_sub(1, Ordering::Relaxed);
         *state.running.lock().expect("actor lock poisoned") = None;

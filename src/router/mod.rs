@@ -140,14 +140,26 @@ impl Router {
             Followup::None => {}
             Followup::Queued(n) => {
                 let outbox = self.inner.runner.outbox();
-                outbox.notify(&job.message.chat, &format!("queued ({n})"), Some(&job.message.message_id), &format!("evt:{seq}:queued")).await;
+                outbox
+                    .notify(
+                        &job.message.chat,
+                        &format!("queued ({n})"),
+                        Some(&job.message.message_id),
+                        &format!("evt:{seq}:queued"),
+                    )
+                    .await;
             }
             Followup::Rejected => {
                 let text = format!(
                     "Too many messages are waiting in this conversation ({}). Wait for the current ones to finish, or send /stop.",
                     self.inner.settings.max_queued
                 );
-                let reply = self.inner.runner.outbox().compose(&job.message.chat, &text, OutboundKind::Error, Some(&job.message.message_id));
+                let reply = self.inner.runner.outbox().compose(
+                    &job.message.chat,
+                    &text,
+                    OutboundKind::Error,
+                    Some(&job.message.message_id),
+                );
                 self.close_as(seq, &job.message.chat, &reply, EventState::Failed).await;
             }
         }
@@ -206,7 +218,8 @@ impl Router {
     }
 
     async fn answer(&self, seq: i64, message: &InboundMessage, text: &str) {
-        let reply = self.inner.runner.outbox().compose(&message.chat, text, OutboundKind::Reply, Some(&message.message_id));
+        let reply =
+            self.inner.runner.outbox().compose(&message.chat, text, OutboundKind::Reply, Some(&message.message_id));
         self.close(seq, &message.chat, &reply).await;
     }
 

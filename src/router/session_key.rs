@@ -15,9 +15,8 @@ pub fn session_key(chat: &ChatRef, sender: &Sender, group_per_user: bool) -> Ses
         key.push(':');
         key.push_str(thread);
     }
-    let per_user = group_per_user
-        && chat.thread_id.is_none()
-        && matches!(chat.chat_type, ChatType::Group | ChatType::Channel);
+    let per_user =
+        group_per_user && chat.thread_id.is_none() && matches!(chat.chat_type, ChatType::Group | ChatType::Channel);
     if per_user {
         key.push(':');
         key.push_str(&sender.id);

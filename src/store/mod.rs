@@ -177,6 +177,19 @@ pub struct SearchHit {
     pub created_at: i64,
 }
 
+/// How a turn ended, written atomically by `finish_turn`.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnEnd<'a> {
+    /// Messages the turn adds to the transcript (none for failed or stopped turns).
+    pub messages: &'a [Message],
+    /// The reply chunks to queue.
+    pub reply: &'a [OutboundMessage],
+    /// The event's final state.
+    pub state: EventState,
+    /// What went wrong, if anything.
+    pub error: Option<&'a str>,
+}
+
 /// An outbound chunk waiting for delivery.
 #[derive(Debug, Clone)]
 pub struct PendingOutbound {
@@ -200,7 +213,15 @@ pub trait InboundStore: Send + Sync {
     /// Events accepted or running, oldest first.
     async fn unfinished_events(&self) -> StoreResult<Vec<UnfinishedEvent>>;
     /// End an event without a turn (expired, rejected, control command), queueing `reply`.
-    async fn close_event(&self, seq: i64, state: EventState, error: Option<&str>, reply: &[OutboundMessage], turn_id: &str, now: i64) -> StoreResult<()>;
+    async fn close_event(
+        &self,
+        seq: i64,
+        state: EventState,
+        error: Option<&str>,
+        reply: &[OutboundMessage],
+        turn_id: &str,
+        now: i64,
+    ) -> StoreResult<()>;
     /// A graceful shutdown interrupted the event's turn: run it again next start, not counted as
     /// a crash.
     async fn requeue_event(&self, seq: i64) -> StoreResult<()>;
@@ -228,18 +249,9 @@ pub trait SessionStore: Send + Sync {
     /// Mark the event running in `session_id` (attempts + 1) and write its user message once.
     /// Returns the attempt number.
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32>;
-    /// In one transaction: append the turn's messages, queue its reply chunks, close the event
-    /// as `state`, and reset the session's crash counter.
-    async fn finish_turn(
-        &self,
-        seq: i64,
-        session_id: &str,
-        messages: &[Message],
-        reply: &[OutboundMessage],
-        state: EventState,
-        error: Option<&str>,
-        now: i64,
-    ) -> StoreResult<()>;
+    /// In one transaction: append the turn's messages, queue its reply chunks, close the event,
+    /// and reset the session's crash counter.
+    async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<()>;
     /// Count a crashed turn against a session; suspends it at `max`. Returns the new count.
     async fn record_crash(&self, session_id: &str, max: u32) -> StoreResult<u32>;
     /// Full-text search over messages (archived included); trigram for short or CJK queries.

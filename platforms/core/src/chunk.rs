@@ -27,16 +27,15 @@ pub fn measure(text: &str, unit: LengthUnit) -> usize {
 /// Text that fits is returned unchanged as one chunk; empty or whitespace-only text gives an
 /// empty `Vec`. A chunk breaks at the last blank line in the back half of the window, else at the
 /// last newline, else at the last space, else between grapheme clusters; the line breaks or space
-/// broken at are dropped. A chunk that ends inside a fenced code block is closed with "\n```" and the next
-/// one reopens the fence with its info string, both counted in the limit, so every chunk of a
-/// split reply has balanced fences. Limits below 16 skip the fence handling. A limit of 0 is
-/// treated as 1, and a single character wider than the limit (a surrogate pair against a UTF-16
-/// limit of 1) is emitted alone rather than dropped.
+/// broken at are dropped. A chunk that ends inside a fenced code block gets a closing fence line,
+/// and the next one reopens the fence with its info string, both counted in the limit, so every
+/// chunk of a split reply has balanced fences. Limits below 16 skip the fence handling.
+///
+/// A grapheme cluster wider than the room left is split between characters; that only happens
+/// with tiny limits. A limit of 0 is treated as 1, and a single character wider than the limit
+/// (a surrogate pair against a UTF-16 limit of 1) is emitted alone rather than dropped.
 pub fn chunk(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
-    plan(text, limit, unit)
-        .iter()
-        .map(|piece| piece.render(text))
-        .collect()
+    plan(text, limit, unit).iter().map(|piece| piece.render(text)).collect()
 }
 
 /// One planned chunk: a slice of the input plus the fence markers added around it.
@@ -79,12 +78,7 @@ struct Cut {
 impl Cut {
     /// A cut that is the last one exactly when nothing follows `next`.
     fn new(end: usize, next: usize, units: usize, text: &str) -> Self {
-        Self {
-            end,
-            next,
-            units,
-            last: next >= text.len(),
-        }
+        Self { end, next, units, last: next >= text.len() }
     }
 }
 
@@ -105,12 +99,7 @@ fn plan(text: &str, limit: usize, unit: LengthUnit) -> Vec<Piece> {
     let limit = limit.max(1);
     // A byte count bounds both units from above, which saves measuring most short replies.
     if text.len() <= limit || measure(text, unit) <= limit {
-        return vec![Piece {
-            reopen: None,
-            start: 0,
-            end: text.len(),
-            close: false,
-        }];
+        return vec![Piece { reopen: None, start: 0, end: text.len(), close: false }];
     }
     let fences = limit >= MIN_FENCE_LIMIT;
     let mut pieces = Vec::new();
@@ -141,8 +130,7 @@ fn plan(text: &str, limit: usize, unit: LengthUnit) -> Vec<Piece> {
             cut = find_cut(text, start, tight, unit, true);
             scan = scan_if(fences, open.as_deref(), &text[start..cut.end]);
         }
-        if !cut.last && scan.opened_at == Some(0) && !text[start..cut.end].trim_end().contains('\n')
-        {
+        if !cut.last && scan.opened_at == Some(0) && !text[start..cut.end].trim_end().contains('\n') {
             // Nothing but the line opening a block would make an empty code block: the line after
             // it is too long for the room, so break inside that line instead.
             cut = find_cut(text, start, tight, unit, false);
@@ -161,12 +149,7 @@ fn plan(text: &str, limit: usize, unit: LengthUnit) -> Vec<Piece> {
             }
         }
         if !text[start..cut.end].trim().is_empty() {
-            pieces.push(Piece {
-                reopen,
-                start,
-                end: cut.end,
-                close: scan.open.is_some(),
-            });
+            pieces.push(Piece { reopen, start, end: cut.end, close: scan.open.is_some() });
         }
         open = scan.open;
         start = cut.next;
@@ -178,11 +161,7 @@ fn plan(text: &str, limit: usize, unit: LengthUnit) -> Vec<Piece> {
 /// more than half the limit, so a reopened chunk keeps room for text and wide graphemes.
 fn reopen_header(info: &str, limit: usize, unit: LengthUnit) -> String {
     let header = format!("```{info}\n");
-    if (measure(&header, unit) + CLOSE_LEN) * 2 <= limit {
-        header
-    } else {
-        "```\n".to_owned()
-    }
+    if (measure(&header, unit) + CLOSE_LEN) * 2 <= limit { header } else { "```\n".to_owned() }
 }
 
 /// Finds the longest body starting at `start` that fits `room`, at the best break point; line
@@ -255,11 +234,7 @@ fn find_cut(text: &str, start: usize, room: usize, unit: LengthUnit, at_lines: b
     }
     // One grapheme is wider than the room: split it between characters, taking at least one
     // character so the loop always advances.
-    let taken = if window > 0 {
-        window
-    } else {
-        rest.chars().next().map_or(0, char::len_utf8)
-    };
+    let taken = if window > 0 { window } else { rest.chars().next().map_or(0, char::len_utf8) };
     let end = start + taken;
     Cut::new(end, end, measure(&text[start..end], unit), text)
 }
@@ -267,9 +242,7 @@ fn find_cut(text: &str, start: usize, room: usize, unit: LengthUnit, at_lines: b
 /// Whether `at` is a grapheme cluster boundary of `text`, which must start on one; unsure answers
 /// count as no.
 fn is_boundary(text: &str, at: usize) -> bool {
-    GraphemeCursor::new(at, text.len(), true)
-        .is_boundary(text, 0)
-        .unwrap_or(false)
+    GraphemeCursor::new(at, text.len(), true).is_boundary(text, 0).unwrap_or(false)
 }
 
 /// The last grapheme cluster boundary of `text` at or before `at`; 0 when there is none or the
@@ -300,19 +273,12 @@ fn closing_line_after(text: &str, cut: Cut) -> Option<usize> {
 }
 
 fn scan_if(enabled: bool, open: Option<&str>, body: &str) -> FenceScan {
-    if enabled {
-        scan_fences(open, body)
-    } else {
-        FenceScan::default()
-    }
+    if enabled { scan_fences(open, body) } else { FenceScan::default() }
 }
 
 /// Walks the fence lines of `body`, which starts inside a block with info `open` if given.
 fn scan_fences(open: Option<&str>, body: &str) -> FenceScan {
-    let mut scan = FenceScan {
-        open: open.map(str::to_owned),
-        opened_at: None,
-    };
+    let mut scan = FenceScan { open: open.map(str::to_owned), opened_at: None };
     let mut offset = 0;
     for line in body.split('\n') {
         if let Some(info) = fence_info(line, scan.open.is_some()) {
@@ -337,15 +303,8 @@ fn fence_info(line: &str, inside: bool) -> Option<&str> {
     if line.len() - unindented.len() > 3 {
         return None;
     }
-    let info = unindented
-        .strip_prefix("```")?
-        .trim_start_matches('`')
-        .trim();
-    let is_fence = if inside {
-        info.is_empty()
-    } else {
-        !info.contains('`')
-    };
+    let info = unindented.strip_prefix("```")?.trim_start_matches('`').trim();
+    let is_fence = if inside { info.is_empty() } else { !info.contains('`') };
     is_fence.then_some(info)
 }
 
@@ -362,37 +321,22 @@ mod tests {
         let ctx = format!("limit {limit} {unit:?} text {text:?} chunks {chunks:?}");
         assert_eq!(pieces.len(), chunks.len(), "{ctx}");
         assert_eq!(chunks.is_empty(), text.trim().is_empty(), "{ctx}");
-        let boundaries: Vec<usize> = text
-            .grapheme_indices(true)
-            .map(|(i, _)| i)
-            .chain([text.len()])
-            .collect();
+        let boundaries: Vec<usize> = text.grapheme_indices(true).map(|(i, _)| i).chain([text.len()]).collect();
         let (mut prev_end, mut stripped) = (0, String::new());
         for (piece, chunk) in pieces.iter().zip(&chunks) {
             assert!(!chunk.trim().is_empty(), "empty chunk: {ctx}");
             let width = measure(chunk, unit);
-            assert!(
-                width <= limit.max(1) || chunk.chars().count() == 1,
-                "too long: {ctx}"
-            );
+            assert!(width <= limit.max(1) || chunk.chars().count() == 1, "too long: {ctx}");
             let gap = text.get(prev_end..piece.start).unwrap_or("?");
             let ordered = piece.end > piece.start && gap.trim().is_empty();
             assert!(ordered, "out of order or dropped text: {ctx}");
             // Below 40 a reopened chunk may be narrower than a family emoji; the test text keeps
             // every cluster narrower than the room above it.
-            let on_boundaries = [piece.start, piece.end]
-                .iter()
-                .all(|at| boundaries.binary_search(at).is_ok());
+            let on_boundaries = [piece.start, piece.end].iter().all(|at| boundaries.binary_search(at).is_ok());
             let range = (piece.start, piece.end);
-            assert!(
-                limit < 40 || on_boundaries,
-                "split grapheme at {range:?}: {ctx}"
-            );
+            assert!(limit < 40 || on_boundaries, "split grapheme at {range:?}: {ctx}");
             if limit >= MIN_FENCE_LIMIT && chunks.len() > 1 {
-                assert!(
-                    scan_fences(None, chunk).open.is_none(),
-                    "unbalanced {chunk:?}: {ctx}"
-                );
+                assert!(scan_fences(None, chunk).open.is_none(), "unbalanced {chunk:?}: {ctx}");
             }
             let mut body = chunk.as_str();
             if let Some(header) = &piece.reopen {
@@ -412,14 +356,8 @@ mod tests {
 
     #[test]
     fn measures_in_both_units() {
-        let table: &[(&str, usize, usize)] = &[
-            ("", 0, 0),
-            ("hello", 5, 5),
-            ("漢字", 2, 2),
-            ("👍🏽", 2, 4),
-            ("👨‍👩‍👧‍👦", 7, 11),
-            ("🇯🇵", 2, 4),
-        ];
+        let table: &[(&str, usize, usize)] =
+            &[("", 0, 0), ("hello", 5, 5), ("漢字", 2, 2), ("👍🏽", 2, 4), ("👨‍👩‍👧‍👦", 7, 11), ("🇯🇵", 2, 4)];
         for &(text, chars, utf16) in table {
             assert_eq!(measure(text, Chars), chars, "{text:?}");
             assert_eq!(measure(text, Utf16), utf16, "{text:?}");
@@ -435,11 +373,16 @@ mod tests {
             ("whitespace only", " \n\t \n", 10, Chars, &[]),
             ("exact limit", "aaaaaaaaaa", 10, Chars, &["aaaaaaaaaa"]),
             ("one over", "aaaaaaaaaaa", 10, Chars, &["aaaaaaaaaa", "a"]),
-            ("newline preferred", "aaaa bbbb\ncccc dddd", 15, Chars, &["aaaa bbbb", "cccc dddd"]),
-            ("blank line preferred", "one two\nthree\n\nfour five", 20, Chars, &["one two\nthree", "four five"]),
-            ("early blank line ignored", "a\n\nbbb ccc\nddd eee fff", 14, Chars, &["a\n\nbbb ccc", "ddd eee fff"]),
-            ("space preferred", "alpha beta gamma delta", 12, Chars, &["alpha beta", "gamma delta"]),
-            ("break at the space past the window", "alpha beta gamma", 10, Chars, &["alpha beta", "gamma"]),
+            ("newline preferred", "aaaa bbbb\ncccc dddd", 15, Chars,
+                &["aaaa bbbb", "cccc dddd"]),
+            ("blank line preferred", "one two\nthree\n\nfour five", 20, Chars,
+                &["one two\nthree", "four five"]),
+            ("early blank line ignored", "a\n\nbbb ccc\nddd eee fff", 14, Chars,
+                &["a\n\nbbb ccc", "ddd eee fff"]),
+            ("space preferred", "alpha beta gamma delta", 12, Chars,
+                &["alpha beta", "gamma delta"]),
+            ("break at the space past the window", "alpha beta gamma", 10, Chars,
+                &["alpha beta", "gamma"]),
             ("hard break", "abcdefghij", 4, Chars, &["abcd", "efgh", "ij"]),
             ("no-break space kept", "aaa\u{a0}bbb", 5, Chars, &["aaa\u{a0}b", "bb"]),
             ("skin tone kept whole", "👍🏽👍🏽👍🏽", 5, Utf16, &["👍🏽", "👍🏽", "👍🏽"]),
@@ -447,13 +390,14 @@ mod tests {
             ("flags kept whole", "🇯🇵🇫🇷🇩🇪", 5, Chars, &["🇯🇵🇫🇷", "🇩🇪"]),
             ("cjk chars", "漢字かな交じり文です", 4, Chars, &["漢字かな", "交じり文", "です"]),
             ("cjk utf16", "漢字かな交じり文です", 4, Utf16, &["漢字かな", "交じり文", "です"]),
-            ("oversized grapheme", "e\u{301}\u{301}\u{301}\u{301}", 2, Chars, &["e\u{301}", "\u{301}\u{301}", "\u{301}"]),
-            ("opening fence line moves on", "Intro text.\n```rust\nlet a = 1;\nlet b = 2;\n```", 26, Chars,
-                &["Intro text.", "```rust\nlet a = 1;\n```", "```rust\nlet b = 2;\n```"]),
-            ("original closing fence kept", "Intro text.\n```\nlet a = 1;\n```\nafter the block", 24, Chars,
-                &["Intro text.", "```\nlet a = 1;\n```", "after the block"]),
-            ("long code line broken at a space", "```\nlet some_name = other_value;\n```", 24, Chars,
-                &["```\nlet some_name =\n```", "```\nother_value;\n```"]),
+            ("oversized grapheme", "e\u{301}\u{301}\u{301}\u{301}", 2, Chars,
+                &["e\u{301}", "\u{301}\u{301}", "\u{301}"]),
+            ("opening fence line moves on", "Intro text.\n```rust\nlet a = 1;\nlet b = 2;\n```", 26,
+                Chars, &["Intro text.", "```rust\nlet a = 1;\n```", "```rust\nlet b = 2;\n```"]),
+            ("original closing fence kept", "Intro text.\n```\nlet a = 1;\n```\nafter it", 24,
+                Chars, &["Intro text.", "```\nlet a = 1;\n```", "after it"]),
+            ("long code line broken at a space", "```\nlet some_name = other_value;\n```", 24,
+                Chars, &["```\nlet some_name =\n```", "```\nother_value;\n```"]),
             ("long code line hard-broken", "```\nabcdefghijklmnopqrstuvwxyz\n```", 20, Chars,
                 &["```\nabcdefghijkl\n```", "```\nmnopqrstuvwx\n```", "```\nyz\n```"]),
             ("surrogate pair over limit one", "👍👍", 1, Utf16, &["👍", "👍"]),
@@ -498,9 +442,8 @@ mod tests {
     }
 
     fn mixed_text() -> String {
-        let mut text = String::from(
-            "# Report\n\nSome prose with a verylongwordthatkeepsgoingandgoingwithoutanybreak.\n",
-        );
+        let mut text =
+            String::from("# Report\n\nSome prose with a verylongwordthatkeepsgoingandgoingwithoutanybreak.\n");
         text.push_str("```python\ndef f(x):\n    return x * 2  # 👍🏽\n\n\n    pass\n```\n");
         text.push_str("漢字かな交じり文。 👨‍👩‍👧‍👦 🇯🇵🇫🇷 e\u{301}te\n\n");
         text.push_str("```\nplain block\n  indented line\n```\nTail words here and there.\n");
@@ -533,7 +476,8 @@ mod tests {
         // Tokens are '|'-separated; repeated ones are just more likely.
         const TOKENS: &str = concat!(
             "word| | |\n|\n\n|```rust\n|```\n|\n```\n|```|`|``|👍🏽|👨‍👩‍👧‍👦|🇯🇵|漢字|e\u{301}|\t|",
-            "    |\r\n|x|a.b,c|supercalifragilisticexpialidocious|```ls -la```|\u{a0}|  ```py\n|\r| \u{301}|\u{200d}",
+            "    |\r\n|x|a.b,c|supercalifragilisticexpialidocious|```ls -la```|\u{a0}|  ```py\n|",
+            "\r| \u{301}|\u{200d}",
         );
         let tokens: Vec<&str> = TOKENS.split('|').collect();
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -552,11 +496,7 @@ mod tests {
         let started = std::time::Instant::now();
         let chunks = chunk(&text, 4096, Utf16);
         let elapsed = started.elapsed();
-        println!(
-            "chunked {} bytes into {} chunks in {elapsed:?}",
-            text.len(),
-            chunks.len()
-        );
+        println!("chunked {} bytes into {} chunks in {elapsed:?}", text.len(), chunks.len());
         // Generous for debug builds; a quadratic splitter blows far past it.
         assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
         check(&text, 4096, Utf16);

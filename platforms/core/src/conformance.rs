@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chunk::{chunk, measure};
 use crate::{
-    Accepted, Capabilities, ChatRef, InboundEvent, Ingress, IngressError, MessageRef, OutboundKind,
-    OutboundMessage, Platform, PlatformContext, PlatformError,
+    Accepted, Capabilities, ChatRef, InboundEvent, Ingress, IngressError, MessageRef, OutboundKind, OutboundMessage,
+    Platform, PlatformContext, PlatformError,
 };
 
 /// An Ingress that records every accepted event and dedups by (platform, event_id) like the host
@@ -36,10 +36,7 @@ struct Recorded {
 impl RecordingIngress {
     /// An empty ingress, shared because the platform under test holds it while the test reads it.
     pub fn new() -> Arc<Self> {
-        Arc::new(Self {
-            state: Mutex::default(),
-            accepted: watch::Sender::new(0),
-        })
+        Arc::new(Self { state: Mutex::default(), accepted: watch::Sender::new(0) })
     }
 
     /// Every event accepted as new, in arrival order.
@@ -93,9 +90,7 @@ impl Ingress for RecordingIngress {
     }
 
     async fn save_cursor(&self, platform: &str, cursor: &str) -> Result<(), IngressError> {
-        self.lock()
-            .cursors
-            .insert(platform.to_owned(), cursor.to_owned());
+        self.lock().cursors.insert(platform.to_owned(), cursor.to_owned());
         Ok(())
     }
 }
@@ -103,19 +98,13 @@ impl Ingress for RecordingIngress {
 /// Checks capabilities are sane: max_message_len > 0, per_chat_rate > 0, burst >= 1; panics with
 /// a clear message otherwise.
 pub fn check_capabilities(caps: &Capabilities) {
-    assert!(
-        caps.max_message_len > 0,
-        "capabilities: max_message_len must be positive, got 0"
-    );
+    assert!(caps.max_message_len > 0, "capabilities: max_message_len must be positive, got 0");
     assert!(
         caps.per_chat_rate.is_finite() && caps.per_chat_rate > 0.0,
         "capabilities: per_chat_rate must be a positive finite rate, got {}",
         caps.per_chat_rate
     );
-    assert!(
-        caps.per_chat_burst >= 1,
-        "capabilities: per_chat_burst must be at least 1, got 0"
-    );
+    assert!(caps.per_chat_burst >= 1, "capabilities: per_chat_burst must be at least 1, got 0");
 }
 
 /// Starts `platform.run` with a RecordingIngress, waits `settle`, cancels the token, and asserts
@@ -129,27 +118,19 @@ pub async fn check_run_honours_cancel(
 ) -> Arc<RecordingIngress> {
     let name = platform.name().to_owned();
     let ingress = RecordingIngress::new();
-    let ctx = PlatformContext {
-        ingress: ingress.clone(),
-    };
+    let ctx = PlatformContext { ingress: ingress.clone() };
     let cancel = CancellationToken::new();
     let token = cancel.clone();
     let mut run = tokio::spawn(async move { platform.run(ctx, token).await });
     tokio::time::sleep(settle).await;
     if run.is_finished() {
         let outcome = (&mut run).await;
-        panic!(
-            "platform `{name}`: run returned before cancel: {}",
-            describe(outcome)
-        );
+        panic!("platform `{name}`: run returned before cancel: {}", describe(outcome));
     }
     cancel.cancel();
     match tokio::time::timeout(deadline, &mut run).await {
         Ok(Ok(Ok(()))) => ingress,
-        Ok(outcome) => panic!(
-            "platform `{name}`: run failed on cancel: {}",
-            describe(outcome)
-        ),
+        Ok(outcome) => panic!("platform `{name}`: run failed on cancel: {}", describe(outcome)),
         Err(_) => {
             // Abort so a runaway adapter does not outlive the failing test.
             run.abort();
@@ -170,19 +151,12 @@ fn describe(outcome: Result<Result<(), PlatformError>, JoinError>) -> String {
 /// asserts each chunk measured in the platform's unit is within max_message_len and that send
 /// returned a non-empty MessageRef in the same chat. Chunks are numbered from 1 in
 /// `OutboundMessage::chunk`. Returns the refs.
-pub async fn check_send_chunks(
-    platform: &dyn Platform,
-    chat: &ChatRef,
-    text: &str,
-) -> Vec<MessageRef> {
+pub async fn check_send_chunks(platform: &dyn Platform, chat: &ChatRef, text: &str) -> Vec<MessageRef> {
     let name = platform.name();
     let caps = platform.capabilities();
     check_capabilities(&caps);
     let chunks = chunk(text, caps.max_message_len, caps.length_unit);
-    assert!(
-        !chunks.is_empty() || text.trim().is_empty(),
-        "platform `{name}`: a non-blank text produced no chunks"
-    );
+    assert!(!chunks.is_empty() || text.trim().is_empty(), "platform `{name}`: a non-blank text produced no chunks");
     let total = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
     let mut refs = Vec::with_capacity(chunks.len());
     for (position, piece) in (1..=total).zip(chunks) {
@@ -205,10 +179,7 @@ pub async fn check_send_chunks(
             Ok(sent) => sent,
             Err(error) => panic!("platform `{name}`: send of chunk {position} failed: {error}"),
         };
-        assert_eq!(
-            &sent.chat, chat,
-            "platform `{name}`: send of chunk {position} returned a message in another chat"
-        );
+        assert_eq!(&sent.chat, chat, "platform `{name}`: send of chunk {position} returned a message in another chat");
         assert!(
             !sent.message_id.is_empty(),
             "platform `{name}`: send of chunk {position} returned an empty message id"
@@ -218,7 +189,7 @@ pub async fn check_send_chunks(
     refs
 }
 
-/// Table test for normalisers: for each (name, raw input, expected Option<InboundEvent>) run
+/// Table test for normalisers: for each (name, raw input, expected `Option<InboundEvent>`) run
 /// `normalise` and assert equality, naming the failing row.
 pub fn check_normalise_table<R>(
     rows: &[(&str, R, Option<InboundEvent>)],
@@ -226,10 +197,7 @@ pub fn check_normalise_table<R>(
 ) {
     for (name, raw, expected) in rows {
         let got = normalise(raw);
-        assert_eq!(
-            &got, expected,
-            "normalise row `{name}` gave the wrong result"
-        );
+        assert_eq!(&got, expected, "normalise row `{name}` gave the wrong result");
     }
 }
 
@@ -245,9 +213,7 @@ where
             retry_after, expected,
             "rate limit reported with retry_after {retry_after:?}, expected {expected:?}"
         ),
-        other => panic!(
-            "expected PlatformError::RateLimited {{ retry_after: {expected:?} }}, got {other:?}"
-        ),
+        other => panic!("expected PlatformError::RateLimited {{ retry_after: {expected:?} }}, got {other:?}"),
     }
 }
 
@@ -280,11 +246,7 @@ mod tests {
         let message = InboundMessage {
             message_id: format!("msg-{id}"),
             chat: ChatRef::new(platform, "chat-1", ChatType::Dm),
-            sender: Sender {
-                id: "user-1".into(),
-                name: None,
-                is_bot: false,
-            },
+            sender: Sender { id: "user-1".into(), name: None, is_bot: false },
             text: "hi".into(),
             attachments: Vec::new(),
             reply_to: None,
@@ -292,10 +254,7 @@ mod tests {
             timestamp_ms: 0,
             history: Vec::new(),
         };
-        InboundEvent::Message {
-            event_id: id.into(),
-            message,
-        }
+        InboundEvent::Message { event_id: id.into(), message }
     }
 
     /// How the fake adapter misbehaves, one flaw at a time.
@@ -313,10 +272,7 @@ mod tests {
     }
 
     fn fake(flaw: Flaw) -> Fake {
-        Fake {
-            flaw,
-            sent: Mutex::default(),
-        }
+        Fake { flaw, sent: Mutex::default() }
     }
 
     #[async_trait]
@@ -329,26 +285,16 @@ mod tests {
             caps()
         }
 
-        async fn run(
-            &self,
-            ctx: PlatformContext,
-            cancel: CancellationToken,
-        ) -> Result<(), PlatformError> {
+        async fn run(&self, ctx: PlatformContext, cancel: CancellationToken) -> Result<(), PlatformError> {
             if self.flaw == Flaw::ReturnsEarly {
                 return Err(PlatformError::Unauthorized("bad token".into()));
             }
             let refused = |e: IngressError| PlatformError::Transient(e.to_string());
             // The second "e1" is a redelivery, which the ingress must refuse.
             for id in ["e1", "e1", "e2"] {
-                ctx.ingress
-                    .accept(event("fake", id))
-                    .await
-                    .map_err(refused)?;
+                ctx.ingress.accept(event("fake", id)).await.map_err(refused)?;
             }
-            ctx.ingress
-                .save_cursor("fake", "e2")
-                .await
-                .map_err(refused)?;
+            ctx.ingress.save_cursor("fake", "e2").await.map_err(refused)?;
             if self.flaw == Flaw::IgnoresCancel {
                 loop {
                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -365,10 +311,7 @@ mod tests {
             if self.flaw == Flaw::WrongChat {
                 chat.chat_id = "elsewhere".into();
             }
-            Ok(MessageRef {
-                chat,
-                message_id: format!("out-{}", sent.len()),
-            })
+            Ok(MessageRef { chat, message_id: format!("out-{}", sent.len()) })
         }
 
         async fn edit(&self, _message: &MessageRef, _text: &str) -> Result<(), PlatformError> {
@@ -399,11 +342,7 @@ mod tests {
     #[tokio::test]
     async fn ingress_dedups_per_platform_and_keeps_cursors() {
         let ingress = RecordingIngress::new();
-        let table = [
-            ("a", Accepted::New),
-            ("a", Accepted::Duplicate),
-            ("b", Accepted::New),
-        ];
+        let table = [("a", Accepted::New), ("a", Accepted::Duplicate), ("b", Accepted::New)];
         for (platform, want) in table {
             let got = ingress.accept(event(platform, "1")).await.ok();
             assert_eq!(got, Some(want), "{platform}");
@@ -413,10 +352,7 @@ mod tests {
         assert_eq!(ingress.load_cursor("a").await.ok(), Some(None));
         assert!(ingress.save_cursor("a", "42").await.is_ok());
         assert_eq!(ingress.cursor("a").as_deref(), Some("42"));
-        assert_eq!(
-            ingress.load_cursor("a").await.ok().flatten().as_deref(),
-            Some("42")
-        );
+        assert_eq!(ingress.load_cursor("a").await.ok().flatten().as_deref(), Some("42"));
         assert_eq!(ingress.cursor("b"), None);
     }
 
@@ -439,10 +375,7 @@ mod tests {
     #[tokio::test]
     async fn run_check_passes_and_returns_what_the_platform_sent() {
         let ingress = check_run_honours_cancel(Arc::new(fake(Flaw::None)), SETTLE, DEADLINE).await;
-        assert_eq!(
-            ingress.events(),
-            vec![event("fake", "e1"), event("fake", "e2")]
-        );
+        assert_eq!(ingress.events(), vec![event("fake", "e1"), event("fake", "e2")]);
         assert_eq!(ingress.duplicates(), 1);
         assert_eq!(ingress.cursor("fake").as_deref(), Some("e2"));
     }
@@ -481,13 +414,9 @@ mod tests {
     #[tokio::test]
     async fn send_check_sends_every_chunk_in_order() {
         let platform = fake(Flaw::None);
-        let text =
-            "Thumbs 👍🏽 and family 👨‍👩‍👧‍👦 in a reply long enough to need a few chunks. ".repeat(4);
+        let text = "Thumbs 👍🏽 and family 👨‍👩‍👧‍👦 in a reply long enough to need a few chunks. ".repeat(4);
         let refs = check_send_chunks(&platform, &chat(), &text).await;
-        let sent = platform
-            .sent
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
+        let sent = platform.sent.into_inner().unwrap_or_else(PoisonError::into_inner);
         assert!(refs.len() > 1);
         assert_eq!(refs.len(), sent.len());
         let total = u32::try_from(sent.len()).unwrap_or(u32::MAX);
@@ -511,24 +440,16 @@ mod tests {
         let rows = [("first", 1, Some(event("fake", "1"))), ("dropped", 2, None)];
         let normalise = |raw: &i32| (*raw == 1).then(|| event("fake", "1"));
         check_normalise_table(&rows, normalise);
-        let rows = [
-            ("first", 1, Some(event("fake", "1"))),
-            ("second", 2, Some(event("fake", "2"))),
-        ];
+        let rows = [("first", 1, Some(event("fake", "1"))), ("second", 2, Some(event("fake", "2")))];
         let failure = catch_unwind(AssertUnwindSafe(|| check_normalise_table(&rows, normalise)));
-        let message = failure
-            .err()
-            .and_then(|p| p.downcast::<String>().ok())
-            .unwrap_or_default();
+        let message = failure.err().and_then(|p| p.downcast::<String>().ok()).unwrap_or_default();
         assert!(message.contains("row `second`"), "{message}");
     }
 
     #[tokio::test]
     async fn rate_limit_check_accepts_only_the_expected_wait() {
         let limited = |secs| async move {
-            Err::<MessageRef, _>(PlatformError::RateLimited {
-                retry_after: Duration::from_secs(secs),
-            })
+            Err::<MessageRef, _>(PlatformError::RateLimited { retry_after: Duration::from_secs(secs) })
         };
         check_reports_rate_limit(|| limited(3), Duration::from_secs(3)).await;
         let expected = Duration::from_secs(3);
@@ -537,12 +458,7 @@ mod tests {
         let transient = || async { Err(PlatformError::Transient("timeout".into())) };
         let message = failure(check_reports_rate_limit(transient, expected)).await;
         assert!(message.contains("Transient"), "{message}");
-        let ok = || async {
-            Ok(MessageRef {
-                chat: chat(),
-                message_id: "1".into(),
-            })
-        };
+        let ok = || async { Ok(MessageRef { chat: chat(), message_id: "1".into() }) };
         let message = failure(check_reports_rate_limit(ok, expected)).await;
         assert!(message.contains("got Ok"), "{message}");
     }

@@ -14,9 +14,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use rand::Rng;
+use sqlx::SqlStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::SqlStr;
 
 use super::{StoreError, StoreResult};
 
@@ -38,8 +38,7 @@ impl SqliteStore {
     /// newer than this binary knows.
     pub async fn open(path: &Path, busy_timeout: Duration, readers: u32) -> StoreResult<Self> {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
         }
         let base = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
@@ -57,10 +56,7 @@ impl SqliteStore {
             .await?;
         check_schema_version(&writer).await?;
         migrator().run(&writer).await?;
-        let readers = SqlitePoolOptions::new()
-            .max_connections(readers)
-            .connect_with(base.read_only(true))
-            .await?;
+        let readers = SqlitePoolOptions::new().max_connections(readers).connect_with(base.read_only(true)).await?;
         Ok(Self { writer, readers })
     }
 
@@ -94,8 +90,7 @@ async fn check_schema_version(pool: &SqlitePool) -> StoreResult<()> {
     if exists.is_none() {
         return Ok(());
     }
-    let (found,): (Option<i64>,) =
-        sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(pool).await?;
+    let (found,): (Option<i64>,) = sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(pool).await?;
     let known = SqliteStore::known_schema_version();
     match found {
         Some(found) if found > known => Err(StoreError::SchemaTooNew { found, known }),

@@ -1,14 +1,13 @@
 //! Sessions, routes, transcripts and turns in SQLite.
 
 use async_trait::async_trait;
-use hermesd_platform::OutboundMessage;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
 use super::outbox::insert_outbound;
 use super::{SqliteStore, from_json, retry_busy, to_json};
 use crate::agent::message::{Message, Role, ToolCall};
-use crate::store::{EventState, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage};
+use crate::store::{SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd};
 
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, \
      (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.archived = 0) AS message_count";
@@ -187,17 +186,9 @@ impl SessionStore for SqliteStore {
         Ok(attempts.try_into().unwrap_or(u32::MAX))
     }
 
-    async fn finish_turn(
-        &self,
-        seq: i64,
-        session_id: &str,
-        messages: &[Message],
-        reply: &[OutboundMessage],
-        state: EventState,
-        error: Option<&str>,
-        now: i64,
-    ) -> StoreResult<()> {
+    async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<()> {
         let turn_id = &format!("evt:{seq}");
+        let TurnEnd { messages, reply, state, error } = *end;
         retry_busy(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             for message in messages {

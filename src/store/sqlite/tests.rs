@@ -7,7 +7,7 @@ use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Outbound
 use super::SqliteStore;
 use crate::agent::message::{Message, Role};
 use crate::store::{
-    AcceptOutcome, EventState, InboundStore, OutboxStore, SessionKey, SessionStore, StoreError,
+    AcceptOutcome, EventState, InboundStore, OutboxStore, SessionKey, SessionStore, StoreError, TurnEnd,
 };
 
 async fn open(dir: &tempfile::TempDir) -> SqliteStore {
@@ -84,7 +84,8 @@ async fn turn_lifecycle_is_atomic_and_idempotent() {
     assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 1);
     let answer = Message::text(Role::Assistant, "hi there");
     let chunks = [reply("hi ", 0, 2), reply("there", 1, 2)];
-    store.finish_turn(seq, &session.id, &[answer], &chunks, EventState::Done, None, 4).await.unwrap();
+    let end = TurnEnd { messages: &[answer], reply: &chunks, state: EventState::Done, error: None };
+    store.finish_turn(seq, &session.id, &end, 4).await.unwrap();
     let transcript = store.load_transcript(&session.id).await.unwrap();
     assert_eq!(transcript.iter().map(|m| m.message.role).collect::<Vec<_>>(), [Role::User, Role::Assistant]);
     assert!(store.unfinished_events().await.unwrap().is_empty());
