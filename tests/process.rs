@@ -28,19 +28,24 @@ fn write_config(home: &Path, port: u16, llm: Option<&FakeLlm>) {
     std::fs::write(home.join("config.toml"), text).unwrap();
 }
 
+/// The daemon's log, appended across restarts and printed when a test fails.
+fn log_file(home: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new().create(true).append(true).open(home.join("hermesd.log")).unwrap()
+}
+
 fn spawn(home: &Path) -> Child {
     Command::new(BIN)
         .args(["--home", home.to_str().unwrap(), "run"])
-        .env("HERMESD_LOG", "warn")
+        .env("HERMESD_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log_file(home))
         .spawn()
         .expect("spawn hermesd")
 }
 
-async fn wait_ready(port: u16) {
+async fn wait_ready(port: u16, home: &Path) {
     let url = format!("http://127.0.0.1:{port}/readyz");
-    for _ in 0..500 {
+    for _ in 0..1500 {
         if let Ok(r) = client().get(&url).send().await
             && r.status() == 200
         {
@@ -48,7 +53,8 @@ async fn wait_ready(port: u16) {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("hermesd did not become ready on port {port}");
+    let log = std::fs::read_to_string(home.join("hermesd.log")).unwrap_or_default();
+    panic!("hermesd did not become ready on port {port}; its log:\n{log}");
 }
 
 fn sigterm(child: &Child) {
@@ -109,7 +115,7 @@ async fn sigterm_drains_and_exits_zero() {
     let port = free_port();
     write_config(home.path(), port, Some(&llm));
     let mut child = spawn(home.path());
-    wait_ready(port).await;
+    wait_ready(port, home.path()).await;
     let base = format!("http://127.0.0.1:{port}");
     let in_flight = tokio::spawn({
         let base = base.clone();
@@ -132,7 +138,7 @@ async fn kill_9_mid_turn_under_load_answers_each_message_exactly_once() {
     let port = free_port();
     write_config(home.path(), port, Some(&llm));
     let mut child = spawn(home.path());
-    wait_ready(port).await;
+    wait_ready(port, home.path()).await;
     let base = format!("http://127.0.0.1:{port}");
     for i in 0..SESSIONS {
         let base = base.clone();
@@ -144,7 +150,7 @@ async fn kill_9_mid_turn_under_load_answers_each_message_exactly_once() {
     child.wait().unwrap();
 
     let mut child = spawn(home.path());
-    wait_ready(port).await;
+    wait_ready(port, home.path()).await;
     assert!(
         eventually(Duration::from_secs(20), || llm.count() == 2 * SESSIONS).await,
         "every interrupted turn ran once more, got {} calls",

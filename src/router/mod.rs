@@ -120,20 +120,24 @@ impl Router {
             let mut actors = self.inner.actors.lock().expect("router lock poisoned");
             let actor = actors.entry(job.key.key.clone()).or_insert_with(|| self.spawn_actor(&job.key.key));
             let busy = actor.state.is_running();
+            // Count before sending: the actor may take the job (and count it down) before
+            // `try_send` even returns.
+            let waiting = actor.state.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+            self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
             match actor.tx.try_send(job.clone()) {
-                Ok(()) => {
-                    let waiting = actor.state.waiting.fetch_add(1, Ordering::SeqCst) + 1;
-                    self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-                    match (busy, self.inner.settings.busy_policy) {
-                        (false, _) => Followup::None,
-                        (true, BusyPolicy::Interrupt) => {
-                            actor.state.stop_running(StopReason::Interrupted);
-                            Followup::None
-                        }
-                        (true, _) => Followup::Queued(waiting),
+                Ok(()) => match (busy, self.inner.settings.busy_policy) {
+                    (false, _) => Followup::None,
+                    (true, BusyPolicy::Interrupt) => {
+                        actor.state.stop_running(StopReason::Interrupted);
+                        Followup::None
                     }
+                    (true, _) => Followup::Queued(waiting),
+                },
+                Err(_) => {
+                    actor.state.waiting.fetch_sub(1, Ordering::SeqCst);
+                    self.inner.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                    Followup::Rejected
                 }
-                Err(_) => Followup::Rejected,
             }
         };
         match followup {
