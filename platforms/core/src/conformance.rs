@@ -159,7 +159,7 @@ pub async fn check_send_chunks(platform: &dyn Platform, chat: &ChatRef, text: &s
     assert!(!chunks.is_empty() || text.trim().is_empty(), "platform `{name}`: a non-blank text produced no chunks");
     let total = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
     let mut refs = Vec::with_capacity(chunks.len());
-    for (position, piece) in (1..=total).zip(chunks) {
+    for (position, piece) in (0..total).zip(chunks) {
         let len = measure(&piece, caps.length_unit);
         assert!(
             len <= caps.max_message_len,
@@ -420,7 +420,7 @@ mod tests {
         assert!(refs.len() > 1);
         assert_eq!(refs.len(), sent.len());
         let total = u32::try_from(sent.len()).unwrap_or(u32::MAX);
-        for (position, message) in (1..).zip(&sent) {
+        for (position, message) in (0..).zip(&sent) {
             assert_eq!(message.chunk, (position, total));
             assert!(measure(&message.text, LengthUnit::Utf16) <= 64);
         }

@@ -10,10 +10,10 @@ mod model;
 mod platform;
 
 pub use model::{
-    Attachment, AttachmentKind, Button, ChatRef, ChatType, HistoryMessage, InboundAction,
-    InboundEvent, InboundMessage, MessageRef, OutboundKind, OutboundMessage, ReplyContext, Sender,
+    Attachment, AttachmentKind, Button, ChatRef, ChatType, HistoryMessage, InboundAction, InboundEvent, InboundMessage,
+    MessageRef, OutboundKind, OutboundMessage, ReplyContext, Sender,
 };
 pub use platform::{
-    Accepted, Capabilities, Ingress, IngressError, LengthUnit, MarkdownDialect, Platform,
-    PlatformContext, PlatformError,
+    Accepted, Capabilities, Ingress, IngressError, LengthUnit, MarkdownDialect, Platform, PlatformContext,
+    PlatformError,
 };

@@ -265,6 +265,6 @@ pub struct OutboundMessage {
     /// Buttons under the message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buttons: Vec<Button>,
-    /// Chunk position and count, so an adapter can tell the last chunk.
+    /// Chunk index (from 0) and count, so an adapter can tell the last chunk: `(n - 1, n)`.
     pub chunk: (u32, u32),
 }
