@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod fake_llm;
+pub mod recording_platform;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -32,11 +33,16 @@ pub fn config_for(llm: &FakeLlm, extra: &str) -> String {
 
 /// Start a daemon with `config` in `home` and `env` as its whole environment.
 pub async fn start_daemon(home: &Path, config: &str, env: &[(&str, &str)]) -> TestDaemon {
+    start_daemon_with(home, config, env, DaemonOptions::default()).await
+}
+
+/// Start a daemon with extra options (platforms of the test's own).
+pub async fn start_daemon_with(home: &Path, config: &str, env: &[(&str, &str)], options: DaemonOptions) -> TestDaemon {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = Config::parse(config).expect("test config parses");
     let paths = Paths { home: home.to_path_buf(), config: home.join("config.toml") };
     let env = Env::from_map(env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
-    let daemon = Daemon::start(config, paths, env, DaemonOptions::default()).await.expect("daemon starts");
+    let daemon = Daemon::start(config, paths, env, options).await.expect("daemon starts");
     let base = format!("http://{}", daemon.addr.expect("http bound"));
     TestDaemon { daemon, base }
 }

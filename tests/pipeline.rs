@@ -1,0 +1,119 @@
+//! The host pipeline seen from a platform: busy-policy acks, deduplication at the ingress,
+//! chunking to the platform's limit, and pacing on retry_after.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermesd::daemon::DaemonOptions;
+use hermesd_platform::{Accepted, OutboundKind, PlatformError};
+use support::recording_platform::RecordingPlatform;
+use support::{FakeLlm, config_for, eventually, start_daemon_with};
+
+async fn daemon_with(
+    platform: &Arc<RecordingPlatform>,
+    llm: &FakeLlm,
+    home: &std::path::Path,
+    extra: &str,
+) -> support::TestDaemon {
+    let options = DaemonOptions { extra_platforms: vec![platform.clone() as Arc<_>], ..Default::default() };
+    let d = start_daemon_with(home, &config_for(llm, extra), &[], options).await;
+    // The platform's `run` receives the ingress right after start.
+    assert!(eventually(Duration::from_secs(2), || platform.started()).await);
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_messages_are_acked_at_once_and_answered_in_order() {
+    let llm = FakeLlm::builder().latency(Duration::from_millis(300)).start().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon_with(&platform, &llm, home.path(), "").await;
+    for i in 0..3 {
+        assert_eq!(platform.inject(&format!("e{i}"), "ann", &format!("m{i}")).await, Accepted::New);
+    }
+    assert!(eventually(Duration::from_secs(10), || platform.sent().len() == 5).await, "{:?}", platform.texts());
+    assert_eq!(platform.texts(), ["queued (1)", "queued (2)", "echo: m0", "echo: m1", "echo: m2"]);
+    let kinds: Vec<_> = platform.sent().into_iter().map(|(_, m)| m.kind).collect();
+    assert_eq!(kinds[..2], [OutboundKind::Notice, OutboundKind::Notice]);
+    let replies: Vec<_> = platform.sent().into_iter().map(|(_, m)| m.reply_to).collect();
+    assert_eq!(replies, [Some("e1"), Some("e2"), Some("e0"), Some("e1"), Some("e2")].map(|r| r.map(str::to_owned)));
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_event_is_a_duplicate_and_runs_once() {
+    let llm = FakeLlm::echo().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon_with(&platform, &llm, home.path(), "").await;
+    assert_eq!(platform.inject("same-id", "bo", "hi").await, Accepted::New);
+    assert_eq!(platform.inject("same-id", "bo", "hi").await, Accepted::Duplicate);
+    assert!(eventually(Duration::from_secs(5), || platform.sent().len() == 1).await);
+    d.daemon.stop().await;
+    assert!(eventually(Duration::from_secs(2), || !platform.started()).await);
+    // Still a duplicate after a restart: the dedup key is durable.
+    let d = daemon_with(&platform, &llm, home.path(), "").await;
+    assert_eq!(platform.inject("same-id", "bo", "hi").await, Accepted::Duplicate);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(llm.count(), 1);
+    assert_eq!(platform.texts(), ["echo: hi"]);
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_replies_are_chunked_to_the_platform_limit_in_order() {
+    let long = "word ".repeat(200);
+    let llm = FakeLlm::builder().reply(&long).start().await;
+    let platform = RecordingPlatform::new(100);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon_with(&platform, &llm, home.path(), "").await;
+    platform.inject("long", "cy", "talk a lot").await;
+    assert!(eventually(Duration::from_secs(5), || platform.sent().len() >= 10).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let sent = platform.sent();
+    let count = u32::try_from(sent.len()).unwrap();
+    for (i, (_, message)) in sent.iter().enumerate() {
+        assert!(message.text.chars().count() <= 100);
+        assert_eq!(message.chunk, (u32::try_from(i).unwrap(), count));
+    }
+    let joined: String = sent.iter().map(|(_, m)| m.text.as_str()).collect::<Vec<_>>().join(" ");
+    assert_eq!(joined.split_whitespace().count(), 200);
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limited_send_waits_for_retry_after_then_delivers_once() {
+    let llm = FakeLlm::echo().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon_with(&platform, &llm, home.path(), "").await;
+    platform.fail_next_send(PlatformError::RateLimited { retry_after: Duration::from_millis(700) });
+    let injected = Instant::now();
+    platform.inject("rl", "di", "hello").await;
+    assert!(eventually(Duration::from_secs(5), || platform.sent().len() == 1).await);
+    let (at, message) = platform.sent().remove(0);
+    assert_eq!(message.text, "echo: hello");
+    assert!(at - injected >= Duration::from_millis(700), "sent {:?} after inject, before retry_after", at - injected);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(platform.sent().len(), 1, "delivered exactly once");
+    let metrics = d.daemon.metrics.render();
+    assert!(metrics.contains("hermesd_outbound_messages_total{platform=\"rec\",outcome=\"retried\"} 1"), "{metrics}");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_session_actors_exit() {
+    let llm = FakeLlm::echo().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon_with(&platform, &llm, home.path(), "[agent]\nsession_idle = \"200ms\"\n").await;
+    for i in 0..20 {
+        platform.inject(&format!("idle-{i}"), &format!("user{i}"), "hi").await;
+    }
+    assert!(eventually(Duration::from_secs(5), || platform.sent().len() == 20).await);
+    let active = || d.daemon.metrics.render().lines().any(|l| l == "hermesd_active_sessions 0");
+    assert!(eventually(Duration::from_secs(3), active).await, "{}", d.daemon.metrics.render());
+    d.daemon.stop().await;
+}
