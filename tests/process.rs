@@ -215,3 +215,43 @@ async fn chat_talks_through_the_same_pipeline_and_sessions_cli_reads_it() {
     assert_eq!(search.lines().count(), 2, "user and assistant message match: {search}");
     assert!(search.contains("[quokka]"), "{search}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_hears_ready_watchdog_and_stopping() {
+    let home = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_config(home.path(), port, None);
+    let socket_path = home.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["--home", home.path().to_str().unwrap(), "run"])
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("WATCHDOG_USEC", "200000")
+        .stdout(Stdio::null())
+        .stderr(log_file(home.path()))
+        .spawn()
+        .unwrap();
+    let received = tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = socket.recv(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let stop = text.contains("STOPPING=1");
+            seen.push(text);
+            if stop {
+                break;
+            }
+        }
+        seen
+    });
+    wait_ready(port, home.path()).await;
+    // Several watchdog periods pass while it serves.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sigterm(&child);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)).await.code(), Some(0));
+    let seen = received.await.unwrap();
+    assert!(seen.first().is_some_and(|m| m.contains("READY=1")), "{seen:?}");
+    assert!(seen.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 2, "{seen:?}");
+    assert!(seen.last().is_some_and(|m| m.contains("STOPPING=1")), "{seen:?}");
+}
