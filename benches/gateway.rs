@@ -217,6 +217,16 @@ impl Daemon {
     }
 }
 
+impl Drop for Daemon {
+    /// A bench that panics midway must not leave its daemon running.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// A port that was free a moment ago (bind :0, read it, release it).
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe listener");
@@ -249,14 +259,30 @@ fn status_mb(pid: u32, field: &str) -> f64 {
     kb as f64 / 1024.0
 }
 
-/// utime + stime (fields 14 and 15 of `/proc/<pid>/stat`), in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
+/// utime + stime of a process (`pid`, or `"self"`), in clock ticks.
+fn cpu_ticks(pid: impl std::fmt::Display) -> u64 {
+    // Fields 14 and 15 of `/proc/<pid>/stat`.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
     // The command name (field 2) may hold spaces; fields after its closing ')' start at field 3.
     let rest = stat.rsplit_once(')').map(|(_, rest)| rest).expect("a ')' in /proc/<pid>/stat");
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let field = |n: usize| -> u64 { fields[n - 3].parse().expect("a numeric tick count in /proc/<pid>/stat") };
     field(14) + field(15)
+}
+
+/// CPU ticks of each live thread of `pid` by name (`/proc/<pid>/task/*/stat`), busiest first.
+fn thread_ticks(pid: u32) -> Vec<(String, u64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("list /proc/<pid>/task");
+    let mut threads: Vec<(String, u64)> = tasks
+        .filter_map(|task| {
+            let task = task.ok()?.file_name().into_string().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{task}/stat")).ok()?;
+            let name = stat.split_once('(')?.1.rsplit_once(')')?.0.to_owned();
+            Some((name, cpu_ticks(format!("{pid}/task/{task}"))))
+        })
+        .collect();
+    threads.sort_by_key(|thread| std::cmp::Reverse(thread.1));
+    threads
 }
 
 /// `getconf CLK_TCK` (normally 100).
@@ -360,6 +386,7 @@ struct Metrics {
     p50_ms: f64,
     p99_ms: f64,
     cpu_ms_per_turn: f64,
+    bench_cpu_ms_per_turn: f64,
     peak_rss_mb: f64,
     llm_calls_per_turn: f64,
     store_bytes_per_turn: f64,
@@ -377,6 +404,7 @@ impl Metrics {
             p50_ms: m(|r| r.p50_ms),
             p99_ms: m(|r| r.p99_ms),
             cpu_ms_per_turn: m(|r| r.cpu_ms_per_turn),
+            bench_cpu_ms_per_turn: m(|r| r.bench_cpu_ms_per_turn),
             peak_rss_mb: m(|r| r.peak_rss_mb),
             llm_calls_per_turn: m(|r| r.llm_calls_per_turn),
             store_bytes_per_turn: m(|r| r.store_bytes_per_turn),
@@ -415,10 +443,12 @@ impl Bench<'_> {
     async fn measure(&self, label: &str, sessions: usize, messages: usize) -> (Metrics, Option<String>) {
         let pid = self.daemon.pid();
         let ticks_before = cpu_ticks(pid);
+        let own_ticks_before = cpu_ticks("self");
         let store_before = store_bytes(self.daemon.home());
         let calls_before = self.llm.calls();
         let (mut outcome, wall) = drive(self.client, &self.daemon.base, label, sessions, messages).await;
         let ticks = cpu_ticks(pid) - ticks_before;
+        let own_ticks = cpu_ticks("self") - own_ticks_before;
         let store_growth = store_bytes(self.daemon.home()) as f64 - store_before as f64;
         let calls = (self.llm.calls() - calls_before) as f64;
         outcome.latencies.sort();
@@ -431,6 +461,7 @@ impl Bench<'_> {
             p50_ms: percentile_ms(&outcome.latencies, 50.0),
             p99_ms: percentile_ms(&outcome.latencies, 99.0),
             cpu_ms_per_turn: ticks as f64 * 1000.0 / self.ticks_per_s / turns,
+            bench_cpu_ms_per_turn: own_ticks as f64 * 1000.0 / self.ticks_per_s / turns,
             peak_rss_mb: status_mb(pid, "VmHWM"),
             llm_calls_per_turn: calls / turns,
             store_bytes_per_turn: store_growth / turns,
@@ -454,6 +485,8 @@ struct Report {
     ready_ms: Vec<f64>,
     idle_rss_mb: f64,
     rows: Vec<Row>,
+    /// CPU ms of each daemon thread over its whole life (warm-up and every workload), busiest first.
+    threads: Vec<(String, f64)>,
     errors: Vec<String>,
     exit: ExitStatus,
     exit_log: String,
@@ -510,8 +543,12 @@ async fn run(settings: &Settings, llm: &FakeLlm) -> Report {
         rows.push(Row { sessions, metrics: Metrics::median(&runs) });
     }
 
+    let threads = thread_ticks(daemon.pid())
+        .into_iter()
+        .map(|(name, ticks)| (name, ticks as f64 * 1000.0 / ticks_per_s))
+        .collect();
     let (exit, exit_log) = daemon.stop().await;
-    Report { ready_ms, idle_rss_mb, rows, errors, exit, exit_log }
+    Report { ready_ms, idle_rss_mb, rows, threads, errors, exit, exit_log }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -542,12 +579,12 @@ impl Report {
 
     fn print_table(&self, settings: &Settings) {
         println!(
-            "| workload | turns | wall s | turns/s | p50 ms | p99 ms | CPU ms/turn | peak RSS MB | LLM calls/turn | errors |"
+            "| workload | turns | wall s | turns/s | p50 ms | p99 ms | CPU ms/turn | bench CPU ms/turn | peak RSS MB | LLM calls/turn | errors |"
         );
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for Row { sessions, metrics: m } in &self.rows {
             println!(
-                "| {sessions} session(s) × {} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {:.2} | {:.0} |",
+                "| {sessions} session(s) × {} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.3} | {:.3} | {:.1} | {:.2} | {:.0} |",
                 settings.messages,
                 m.turns,
                 m.wall_s,
@@ -555,6 +592,7 @@ impl Report {
                 m.p50_ms,
                 m.p99_ms,
                 m.cpu_ms_per_turn,
+                m.bench_cpu_ms_per_turn,
                 m.peak_rss_mb,
                 m.llm_calls_per_turn,
                 m.errors
@@ -578,10 +616,15 @@ impl Report {
                 m.store_bytes_per_turn
             );
         }
+        let busiest: Vec<String> = self.threads.iter().take(6).map(|(name, ms)| format!("{name} {ms:.0} ms")).collect();
+        println!("- daemon CPU by thread over the whole run, busiest first: {}", busiest.join(", "));
         println!(
             "- latency is client-side wall time per request (keep-alive, one shared client); the fake LLM \
              answers a constant body without parsing the request, so it is gateway overhead plus two loopback \
-             HTTP hops. Peak RSS is VmHWM, the daemon's lifetime high-water mark."
+             HTTP hops. CPU ms/turn is the daemon's utime + stime; bench CPU ms/turn is this process (load \
+             client and fake LLM) on the same cores. Peak RSS is VmHWM, the daemon's lifetime high-water mark. CPU comes in \
+             1/CLK_TCK ticks (10 ms at 100 Hz), so the 1-session CPU figure is coarse; p99 over 20 samples is \
+             their maximum."
         );
         println!();
     }

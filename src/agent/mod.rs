@@ -2,4 +2,5 @@
 
 pub mod message;
 pub mod provider;
+pub mod tools;
 pub mod turn;
