@@ -263,5 +263,12 @@ fn build_provider(config: &Config, env: &Env) -> anyhow::Result<Arc<dyn Provider
         None => None,
     };
     let http = crate::http_client::build().context("build HTTP client")?;
-    Ok(Arc::new(ChatCompletions::new(http, &model.base_url, &model.name, key, model.timeout.get())))
+    Ok(Arc::new(ChatCompletions::new(
+        http,
+        &model.base_url,
+        &model.name,
+        key,
+        model.timeout.get(),
+        model.context_length,
+    )))
 }

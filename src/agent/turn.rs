@@ -172,7 +172,7 @@ impl TurnRunner {
         let request = self.request(&job.message, transcript.into_iter().map(|m| m.message));
 
         let outcome = tokio::select! {
-            result = self.provider.complete(&request) => match result {
+            result = self.provider.complete(&request, None) => match result {
                 Ok(response) => Outcome::Answered(response.message),
                 // Not a failure of this turn but of the setup: answer plainly, store nothing.
                 Err(e @ ProviderError::NotConfigured) => Outcome::Hint(e.to_string()),
@@ -229,7 +229,7 @@ impl TurnRunner {
             }
         }
         messages.extend(transcript);
-        ChatRequest { messages }
+        ChatRequest { messages, stable_prefix: 1, ..Default::default() }
     }
 
     /// Store the turn's end with `text` as its reply (of `kind`), then hand it to the outbox.

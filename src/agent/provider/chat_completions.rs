@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ChatRequest, ChatResponse, Provider, ProviderError, Usage};
+use super::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, Usage};
 use crate::agent::message::{Message, Role, ToolCall};
 use crate::config::Secret;
 
@@ -20,12 +20,21 @@ pub struct ChatCompletions {
     model: String,
     key: Option<Secret>,
     timeout: Duration,
+    context_length: u64,
 }
 
 impl ChatCompletions {
     /// A client for `base_url` (e.g. `https://openrouter.ai/api/v1`).
-    pub fn new(http: reqwest::Client, base_url: &str, model: &str, key: Option<Secret>, timeout: Duration) -> Self {
+    pub fn new(
+        http: reqwest::Client,
+        base_url: &str,
+        model: &str,
+        key: Option<Secret>,
+        timeout: Duration,
+        context_length: u64,
+    ) -> Self {
         Self {
+            context_length,
             http,
             url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
             model: model.to_owned(),
@@ -126,7 +135,15 @@ impl Provider for ChatCompletions {
         &self.model
     }
 
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+    fn context_length(&self) -> u64 {
+        self.context_length
+    }
+
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        _deltas: Option<DeltaSink<'_>>,
+    ) -> Result<ChatResponse, ProviderError> {
         let body = json!({
             "model": self.model,
             "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
@@ -170,6 +187,7 @@ impl Provider for ChatCompletions {
             message: Message { role: Role::Assistant, content: choice.message.content, tool_calls, tool_call_id: None },
             usage: wire.usage.map(|u| Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }),
             finish_reason: choice.finish_reason,
+            reasoning: None,
         })
     }
 }

@@ -12,12 +12,44 @@ use super::message::Message;
 
 pub use chat_completions::ChatCompletions;
 
+/// A tool as a provider advertises it to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSchema {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON schema of its arguments object.
+    pub parameters: serde_json::Value,
+}
+
 /// What a model call sends.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ChatRequest {
     /// The transcript, system prompt first.
     pub messages: Vec<Message>,
+    /// Tools the model may call (empty: a tool-less call, e.g. the final summary).
+    pub tools: Vec<ToolSchema>,
+    /// Cap on generated tokens, when set.
+    pub max_tokens: Option<u32>,
+    /// How many leading messages form the stable, cacheable prefix (the system prompt). Providers
+    /// with explicit caching (Anthropic `cache_control`) mark its end.
+    pub stable_prefix: usize,
+    /// Stream the answer, reporting deltas as they arrive.
+    pub stream: bool,
 }
+
+/// A piece of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delta {
+    /// Answer text.
+    Text(String),
+    /// Reasoning ("thinking") text, not part of the answer.
+    Reasoning(String),
+}
+
+/// Where streamed deltas go. Called from the provider's task; must not block.
+pub type DeltaSink<'a> = &'a (dyn Fn(Delta) + Send + Sync);
 
 /// Token usage as the provider reported it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,6 +69,8 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
     /// Why generation stopped, as reported.
     pub finish_reason: Option<String>,
+    /// Reasoning or thinking text the model produced, kept apart from the answer.
+    pub reasoning: Option<String>,
 }
 
 /// Provider failures, by what the runtime does about them.
@@ -66,6 +100,34 @@ pub enum ProviderError {
     /// The reply could not be understood.
     #[error("the model provider sent a reply hermesd could not read: {0}")]
     InvalidResponse(String),
+    /// A stream ended before its final event; the partial answer must be discarded.
+    #[error("the model's answer stream was cut off: {0}")]
+    StreamDropped(String),
+}
+
+impl ProviderError {
+    /// Whether the same call may succeed if retried on the same provider.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::Transient(_)
+                | ProviderError::StreamDropped(_)
+                | ProviderError::InvalidResponse(_)
+        )
+    }
+
+    /// Whether the turn should move to the next provider in the fallback chain.
+    pub fn warrants_fallback(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::Transient(_)
+                | ProviderError::StreamDropped(_)
+                | ProviderError::InvalidResponse(_)
+                | ProviderError::Unauthorized(_)
+        )
+    }
 }
 
 /// An LLM API dialect.
@@ -74,8 +136,17 @@ pub trait Provider: Send + Sync {
     /// The model name, for logs and `/status`.
     fn model(&self) -> &str;
 
-    /// One non-streaming model call.
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+    /// The model's context window in tokens.
+    fn context_length(&self) -> u64;
+
+    /// One model call. With `request.stream` and a sink, deltas are reported as they arrive and
+    /// the assembled response is returned at the end; a stream that ends early is
+    /// `StreamDropped`. Providers never retry.
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        deltas: Option<DeltaSink<'_>>,
+    ) -> Result<ChatResponse, ProviderError>;
 }
 
 /// The provider used when `[model]` is absent: every call says so plainly.
@@ -88,7 +159,15 @@ impl Provider for NotConfigured {
         "none"
     }
 
-    async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+    fn context_length(&self) -> u64 {
+        128_000
+    }
+
+    async fn complete(
+        &self,
+        _request: &ChatRequest,
+        _deltas: Option<DeltaSink<'_>>,
+    ) -> Result<ChatResponse, ProviderError> {
         Err(ProviderError::NotConfigured)
     }
 }
