@@ -1,6 +1,6 @@
 //! Gateway overhead benchmark of the real `hermesd` binary.
 //!
-//! The bench starts an instant fake OpenAI-compatible LLM in its own process (it answers every
+//! The bench runs an instant fake OpenAI-compatible LLM on a thread of its own (it answers every
 //! `POST /v1/chat/completions` with a fixed completion), spawns the release `hermesd` as a child
 //! process pointed at it, and drives `POST /v1/chat/completions` with server-side sessions
 //! (`X-Hermes-Session-Id`). Because the model answers at once, the measured latency is the
@@ -623,8 +623,8 @@ impl Report {
              answers a constant body without parsing the request, so it is gateway overhead plus two loopback \
              HTTP hops. CPU ms/turn is the daemon's utime + stime; bench CPU ms/turn is this process (load \
              client and fake LLM) on the same cores. Peak RSS is VmHWM, the daemon's lifetime high-water mark. CPU comes in \
-             1/CLK_TCK ticks (10 ms at 100 Hz), so the 1-session CPU figure is coarse; p99 over 20 samples is \
-             their maximum."
+             1/CLK_TCK ticks (10 ms at 100 Hz), so the 1-session CPU figure is coarse; p99 over fewer than 100 \
+             samples is their maximum."
         );
         println!();
     }
@@ -639,8 +639,13 @@ impl Report {
             println!("- {}: 10 sessions p50 {:.2} ms (target < 2 ms)", verdict(m.p50_ms < 2.0), m.p50_ms);
             println!("- {}: 10 sessions p99 {:.2} ms (target < 20 ms)", verdict(m.p99_ms < 20.0), m.p99_ms);
         }
-        let worst_cpu = self.rows.iter().map(|r| r.metrics.cpu_ms_per_turn).fold(f64::NAN, f64::max);
-        println!("- {}: worst CPU per turn {worst_cpu:.3} ms (target < 2 ms)", verdict(worst_cpu < 2.0));
+        // Judged on the row with the most turns: 10 ms ticks make small rows too coarse to judge.
+        if let Some(Row { sessions, metrics: m }) =
+            self.rows.iter().max_by(|a, b| a.metrics.turns.total_cmp(&b.metrics.turns))
+        {
+            let cpu = m.cpu_ms_per_turn;
+            println!("- {}: {sessions} sessions CPU per turn {cpu:.3} ms (target < 2 ms)", verdict(cpu < 2.0));
+        }
         println!("- {}: idle RSS {:.1} MB (target < 30 MB)", verdict(self.idle_rss_mb < 30.0), self.idle_rss_mb);
         let ready = median(self.ready_ms.clone());
         println!("- {}: start-to-ready {ready:.1} ms (target < 200 ms)", verdict(ready < 200.0));

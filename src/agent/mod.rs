@@ -2,5 +2,6 @@
 
 pub mod message;
 pub mod provider;
+pub mod runtime;
 pub mod tools;
 pub mod turn;

@@ -1,0 +1,209 @@
+//! The failure rings around model calls: per-call retry with jittered exponential backoff that
+//! honours Retry-After, stream-drop retry, and the fallback chain, all under one cumulative
+//! deadline per turn. The runtime owns every retry; providers make single attempts.
+//!
+//! A turn that falls back stays on the fallback; the next turn starts on the primary again
+//! (each turn gets a fresh `ChainState`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::provider::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError};
+
+/// Retry limits.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts per provider for a retryable failure.
+    pub attempts: u32,
+    /// First backoff.
+    pub base_delay: Duration,
+    /// Longest single backoff (a longer Retry-After moves on to the fallback instead).
+    pub max_delay: Duration,
+    /// Budget for all model calls of one turn, retries and fallbacks included.
+    pub deadline: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 3,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(60),
+            deadline: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The primary provider and its fallbacks, in order.
+#[derive(Clone)]
+pub struct ProviderChain {
+    providers: Vec<Arc<dyn Provider>>,
+    policy: RetryPolicy,
+}
+
+/// Where one turn is in the chain.
+#[derive(Debug)]
+pub struct ChainState {
+    current: usize,
+    deadline: Instant,
+    /// Providers that failed over during this turn (for logs and `/status`).
+    pub fallbacks: u32,
+}
+
+/// Why a call through the chain failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// The last provider's error, after retries and fallbacks.
+    #[error("{0}")]
+    Provider(ProviderError),
+    /// The cumulative deadline passed.
+    #[error("no model answered within {}s (last error: {last})", budget.as_secs())]
+    Deadline {
+        /// The budget.
+        budget: Duration,
+        /// The last failure seen.
+        last: String,
+    },
+    /// The turn was stopped.
+    #[error("stopped")]
+    Cancelled,
+}
+
+enum Wait {
+    Done,
+    Cancelled,
+    Deadline,
+}
+
+impl ProviderChain {
+    /// A chain; `providers` must not be empty.
+    pub fn new(providers: Vec<Arc<dyn Provider>>, policy: RetryPolicy) -> Self {
+        assert!(!providers.is_empty(), "a provider chain needs at least one provider");
+        Self { providers, policy }
+    }
+
+    /// The primary provider.
+    pub fn primary(&self) -> &Arc<dyn Provider> {
+        &self.providers[0]
+    }
+
+    /// A fresh per-turn state, starting on the primary.
+    pub fn start_turn(&self) -> ChainState {
+        ChainState { current: 0, deadline: Instant::now() + self.policy.deadline, fallbacks: 0 }
+    }
+
+    /// The provider this turn is on now.
+    pub fn current(&self, state: &ChainState) -> &Arc<dyn Provider> {
+        &self.providers[state.current.min(self.providers.len() - 1)]
+    }
+
+    /// Move the turn to the next provider; false when there is none.
+    pub fn advance(&self, state: &mut ChainState) -> bool {
+        if state.current + 1 < self.providers.len() {
+            state.current += 1;
+            state.fallbacks += 1;
+            tracing::warn!(model = self.current(state).model(), "falling back to the next provider");
+            true
+        } else {
+            false
+        }
+    }
+
+    /// One model call with retries and fallbacks. Deltas of a retried stream are not repeated:
+    /// only text beyond what the user already saw is forwarded.
+    pub async fn call(
+        &self,
+        state: &mut ChainState,
+        request: &ChatRequest,
+        deltas: Option<DeltaSink<'_>>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ChainError> {
+        let forwarded = Mutex::new(String::new());
+        loop {
+            let provider = self.current(state).clone();
+            let mut attempt = 0;
+            let error = loop {
+                attempt += 1;
+                let seen = Mutex::new(String::new());
+                let sink = |delta: Delta| forward_new(delta, &seen, &forwarded, deltas);
+                let sink_ref: Option<DeltaSink<'_>> = deltas.map(|_| &sink as DeltaSink<'_>);
+                let result = tokio::select! {
+                    result = provider.complete(request, sink_ref) => result,
+                    _ = cancel.cancelled() => return Err(ChainError::Cancelled),
+                    _ = tokio::time::sleep_until(state.deadline) => {
+                        return Err(ChainError::Deadline { budget: self.policy.deadline, last: "timed out".into() });
+                    }
+                };
+                let error = match result {
+                    Ok(response) => return Ok(response),
+                    Err(e) => e,
+                };
+                tracing::warn!(model = provider.model(), attempt, error = %error, "model call failed");
+                if !error.is_retryable() || attempt >= self.policy.attempts {
+                    break error;
+                }
+                let delay = match &error {
+                    ProviderError::RateLimited { retry_after: Some(after) } if *after > self.policy.max_delay => {
+                        break error;
+                    }
+                    ProviderError::RateLimited { retry_after: Some(after) } => *after,
+                    ProviderError::StreamDropped(_) => Duration::ZERO,
+                    _ => self.backoff(attempt),
+                };
+                match self.wait(delay, state, cancel).await {
+                    Wait::Done => {}
+                    Wait::Cancelled => return Err(ChainError::Cancelled),
+                    Wait::Deadline => {
+                        return Err(ChainError::Deadline { budget: self.policy.deadline, last: error.to_string() });
+                    }
+                }
+            };
+            if !(error.warrants_fallback() && self.advance(state)) {
+                return Err(ChainError::Provider(error));
+            }
+        }
+    }
+
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self.policy.base_delay.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+        let capped = exp.min(self.policy.max_delay);
+        // Full jitter between half and all of the step keeps retries from synchronising.
+        let jitter = rand::rng().random_range(0.5..=1.0);
+        capped.mul_f64(jitter)
+    }
+
+    async fn wait(&self, delay: Duration, state: &ChainState, cancel: &CancellationToken) -> Wait {
+        if Instant::now() + delay > state.deadline {
+            return Wait::Deadline;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => Wait::Done,
+            _ = cancel.cancelled() => Wait::Cancelled,
+        }
+    }
+}
+
+/// Forward the part of an attempt's text that goes beyond what earlier attempts already sent.
+fn forward_new(delta: Delta, seen: &Mutex<String>, forwarded: &Mutex<String>, sink: Option<DeltaSink<'_>>) {
+    let Some(sink) = sink else { return };
+    match delta {
+        Delta::Reasoning(text) => sink(Delta::Reasoning(text)),
+        Delta::Text(text) => {
+            let mut seen = seen.lock().expect("delta lock poisoned");
+            let mut forwarded = forwarded.lock().expect("delta lock poisoned");
+            seen.push_str(&text);
+            if seen.len() > forwarded.len() && seen.starts_with(forwarded.as_str()) {
+                let fresh = seen[forwarded.len()..].to_owned();
+                forwarded.push_str(&fresh);
+                sink(Delta::Text(fresh));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
