@@ -208,7 +208,12 @@ impl Router {
     }
 
     async fn status(&self, key: &SessionKey, state: Option<&ActorState>) -> String {
-        let session = match self.inner.runner.store().route(&key.key).await {
+        let store = self.inner.runner.store();
+        let routed = match store.route(&key.key).await {
+            Ok(Some(s)) => store.session(&s.id).await,
+            other => other,
+        };
+        let session = match routed {
             Ok(Some(s)) => format!("session {} · {} messages", short(&s.id), s.message_count),
             Ok(None) => "no session yet".to_owned(),
             Err(e) => format!("session unknown ({e})"),

@@ -144,7 +144,7 @@ pub struct SessionInfo {
     pub restart_count: u32,
     /// Suspended after too many crashes, until `/new`.
     pub suspended: bool,
-    /// Live (not archived) messages.
+    /// Live (not archived) messages; -1 where the lookup did not count them (`route`).
     pub message_count: i64,
 }
 

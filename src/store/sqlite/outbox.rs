@@ -64,7 +64,7 @@ impl OutboxStore for SqliteStore {
              WHERE turn_id = ? AND state = 'pending' ORDER BY chunk_index",
         )
         .bind(turn_id)
-        .fetch_all(&self.writer)
+        .fetch_all(&self.readers)
         .await?;
         pending_from_rows(&rows)
     }

@@ -12,6 +12,10 @@ use crate::store::{SearchHit, SessionInfo, SessionKey, SessionStore, StoreError,
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, \
      (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.archived = 0) AS message_count";
 
+/// The per-turn lookup skips the message count: it is only shown by `/status` and the CLI.
+const ROUTE_COLUMNS: &str =
+    "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, -1 AS message_count";
+
 fn session_from_row(row: &SqliteRow) -> SessionInfo {
     SessionInfo {
         id: row.get("id"),
@@ -78,7 +82,7 @@ fn fts_query(text: &str) -> String {
 impl SessionStore for SqliteStore {
     async fn route(&self, key: &str) -> StoreResult<Option<SessionInfo>> {
         let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM session_routes r JOIN sessions s ON s.id = r.session_id WHERE r.session_key = ?"
+            "SELECT {ROUTE_COLUMNS} FROM session_routes r JOIN sessions s ON s.id = r.session_id WHERE r.session_key = ?"
         );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).fetch_optional(&self.readers).await?;
         Ok(row.as_ref().map(session_from_row))
