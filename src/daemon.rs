@@ -15,9 +15,14 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::provider::{ChatCompletions, NotConfigured, Provider};
-use crate::agent::turn::TurnRunner;
-use crate::config::{Config, ConfigError, Env, Paths};
+use crate::agent::approvals::Approvals;
+use crate::agent::heartbeat::HeartbeatSettings;
+use crate::agent::provider::{AnthropicMessages, ChatCompletions, NotConfigured, Provider};
+use crate::agent::runtime::chain::{ProviderChain, RetryPolicy};
+use crate::agent::runtime::prompt::PromptBuilder;
+use crate::agent::tools;
+use crate::agent::turn::{RunnerParts, RunnerSettings, TurnRunner};
+use crate::config::{Config, ConfigError, Env, Paths, ProviderKind};
 use crate::http::{AppState, Readiness};
 use crate::ingress::HostIngress;
 use crate::metrics::Metrics;
@@ -104,13 +109,13 @@ impl Daemon {
         let store: Arc<dyn Store> = Arc::new(store);
         let metrics = Arc::new(Metrics::default());
 
-        let mut registry = PlatformRegistry::default();
+        let mut platforms = PlatformRegistry::default();
         let api = config.platforms.api.enabled.then(|| Arc::new(ApiPlatform::default()));
         if let Some(api) = &api {
-            registry.insert(api.clone());
+            platforms.insert(api.clone());
         }
         for platform in &options.extra_platforms {
-            registry.insert(platform.clone());
+            platforms.insert(platform.clone());
         }
 
         let shutdown = CancellationToken::new();
@@ -118,20 +123,43 @@ impl Daemon {
         let delivery_tracker = TaskTracker::new();
         let outbox = Outbox::new(
             store.clone(),
-            registry.clone(),
+            platforms.clone(),
             metrics.clone(),
             delivery_tracker.clone(),
             delivery_cancel.clone(),
         );
-        let provider = build_provider(&config, &env)?;
+        let http = crate::http_client::build().context("build HTTP client")?;
+        let chain = build_chain(&config, &env, &http)?;
+        let workdir = paths.workdir(&config.tools);
+        std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
+        let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone());
+        let registry = tools::builtin(&config.tools, &config.agent, http, &chain, &prompts);
         let runner = Arc::new(TurnRunner::new(
-            store.clone(),
-            provider,
-            outbox.clone(),
-            metrics.clone(),
-            config.agent.system_prompt.clone(),
-            config.sessions.clone(),
-            config.recovery.clone(),
+            RunnerParts {
+                store: store.clone(),
+                chain,
+                registry,
+                outbox: outbox.clone(),
+                metrics: metrics.clone(),
+                approvals: Arc::new(Approvals::default()),
+                prompts,
+                workdir,
+                data_dir: paths.home.clone(),
+            },
+            RunnerSettings {
+                sessions: config.sessions.clone(),
+                recovery: config.recovery.clone(),
+                tools: config.tools.clone(),
+                max_iterations: config.agent.max_iterations,
+                compression_threshold: config.compression.threshold,
+                heartbeat: HeartbeatSettings {
+                    typing_every: Duration::from_secs(4),
+                    progress_every: Duration::from_millis(1500),
+                    notice_every: config.agent.heartbeat_interval.get(),
+                    inactivity: config.agent.inactivity_timeout.get(),
+                    progress: config.agent.progress,
+                },
+            },
         ));
         let router = Router::new(
             runner,
@@ -162,7 +190,7 @@ impl Daemon {
         let tasks = TaskTracker::new();
         let platform_cancel = shutdown.child_token();
         let ctx = PlatformContext { ingress: ingress.clone() };
-        for platform in registry.all() {
+        for platform in platforms.all() {
             let (platform, ctx, cancel) = (platform.clone(), ctx.clone(), platform_cancel.clone());
             tasks.spawn(async move {
                 let name = platform.name().to_owned();
@@ -253,22 +281,33 @@ impl Daemon {
     }
 }
 
-fn build_provider(config: &Config, env: &Env) -> anyhow::Result<Arc<dyn Provider>> {
-    let Some(model) = &config.model else {
+/// The primary model and its fallbacks, each with retries owned by the runtime.
+fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Result<ProviderChain> {
+    let models = config.model_chain();
+    if models.is_empty() {
         tracing::warn!("no [model] configured: every message will be answered with a configuration hint");
-        return Ok(Arc::new(NotConfigured));
+        return Ok(ProviderChain::new(vec![Arc::new(NotConfigured)], RetryPolicy::default()));
+    }
+    let mut providers: Vec<Arc<dyn Provider>> = Vec::new();
+    for model in models {
+        let key = match &model.api_key_env {
+            Some(var) => env.secret(var).map_err(|e| anyhow::anyhow!(e))?,
+            None => None,
+        };
+        let (url, name, timeout, context) = (&model.base_url, &model.name, model.timeout.get(), model.context_length);
+        providers.push(match model.provider {
+            ProviderKind::ChatCompletions => {
+                Arc::new(ChatCompletions::new(http.clone(), url, name, key, timeout, context))
+            }
+            ProviderKind::AnthropicMessages => {
+                Arc::new(AnthropicMessages::new(http.clone(), url, name, key, timeout, context))
+            }
+        });
+    }
+    let policy = RetryPolicy {
+        attempts: config.agent.retry_attempts,
+        deadline: config.agent.model_deadline.get(),
+        ..RetryPolicy::default()
     };
-    let key = match &model.api_key_env {
-        Some(var) => env.secret(var).map_err(|e| anyhow::anyhow!(e))?,
-        None => None,
-    };
-    let http = crate::http_client::build().context("build HTTP client")?;
-    Ok(Arc::new(ChatCompletions::new(
-        http,
-        &model.base_url,
-        &model.name,
-        key,
-        model.timeout.get(),
-        model.context_length,
-    )))
+    Ok(ProviderChain::new(providers, policy))
 }

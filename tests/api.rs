@@ -166,7 +166,8 @@ async fn interrupt_policy_cancels_the_running_turn() {
     let slow = tokio::spawn(async move { ask(&base, Some("i"), "first").await });
     assert!(eventually(Duration::from_secs(5), || llm.count() == 1).await);
     let (_, body) = ask(&d.base, Some("i"), "second").await;
-    assert_eq!(answer(&body), "echo: second");
+    // The interrupted message stays in the history; the model sees both, merged into one turn.
+    assert_eq!(answer(&body), "echo: first\n\nsecond");
     let (_, body) = slow.await.unwrap();
     assert_eq!(answer(&body), "Interrupted by your newer message.");
     d.daemon.stop().await;
@@ -225,7 +226,9 @@ async fn provider_failures_become_clear_replies() {
         .start()
         .await;
     let home = tempfile::tempdir().unwrap();
-    let d = start_daemon(home.path(), &config_for(&llm, ""), &[]).await;
+    // One attempt each, so every scripted failure reaches the user as it is (retries and
+    // fallback have tests of their own).
+    let d = start_daemon(home.path(), &config_for(&llm, "[agent]\nretry_attempts = 1\n"), &[]).await;
     for expected in ["unavailable: HTTP 500", "rate limited", "could not read", "refused the API key"] {
         let (status, body) = ask(&d.base, Some("f"), "hello").await;
         assert_eq!(status, 502, "{body}");

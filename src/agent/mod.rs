@@ -1,5 +1,8 @@
-//! The agent runtime: the internal message format, LLM providers and the turn runner.
+//! The agent runtime: the internal message format, LLM providers, tools, the loop, and the
+//! gateway-side turn runner with approvals and heartbeats.
 
+pub mod approvals;
+pub mod heartbeat;
 pub mod message;
 pub mod provider;
 pub mod runtime;

@@ -1,29 +1,33 @@
-//! One agent turn: resolve the session, record the user message, call the model, store the
-//! reply and its outbound chunks in one transaction, hand them to the outbox.
+//! One agent turn, gateway side: resolve the session, record the user message, build or reuse
+//! the session's system prompt, compact between turns when needed, run the agent loop with
+//! heartbeats, then store the turn's messages and reply chunks in one transaction and hand them
+//! to the outbox.
 //!
-//! Invariant: every turn ends with a reply the user sees — the answer, "stopped", or a clear
-//! error. A shutdown instead leaves the event to run again at the next start.
+//! Invariant: every turn ends with a reply the user sees — the answer, a summary, "stopped", or
+//! a clear error. Only a shutdown leaves a turn unanswered; its event then runs at the next start.
 
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hermesd_platform::{InboundMessage, OutboundKind};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::approvals::{Approvals, ChatHuman};
+use super::heartbeat::{self, HeartbeatSettings};
 use super::message::{Message, Role};
-use super::provider::{ChatRequest, Provider, ProviderError};
+use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
+use super::runtime::chain::ProviderChain;
+use super::runtime::compress::{Compressor, estimate_tokens};
+use super::runtime::prompt::PromptBuilder;
+use super::tools::{Registry, ToolContext};
 use crate::clock::now_ms;
-use crate::config::{RecoveryConfig, SessionsConfig};
+use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
 use crate::store::{EventState, SessionInfo, SessionKey, Store, StoreError, TurnEnd};
-
-/// The identity prompt used when `agent.system_prompt` is not set.
-const DEFAULT_SYSTEM_PROMPT: &str = "You are Hermes, a helpful assistant reached through the hermesd gateway. \
-Answer clearly and concisely. The user may be on a phone: prefer short paragraphs and lists.";
 
 /// A message waiting for its turn.
 #[derive(Debug, Clone)]
@@ -45,13 +49,53 @@ pub enum StopReason {
     Stopped,
     /// A newer message under `busy_policy = "interrupt"`.
     Interrupted,
+    /// No step for `agent.inactivity_timeout`.
+    Inactive,
 }
 
-/// A running turn's stop switch.
+/// Messages sent to steer a running turn. The loop folds them in after its next tool call; the
+/// ones it took are closed with the turn, the rest run as turns of their own afterwards.
+#[derive(Debug, Default)]
+pub struct SteerBox {
+    waiting: Mutex<Vec<TurnJob>>,
+    taken: Mutex<Vec<i64>>,
+}
+
+impl SteerBox {
+    /// Queue a message for the running turn.
+    pub fn push(&self, job: TurnJob) {
+        self.waiting.lock().expect("steer lock poisoned").push(job);
+    }
+
+    /// Everything waiting, as one user message; remembers which events it took.
+    pub fn take(&self) -> Option<Message> {
+        let jobs = std::mem::take(&mut *self.waiting.lock().expect("steer lock poisoned"));
+        if jobs.is_empty() {
+            return None;
+        }
+        self.taken.lock().expect("steer lock poisoned").extend(jobs.iter().map(|j| j.seq));
+        let text = jobs.iter().map(|j| j.message.text.as_str()).collect::<Vec<_>>().join("\n");
+        Some(Message::text(Role::User, format!("[The user adds while you work] {text}")))
+    }
+
+    /// Events folded into the turn so far.
+    pub fn taken(&self) -> Vec<i64> {
+        self.taken.lock().expect("steer lock poisoned").clone()
+    }
+
+    /// Messages the turn never took; they run as turns of their own.
+    pub fn leftovers(&self) -> Vec<TurnJob> {
+        std::mem::take(&mut *self.waiting.lock().expect("steer lock poisoned"))
+    }
+}
+
+/// A running turn's stop switch, plus the box steering messages wait in.
 #[derive(Debug, Default)]
 pub struct StopSignal {
     token: CancellationToken,
     reason: Mutex<Option<StopReason>>,
+    /// Messages sent to steer this turn.
+    pub steer: SteerBox,
 }
 
 impl StopSignal {
@@ -66,72 +110,99 @@ impl StopSignal {
     }
 }
 
-/// Runs turns; shared by every session actor.
-pub struct TurnRunner {
-    store: Arc<dyn Store>,
-    provider: Arc<dyn Provider>,
-    outbox: Outbox,
-    metrics: Arc<Metrics>,
-    system_prompt: String,
-    sessions: SessionsConfig,
-    recovery: RecoveryConfig,
+/// Everything turns need that does not change between them.
+pub struct RunnerParts {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The providers.
+    pub chain: ProviderChain,
+    /// Every registered tool.
+    pub registry: Registry,
+    /// The outbox.
+    pub outbox: Outbox,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The approval broker.
+    pub approvals: Arc<Approvals>,
+    /// Builds system prompts.
+    pub prompts: PromptBuilder,
+    /// Where tools work.
+    pub workdir: PathBuf,
+    /// `HERMESD_HOME`.
+    pub data_dir: PathBuf,
 }
 
-enum Outcome {
-    Answered(Message),
-    Hint(String),
-    Failed(String),
-    Stopped(StopReason),
-    Persist,
+/// Turn limits and policies.
+#[derive(Debug, Clone)]
+pub struct RunnerSettings {
+    /// Reset policies.
+    pub sessions: SessionsConfig,
+    /// Recovery limits.
+    pub recovery: RecoveryConfig,
+    /// Toolsets per platform and tool timeouts.
+    pub tools: ToolsConfig,
+    /// Model calls per turn.
+    pub max_iterations: u32,
+    /// Compression threshold (fraction of the context window).
+    pub compression_threshold: f64,
+    /// Heartbeat timings.
+    pub heartbeat: HeartbeatSettings,
+}
+
+/// Runs turns; shared by every session actor.
+pub struct TurnRunner {
+    parts: RunnerParts,
+    settings: RunnerSettings,
 }
 
 impl TurnRunner {
     /// A runner.
-    pub fn new(
-        store: Arc<dyn Store>,
-        provider: Arc<dyn Provider>,
-        outbox: Outbox,
-        metrics: Arc<Metrics>,
-        system_prompt: Option<String>,
-        sessions: SessionsConfig,
-        recovery: RecoveryConfig,
-    ) -> Self {
-        let system_prompt = system_prompt.unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
-        Self { store, provider, outbox, metrics, system_prompt, sessions, recovery }
+    pub fn new(parts: RunnerParts, settings: RunnerSettings) -> Self {
+        Self { parts, settings }
     }
 
-    /// The model name (for `/status`).
+    /// The primary model's name (for `/status`).
     pub fn model(&self) -> &str {
-        self.provider.model()
+        self.parts.chain.primary().model()
     }
 
     /// The outbox.
     pub fn outbox(&self) -> &Outbox {
-        &self.outbox
+        &self.parts.outbox
     }
 
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+        &self.parts.store
+    }
+
+    /// The approval broker.
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.parts.approvals
+    }
+
+    /// Limits for restart recovery.
+    pub fn recovery(&self) -> &RecoveryConfig {
+        &self.settings.recovery
     }
 
     /// The session `key` points at now, starting one when there is none or the reset policy
     /// says the old one expired.
     pub async fn resolve_session(&self, key: &SessionKey) -> Result<SessionInfo, StoreError> {
         let now = now_ms();
-        let policy = self.sessions.policy_for(&key.platform, key.chat_type);
-        match self.store.route(&key.key).await? {
+        let policy = self.settings.sessions.policy_for(&key.platform, key.chat_type);
+        match self.parts.store.route(&key.key).await? {
             Some(session) if !is_expired(policy, session.updated_at, now) => Ok(session),
-            _ => self.store.start_session(key, now).await,
+            _ => self.parts.store.start_session(key, now).await,
         }
     }
 
     /// Run one turn to its end. Store failures are logged and reported to the user when the
     /// store still works; the event stays unfinished otherwise and recovery picks it up.
-    pub async fn run(&self, job: &TurnJob, stop: &StopSignal, shutdown: &CancellationToken) {
+    pub async fn run(&self, job: &TurnJob, stop: &Arc<StopSignal>, shutdown: &CancellationToken) {
         let span = tracing::debug_span!("turn", platform = %job.key.platform, seq = job.seq);
         if let Err(e) = self.try_run(job, stop, shutdown).instrument(span).await {
-            self.metrics.inc(ERRORS_TOTAL, &[("kind", "store")]);
+            self.parts.metrics.inc(ERRORS_TOTAL, &[("kind", "store")]);
             tracing::error!(error = %e, seq = job.seq, "turn failed in the store");
             self.fail(job, "hermesd could not save this conversation; the operator has been told in the logs").await;
         }
@@ -139,119 +210,236 @@ impl TurnRunner {
 
     /// End an event with an error reply (panicked turn, store trouble).
     pub async fn fail(&self, job: &TurnJob, text: &str) {
-        let reply = self.outbox.compose(&job.message.chat, text, OutboundKind::Error, Some(&job.message.message_id));
+        let outbox = &self.parts.outbox;
+        let reply = outbox.compose(&job.message.chat, text, OutboundKind::Error, Some(&job.message.message_id));
         let turn_id = format!("evt:{}", job.seq);
-        match self.store.close_event(job.seq, EventState::Failed, Some(text), &reply, &turn_id, now_ms()).await {
-            Ok(()) => self.outbox.deliver(&job.message.chat, &turn_id),
+        match self.parts.store.close_event(job.seq, EventState::Failed, Some(text), &reply, &turn_id, now_ms()).await {
+            Ok(()) => outbox.deliver(&job.message.chat, &turn_id),
             Err(e) => tracing::error!(error = %e, seq = job.seq, "could not record failed turn"),
         }
-        self.metrics.inc(TURNS_TOTAL, &[("outcome", "error")]);
+        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "error")]);
     }
 
-    async fn try_run(&self, job: &TurnJob, stop: &StopSignal, shutdown: &CancellationToken) -> Result<(), StoreError> {
+    /// Compact a session now (`/compress`); returns what happened, for the user.
+    pub async fn compress_now(&self, key: &SessionKey) -> String {
+        let session = match self.parts.store.route(&key.key).await {
+            Ok(Some(session)) => session,
+            Ok(None) => return "There is no history to compress yet.".into(),
+            Err(e) => return format!("Could not read the session: {e}"),
+        };
+        let compressor = self.compressor(&session.id, &key.platform);
+        let mut state = self.parts.chain.start_turn();
+        match compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new()).await {
+            Ok(Some(done)) => format!("History summarised: {} earlier messages archived (still searchable).", done.archived),
+            Ok(None) => "The history is too short to compress.".into(),
+            Err(e) => format!("Compression failed: {e}"),
+        }
+    }
+
+    fn compressor(&self, session_id: &str, platform: &str) -> Compressor {
+        let tools = self.parts.registry.select(self.settings.tools.toolsets_for(platform));
+        Compressor {
+            store: self.parts.store.clone(),
+            session_id: session_id.to_owned(),
+            threshold: self.settings.compression_threshold,
+            prompts: self.parts.prompts.clone(),
+            tools: tools.specs(),
+        }
+    }
+
+    async fn try_run(&self, job: &TurnJob, stop: &Arc<StopSignal>, shutdown: &CancellationToken) -> Result<(), StoreError> {
+        let store = &self.parts.store;
         let session = self.resolve_session(&job.key).await?;
         if session.suspended {
             let text = format!(
                 "This session is suspended: its turn stopped hermesd {} times in a row. Send /new to start a fresh session.",
                 session.restart_count
             );
-            self.finish(
-                job,
-                &session.id,
-                &text,
-                OutboundKind::Error,
-                (&[], EventState::Failed, Some("session suspended")),
-            )
-            .await?;
-            self.metrics.inc(TURNS_TOTAL, &[("outcome", "rejected")]);
+            let ending = Ending { state: EventState::Failed, error: Some("session suspended"), ..Ending::default() };
+            self.finish(job, &session.id, &text, OutboundKind::Error, ending).await?;
+            self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "rejected")]);
             return Ok(());
         }
         let user = Message::text(Role::User, user_text(&job.message));
-        self.store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
-        let transcript = self.store.load_transcript(&session.id).await?;
-        let request = self.request(&job.message, transcript.into_iter().map(|m| m.message));
+        store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
 
-        let outcome = tokio::select! {
-            result = self.provider.complete(&request, None) => match result {
-                Ok(response) => Outcome::Answered(response.message),
-                // Not a failure of this turn but of the setup: answer plainly, store nothing.
-                Err(e @ ProviderError::NotConfigured) => Outcome::Hint(e.to_string()),
-                Err(e) => {
-                    self.metrics.inc(ERRORS_TOTAL, &[("kind", "provider")]);
-                    tracing::warn!(error = %e, "model call failed");
-                    Outcome::Failed(format!("Sorry, this turn failed: {e}"))
-                }
-            },
-            _ = stop.token.cancelled() => Outcome::Stopped(stop.reason().unwrap_or(StopReason::Stopped)),
-            _ = shutdown.cancelled() => Outcome::Persist,
+        let platform_name = job.key.platform.as_str();
+        let tools = self.parts.registry.select(self.settings.tools.toolsets_for(platform_name));
+        let specs = tools.specs();
+        let mut system = match session.system_prompt.clone() {
+            Some(prompt) => prompt,
+            None => {
+                let prompt = self.parts.prompts.build(&specs, chrono::Utc::now().date_naive());
+                store.set_system_prompt(&session.id, &prompt).await?;
+                prompt
+            }
         };
-        let message_id = job.message.message_id.as_str();
-        match outcome {
-            Outcome::Answered(answer) => {
-                let text = answer.content.clone().unwrap_or_default();
-                self.finish(job, &session.id, &text, OutboundKind::Reply, (&[answer], EventState::Done, None)).await?;
-                self.metrics.inc(TURNS_TOTAL, &[("outcome", "ok")]);
-            }
-            Outcome::Hint(text) => {
-                self.finish(job, &session.id, &text, OutboundKind::Reply, (&[], EventState::Done, None)).await?;
-                self.metrics.inc(TURNS_TOTAL, &[("outcome", "unconfigured")]);
-            }
-            Outcome::Failed(text) => {
-                self.finish(job, &session.id, &text, OutboundKind::Error, (&[], EventState::Failed, Some(&text)))
-                    .await?;
-                self.metrics.inc(TURNS_TOTAL, &[("outcome", "error")]);
-            }
-            Outcome::Stopped(reason) => {
-                let (text, label) = match reason {
-                    StopReason::Stopped => ("Stopped.", "stopped"),
-                    StopReason::Interrupted => ("Interrupted by your newer message.", "interrupted"),
-                };
-                self.finish(job, &session.id, text, OutboundKind::Reply, (&[], EventState::Done, Some(label))).await?;
-                self.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
-            }
-            Outcome::Persist => {
-                tracing::info!(message = message_id, "shutdown: turn persisted for the next start");
-                self.store.requeue_event(job.seq).await?;
-                return Ok(());
+        let mut transcript = self.transcript(&job.message, &session.id).await?;
+
+        let platform = self.parts.outbox.platforms().get(platform_name).cloned();
+        let reply_to = job.message.message_id.clone();
+        let stream = platform.as_ref().is_some_and(|p| p.wants_stream(&reply_to));
+        let interactive = platform.as_ref().is_some_and(|p| p.capabilities().interactive);
+        let compressor = self.compressor(&session.id, platform_name);
+        let (watcher, watcher_task) = heartbeat::watch(
+            self.parts.outbox.clone(),
+            job.message.chat.clone(),
+            reply_to.clone(),
+            self.settings.heartbeat,
+            stop.clone(),
+        );
+
+        // Between turns: compact first when the last call (or this prompt) crossed the threshold.
+        let context = self.parts.chain.primary().context_length();
+        let mut request = vec![Message::text(Role::System, system.clone())];
+        request.extend(transcript.iter().cloned());
+        let estimate = estimate_tokens(&request, &[]).max(session.last_prompt_tokens);
+        if compressor.over_threshold(estimate, context) {
+            let mut state = self.parts.chain.start_turn();
+            match compressor.compact(&self.parts.chain, &mut state, &stop.token).await {
+                Ok(Some(done)) => {
+                    let _ = watcher.try_send(TurnEvent::Compressed { archived: done.archived });
+                    system = done.system_prompt;
+                    transcript = self.with_client_history(&job.message, done.transcript);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "compression before the turn failed"),
             }
         }
-        self.metrics.observe_turn(job.accepted_at.elapsed());
+
+        let human = Arc::new(ChatHuman {
+            approvals: self.parts.approvals.clone(),
+            outbox: self.parts.outbox.clone(),
+            chat: job.message.chat.clone(),
+            session_key: job.key.key.clone(),
+            reply_to: reply_to.clone(),
+            interactive,
+        });
+        let ctx = ToolContext {
+            session_id: session.id.clone(),
+            session_key: job.key.key.clone(),
+            chat: job.message.chat.clone(),
+            user_id: job.message.sender.id.clone(),
+            workdir: self.parts.workdir.clone(),
+            data_dir: self.parts.data_dir.clone(),
+            store: store.clone(),
+            human,
+            cancel: stop.token.child_token(),
+        };
+        let events = |event: TurnEvent| match event {
+            TurnEvent::Delta(text) => {
+                if let Some(platform) = &platform {
+                    platform.stream_delta(&reply_to, &text);
+                }
+            }
+            other => {
+                let _ = watcher.try_send(other);
+            }
+        };
+        let agent = AgentLoop {
+            chain: &self.parts.chain,
+            tools: &tools,
+            ctx: &ctx,
+            compressor: &compressor,
+            events: &events,
+            steer: &|| stop.steer.take(),
+            limits: LoopLimits { max_iterations: self.settings.max_iterations, max_nudges: 2, stream },
+        };
+        let cancel = stop.token.clone();
+        let abort = shutdown.clone();
+        let result = tokio::select! {
+            result = agent.run(system, transcript, &cancel) => result,
+            _ = abort.cancelled() => {
+                drop(watcher);
+                watcher_task.abort();
+                tracing::info!(seq = job.seq, "shutdown: turn persisted for the next start");
+                store.requeue_event(job.seq).await?;
+                return Ok(());
+            }
+        };
+        drop(watcher);
+        watcher_task.abort();
+
+        let (kind, state, label, error) = match result.outcome {
+            LoopOutcome::Answered => (OutboundKind::Reply, EventState::Done, "ok", None),
+            LoopOutcome::Summarised => (OutboundKind::Reply, EventState::Done, "summarised", None),
+            LoopOutcome::NotConfigured => (OutboundKind::Reply, EventState::Done, "unconfigured", None),
+            LoopOutcome::Failed => (OutboundKind::Error, EventState::Failed, "error", Some(result.text.as_str())),
+            LoopOutcome::Stopped => {
+                let (text, label) = match stop.reason() {
+                    Some(StopReason::Interrupted) => ("Interrupted by your newer message.", "interrupted"),
+                    Some(StopReason::Inactive) => ("Stopped: this turn made no progress for too long.", "inactive"),
+                    _ => ("Stopped.", "stopped"),
+                };
+                let steered = stop.steer.taken();
+                let ending = Ending {
+                    messages: &result.appended,
+                    state: EventState::Done,
+                    error: Some(label),
+                    prompt_tokens: result.prompt_tokens,
+                    steered: &steered,
+                };
+                self.finish(job, &session.id, text, OutboundKind::Reply, ending).await?;
+                self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
+                return Ok(());
+            }
+        };
+        let steered = stop.steer.taken();
+        let ending =
+            Ending { messages: &result.appended, state, error, prompt_tokens: result.prompt_tokens, steered: &steered };
+        self.finish(job, &session.id, &result.text, kind, ending).await?;
+        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
+        self.parts.metrics.observe_turn(job.accepted_at.elapsed());
         Ok(())
     }
 
-    fn request(&self, message: &InboundMessage, transcript: impl Iterator<Item = Message>) -> ChatRequest {
-        let mut messages = vec![Message::text(Role::System, self.system_prompt.clone())];
-        // Client-owned history (API stateless mode) comes before the stored transcript, which
-        // then holds just this message.
-        for past in &message.history {
-            if let Some(role) = Role::parse(&past.role) {
-                messages.push(Message::text(role, past.content.clone()));
-            }
-        }
-        messages.extend(transcript);
-        ChatRequest { messages, stable_prefix: 1, ..Default::default() }
+    /// The stored transcript, after any client-owned history (API stateless mode).
+    async fn transcript(&self, message: &InboundMessage, session_id: &str) -> Result<Vec<Message>, StoreError> {
+        let stored = self.parts.store.load_transcript(session_id).await?;
+        Ok(self.with_client_history(message, stored.into_iter().map(|m| m.message).collect()))
+    }
+
+    fn with_client_history(&self, message: &InboundMessage, stored: Vec<Message>) -> Vec<Message> {
+        let mut messages: Vec<Message> = message
+            .history
+            .iter()
+            .filter_map(|past| Role::parse(&past.role).map(|role| Message::text(role, past.content.clone())))
+            .collect();
+        messages.extend(stored);
+        messages
     }
 
     /// Store the turn's end with `text` as its reply (of `kind`), then hand it to the outbox.
-    async fn finish(
-        &self,
-        job: &TurnJob,
-        session_id: &str,
-        text: &str,
-        kind: OutboundKind,
-        end: (&[Message], EventState, Option<&str>),
-    ) -> Result<(), StoreError> {
-        let reply = self.outbox.compose(&job.message.chat, text, kind, Some(&job.message.message_id));
-        let (messages, state, error) = end;
-        let end = TurnEnd { messages, reply: &reply, state, error };
-        self.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
-        self.outbox.deliver(&job.message.chat, &format!("evt:{}", job.seq));
+    async fn finish(&self, job: &TurnJob, session_id: &str, text: &str, kind: OutboundKind, ending: Ending<'_>) -> Result<(), StoreError> {
+        let outbox = &self.parts.outbox;
+        let reply = outbox.compose(&job.message.chat, text, kind, Some(&job.message.message_id));
+        let end = TurnEnd {
+            messages: ending.messages,
+            reply: &reply,
+            state: ending.state,
+            error: ending.error,
+            prompt_tokens: ending.prompt_tokens,
+            also_done: ending.steered,
+        };
+        self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
+        outbox.deliver(&job.message.chat, &format!("evt:{}", job.seq));
         Ok(())
     }
+}
 
-    /// Limits for restart recovery.
-    pub fn recovery(&self) -> &RecoveryConfig {
-        &self.recovery
+/// How a turn ends, for `finish`.
+struct Ending<'a> {
+    messages: &'a [Message],
+    state: EventState,
+    error: Option<&'a str>,
+    prompt_tokens: Option<u64>,
+    /// Steering events folded into the turn, closed with it.
+    steered: &'a [i64],
+}
+
+impl Default for Ending<'_> {
+    fn default() -> Self {
+        Self { messages: &[], state: EventState::Done, error: None, prompt_tokens: None, steered: &[] }
     }
 }
 

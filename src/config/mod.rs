@@ -30,6 +30,8 @@ pub struct Config {
     pub compression: CompressionConfig,
     /// Platform adapters.
     pub platforms: PlatformsConfig,
+    /// Tools and toolsets.
+    pub tools: ToolsConfig,
     /// Signed webhook routes.
     pub webhooks: Vec<WebhookConfig>,
     /// Scheduled prompts.
@@ -136,6 +138,16 @@ pub struct AgentConfig {
     /// On shutdown, how long running turns may take to finish before they are persisted for the
     /// next start.
     pub drain_timeout: HumanDuration,
+    /// A turn with no step for this long is stopped and the user told.
+    pub inactivity_timeout: HumanDuration,
+    /// Budget for all model calls of one turn, retries and fallbacks included.
+    pub model_deadline: HumanDuration,
+    /// Attempts per provider for a retryable failure (429, 5xx, dropped stream).
+    pub retry_attempts: u32,
+    /// Show a progress message (tool names, short previews) on platforms that can edit messages.
+    pub progress: bool,
+    /// Model calls a `delegate_task` child agent may make.
+    pub delegate_max_iterations: u32,
 }
 
 impl Default for AgentConfig {
@@ -149,6 +161,11 @@ impl Default for AgentConfig {
             max_queued_per_session: 32,
             session_idle: HumanDuration::secs(120),
             drain_timeout: HumanDuration::secs(20),
+            inactivity_timeout: HumanDuration::secs(30 * 60),
+            model_deadline: HumanDuration::secs(600),
+            retry_attempts: 3,
+            progress: true,
+            delegate_max_iterations: 30,
         }
     }
 }
@@ -164,6 +181,54 @@ pub struct CompressionConfig {
 impl Default for CompressionConfig {
     fn default() -> Self {
         Self { threshold: 0.85 }
+    }
+}
+
+/// Every built-in toolset, the default for each platform.
+pub const ALL_TOOLSETS: &[&str] =
+    &["memory", "session_search", "todo", "clarify", "files", "terminal", "web", "delegate"];
+
+/// `[tools]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// Directory file and terminal tools work in; relative paths are under `HERMESD_HOME`.
+    pub workdir: PathBuf,
+    /// Toolsets every platform gets unless `platforms` says otherwise.
+    pub toolsets: Vec<String>,
+    /// Per-platform toolsets, e.g. `api = ["memory", "web"]`.
+    pub platforms: std::collections::BTreeMap<String, Vec<String>>,
+    /// How long a dangerous command waits for `/approve` before it is denied.
+    pub approval_timeout: HumanDuration,
+    /// How long `clarify` waits for an answer.
+    pub clarify_timeout: HumanDuration,
+    /// Let `web_fetch` reach loopback and private addresses.
+    pub web_allow_private: bool,
+    /// Size cap of MEMORY.md, in characters.
+    pub memory_chars: usize,
+    /// Size cap of USER.md, in characters.
+    pub user_chars: usize,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            workdir: PathBuf::from("workspace"),
+            toolsets: ALL_TOOLSETS.iter().map(|s| (*s).to_owned()).collect(),
+            platforms: Default::default(),
+            approval_timeout: HumanDuration::secs(300),
+            clarify_timeout: HumanDuration::secs(600),
+            web_allow_private: false,
+            memory_chars: 2_200,
+            user_chars: 1_375,
+        }
+    }
+}
+
+impl ToolsConfig {
+    /// The toolsets `platform` gets.
+    pub fn toolsets_for(&self, platform: &str) -> &[String] {
+        self.platforms.get(platform).unwrap_or(&self.toolsets)
     }
 }
 
@@ -430,6 +495,11 @@ impl Paths {
         });
         let config = config.unwrap_or_else(|| home.join("config.toml"));
         Self { home, config }
+    }
+
+    /// The tools' working directory.
+    pub fn workdir(&self, tools: &ToolsConfig) -> PathBuf {
+        if tools.workdir.is_absolute() { tools.workdir.clone() } else { self.home.join(&tools.workdir) }
     }
 
     /// The database file.

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use super::{Config, Env, ModelConfig, ProviderKind, ReceiveMode, ResetMode};
+use super::{Config, Env, ModelConfig, ReceiveMode, ResetMode};
 
 impl Config {
     /// List every problem, checking the secrets this config needs against `env`. Empty: valid.
@@ -50,6 +50,24 @@ impl Config {
         if agent.heartbeat_interval.get().as_secs() < 1 {
             problems.push("agent.heartbeat_interval: must be at least 1s".into());
         }
+        if agent.retry_attempts == 0 || agent.retry_attempts > 10 {
+            problems.push("agent.retry_attempts: must be between 1 and 10".into());
+        }
+        if agent.model_deadline.get().as_secs() < 5 {
+            problems.push("agent.model_deadline: must be at least 5s".into());
+        }
+        if agent.inactivity_timeout.get().as_secs() < 1 {
+            problems.push("agent.inactivity_timeout: must be at least 1s".into());
+        }
+        let toolsets = std::iter::once(("tools.toolsets".to_owned(), &self.tools.toolsets))
+            .chain(self.tools.platforms.iter().map(|(p, sets)| (format!("tools.platforms.{p}"), sets)));
+        for (at, sets) in toolsets {
+            for set in sets {
+                if !super::ALL_TOOLSETS.contains(&set.as_str()) {
+                    problems.push(format!("{at}: unknown toolset {set:?} (known: {})", super::ALL_TOOLSETS.join(", ")));
+                }
+            }
+        }
         let threshold = self.compression.threshold;
         if !(0.1..=0.99).contains(&threshold) {
             problems.push(format!("compression.threshold: {threshold} is not between 0.1 and 0.99"));
@@ -86,11 +104,6 @@ impl Config {
 }
 
 fn check_model(at: &str, model: &ModelConfig, env: &Env, problems: &mut Vec<String>) {
-    if model.provider == ProviderKind::AnthropicMessages {
-        problems.push(format!(
-            "{at}.provider: \"anthropic_messages\" is not available in this version; use \"chat_completions\""
-        ));
-    }
     if !(model.base_url.starts_with("http://") || model.base_url.starts_with("https://")) {
         problems.push(format!("{at}.base_url: {:?} is not an http(s) URL", model.base_url));
     }

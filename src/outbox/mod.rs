@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermesd_platform::chunk::chunk;
-use hermesd_platform::{ChatRef, OutboundKind, OutboundMessage, Platform, PlatformError};
+use hermesd_platform::{ChatRef, MessageRef, OutboundKind, OutboundMessage, Platform, PlatformError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -112,13 +112,72 @@ impl Outbox {
     /// Store a notice (outside any turn) and deliver it.
     pub async fn notify(&self, chat: &ChatRef, text: &str, reply_to: Option<&str>, turn_id: &str) {
         let messages = self.compose(chat, text, OutboundKind::Notice, reply_to);
-        match self.store.enqueue_outbound(turn_id, &messages, now_ms()).await {
+        self.send_notice(chat, turn_id, &messages).await;
+    }
+
+    /// Store composed messages (a question with buttons, say) under `turn_id` and deliver them.
+    pub async fn send_notice(&self, chat: &ChatRef, turn_id: &str, messages: &[OutboundMessage]) {
+        match self.store.enqueue_outbound(turn_id, messages, now_ms()).await {
             Ok(_) => self.deliver(chat, turn_id),
             Err(e) => {
                 self.metrics.inc(ERRORS_TOTAL, &[("kind", "store")]);
                 tracing::error!(error = %e, turn = turn_id, "store notice");
             }
         }
+    }
+
+    /// Show a typing indicator, if the chat's pacer has room now (typing is never worth a wait).
+    pub async fn typing(&self, chat: &ChatRef) {
+        let Some((platform, pacer)) = self.platform_and_pacer(chat) else { return };
+        if platform.capabilities().typing && pacer.try_acquire() {
+            if let Err(e) = platform.typing(chat).await {
+                self.note_droppable_failure(&pacer, &e);
+            }
+        }
+    }
+
+    /// Send or update the turn's progress message, if the pacer has room now. Progress is
+    /// ephemeral: it is not stored, and a skipped update is simply superseded by the next.
+    pub async fn progress(&self, chat: &ChatRef, current: Option<&MessageRef>, text: &str, reply_to: Option<&str>) -> Option<MessageRef> {
+        let (platform, pacer) = self.platform_and_pacer(chat)?;
+        if !platform.capabilities().edits || !pacer.try_acquire() {
+            return None;
+        }
+        let result = match current {
+            Some(existing) => platform.edit(existing, text).await.map(|()| existing.clone()),
+            None => {
+                let message = OutboundMessage {
+                    chat: chat.clone(),
+                    text: text.to_owned(),
+                    reply_to: reply_to.map(str::to_owned),
+                    kind: OutboundKind::Progress,
+                    buttons: Vec::new(),
+                    chunk: (0, 1),
+                };
+                platform.send(&message).await
+            }
+        };
+        match result {
+            Ok(sent) => Some(sent),
+            Err(e) => {
+                self.note_droppable_failure(&pacer, &e);
+                None
+            }
+        }
+    }
+
+    fn platform_and_pacer(&self, chat: &ChatRef) -> Option<(Arc<dyn Platform>, Arc<ChatPacer>)> {
+        let platform = self.platforms.get(&chat.platform)?.clone();
+        let caps = platform.capabilities();
+        let pacer = self.pacers.get(&chat.key(), caps.per_chat_rate, caps.per_chat_burst);
+        Some((platform, pacer))
+    }
+
+    fn note_droppable_failure(&self, pacer: &ChatPacer, error: &PlatformError) {
+        if let PlatformError::RateLimited { retry_after } = error {
+            pacer.pause(*retry_after);
+        }
+        tracing::debug!(error = %error, "typing or progress update dropped");
     }
 
     /// Deliver the pending chunks of `turn_id` to `chat`, after any turn queued before it for

@@ -64,6 +64,7 @@ impl Platform for ApiPlatform {
             threads: false,
             buttons: false,
             typing: false,
+            interactive: false,
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 10_000.0,
             per_chat_burst: 10_000,

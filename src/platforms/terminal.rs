@@ -72,6 +72,7 @@ impl Platform for TerminalPlatform {
             threads: false,
             buttons: false,
             typing: false,
+            interactive: true,
             markdown: MarkdownDialect::Plain,
             per_chat_rate: 1000.0,
             per_chat_burst: 1000,

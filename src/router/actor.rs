@@ -2,6 +2,7 @@
 //! exits when idle. Turns run in their own task so a panic becomes an error reply, not a dead
 //! session.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,6 +35,17 @@ impl ActorState {
             stop.stop(reason);
         }
     }
+
+    /// Hand `job` to the running turn to steer it; gives it back when no turn runs.
+    pub(super) fn steer(&self, job: TurnJob) -> Result<(), TurnJob> {
+        match self.running.lock().expect("actor lock poisoned").as_ref() {
+            Some((stop, _)) => {
+                stop.steer.push(job);
+                Ok(())
+            }
+            None => Err(job),
+        }
+    }
 }
 
 pub(super) async fn actor_loop(
@@ -42,7 +54,15 @@ pub(super) async fn actor_loop(
     mut rx: mpsc::Receiver<TurnJob>,
     state: Arc<ActorState>,
 ) {
+    // Steering messages the last turn did not take run next, before the mailbox.
+    let mut leftovers: VecDeque<TurnJob> = VecDeque::new();
     loop {
+        if let Some(job) = leftovers.pop_front() {
+            if inner.draining.is_cancelled() || !run_turn(&inner, &state, job, &mut leftovers).await {
+                break;
+            }
+            continue;
+        }
         let job = tokio::select! {
             biased;
             _ = inner.draining.cancelled() => break,
@@ -61,29 +81,12 @@ pub(super) async fn actor_loop(
         let Some(job) = job else { break };
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         inner.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
-        let permit = tokio::select! {
-            _ = inner.draining.cancelled() => break,
-            permit = inner.pool.clone().acquire_owned() => permit.expect("worker pool is never closed"),
-        };
-        let stop = Arc::new(StopSignal::default());
-        *state.running.lock().expect("actor lock poisoned") = Some((stop.clone(), Instant::now()));
-        inner.metrics.turns_running.fetch_add(1, Ordering::Relaxed);
-        let (runner, abort) = (inner.runner.clone(), inner.abort_turns.clone());
-        let turn_job = job.clone();
-        let result = tokio::spawn(async move { runner.run(&turn_job, &stop, &abort).await }).await;
-        if let Err(e) = result {
-            inner.metrics.inc(ERRORS_TOTAL, &[("kind", "panic")]);
-            tracing::error!(error = %e, seq = job.seq, "turn panicked");
-            inner
-                .runner
-                .fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.")
-                .await;
+        if !run_turn(&inner, &state, job, &mut leftovers).await {
+            break;
         }
-        inner.metrics.turns_running.fetch_sub(1, Ordering::Relaxed);
-        *state.running.lock().expect("actor lock poisoned") = None;
-        drop(permit);
     }
-    // Leaving on drain: jobs still in the mailbox stay accepted in the store and run next start.
+    // Leaving on drain: jobs still in the mailbox (and untaken steers) stay accepted in the store
+    // and run next start.
     let left = rx.len();
     if left > 0 {
         inner.metrics.queue_depth.fetch_sub(i64::try_from(left).unwrap_or(0), Ordering::Relaxed);
@@ -95,4 +98,29 @@ pub(super) async fn actor_loop(
     }
     drop(actors);
     inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Run one turn under a worker-pool permit; false when draining stopped it from starting.
+async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftovers: &mut VecDeque<TurnJob>) -> bool {
+    let permit = tokio::select! {
+        _ = inner.draining.cancelled() => return false,
+        permit = inner.pool.clone().acquire_owned() => permit.expect("worker pool is never closed"),
+    };
+    let stop = Arc::new(StopSignal::default());
+    *state.running.lock().expect("actor lock poisoned") = Some((stop.clone(), Instant::now()));
+    inner.metrics.turns_running.fetch_add(1, Ordering::Relaxed);
+    let (runner, abort, turn_stop) = (inner.runner.clone(), inner.abort_turns.clone(), stop.clone());
+    let turn_job = job.clone();
+    let result = tokio::spawn(async move { runner.run(&turn_job, &turn_stop, &abort).await }).await;
+    if let Err(e) = result {
+        inner.metrics.inc(ERRORS_TOTAL, &[("kind", "panic")]);
+        tracing::error!(error = %e, seq = job.seq, "turn panicked");
+        inner.runner.fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.").await;
+    }
+    inner.metrics.turns_running.fetch_sub(1, Ordering::Relaxed);
+    *state.running.lock().expect("actor lock poisoned") = None;
+    // After `running` is cleared no steer can land in this turn's box: whatever is left runs next.
+    leftovers.extend(stop.steer.leftovers());
+    drop(permit);
+    true
 }

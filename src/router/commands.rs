@@ -14,6 +14,12 @@ pub enum ChatCommand {
     Stop,
     /// Show this session, its queue and the model
     Status,
+    /// Summarise older history now to free context
+    Compress,
+    /// Approve the pending action
+    Approve,
+    /// Deny the pending action
+    Deny,
     /// List the commands
     Help,
 }

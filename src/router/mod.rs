@@ -18,6 +18,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::agent::approvals::{APPROVE, Answered, CHOICE_PREFIX, DENY};
 use crate::agent::turn::{StopReason, TurnJob, TurnRunner};
 use crate::clock::now_ms;
 use crate::config::BusyPolicy;
@@ -103,19 +104,44 @@ impl Router {
                 }
             }
             InboundEvent::Action { action, .. } => {
-                let reply = self.inner.runner.outbox().compose(
-                    &action.chat,
-                    "That button is no longer active.",
-                    OutboundKind::Notice,
-                    Some(&action.message_id),
-                );
+                let key = session_key::session_key(&action.chat, &action.sender, self.inner.settings.group_per_user);
+                let approvals = self.inner.runner.approvals();
+                let answered = match action.data.as_str() {
+                    APPROVE => approvals.decide(&key.key, true),
+                    DENY => approvals.decide(&key.key, false),
+                    data if data.starts_with(CHOICE_PREFIX) => approvals.answer(&key.key, data),
+                    _ => Answered::NothingPending,
+                };
+                let text = match (answered, action.data.as_str()) {
+                    (Answered::NothingPending, _) => "That button is no longer active.",
+                    (Answered::Yes, APPROVE) => "Approved.",
+                    (Answered::Yes, DENY) => "Denied.",
+                    (Answered::Yes, _) => "Got it.",
+                };
+                let reply = self.inner.runner.outbox().compose(&action.chat, text, OutboundKind::Notice, Some(&action.message_id));
                 self.close(seq, &action.chat, &reply).await;
             }
         }
     }
 
     async fn enqueue(&self, seq: i64, key: SessionKey, message: InboundMessage) {
+        // A question a tool asked is answered by the next message, on the control lane.
+        if self.inner.runner.approvals().answer(&key.key, &message.text) == Answered::Yes {
+            self.close(seq, &message.chat, &[]).await;
+            return;
+        }
         let job = TurnJob { seq, message, key, accepted_at: Instant::now() };
+        if self.inner.settings.busy_policy == BusyPolicy::Steer {
+            let state = self.inner.actors.lock().expect("router lock poisoned").get(&job.key.key).map(|a| a.state.clone());
+            if let Some(state) = state {
+                let (chat, reply_to) = (job.message.chat.clone(), job.message.message_id.clone());
+                if state.steer(job.clone()).is_ok() {
+                    let text = "Noted — I'll take that into account after the current step.";
+                    self.inner.runner.outbox().notify(&chat, text, Some(&reply_to), &format!("evt:{seq}:steer")).await;
+                    return;
+                }
+            }
+        }
         let followup = {
             let mut actors = self.inner.actors.lock().expect("router lock poisoned");
             let actor = actors.entry(job.key.key.clone()).or_insert_with(|| self.spawn_actor(&job.key.key));
@@ -202,6 +228,18 @@ impl Router {
                 }
             },
             ChatCommand::Status => self.status(key, state.as_deref()).await,
+            ChatCommand::Compress => match state.as_ref().filter(|s| s.is_running()) {
+                Some(_) => "A turn is running; send /compress after it finishes.".to_owned(),
+                None => self.inner.runner.compress_now(key).await,
+            },
+            ChatCommand::Approve | ChatCommand::Deny => {
+                let approve = command == ChatCommand::Approve;
+                match self.inner.runner.approvals().decide(&key.key, approve) {
+                    Answered::Yes if approve => "Approved.".to_owned(),
+                    Answered::Yes => "Denied.".to_owned(),
+                    Answered::NothingPending => "Nothing is waiting for approval.".to_owned(),
+                }
+            }
             ChatCommand::Help => commands::help(prefix),
         };
         self.answer(seq, message, &text).await;

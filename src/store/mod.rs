@@ -146,6 +146,11 @@ pub struct SessionInfo {
     pub suspended: bool,
     /// Live (not archived) messages; -1 where the lookup did not count them (`route`).
     pub message_count: i64,
+    /// The session's system prompt, once built.
+    #[serde(skip)]
+    pub system_prompt: Option<String>,
+    /// Prompt tokens of the session's last model call.
+    pub last_prompt_tokens: u64,
 }
 
 /// A stored transcript message.
@@ -153,6 +158,8 @@ pub struct SessionInfo {
 pub struct StoredMessage {
     /// Row id.
     pub id: i64,
+    /// Its place in the transcript (compaction summaries sort where their span began).
+    pub position: f64,
     /// The message.
     #[serde(flatten)]
     pub message: Message,
@@ -188,6 +195,23 @@ pub struct TurnEnd<'a> {
     pub state: EventState,
     /// What went wrong, if anything.
     pub error: Option<&'a str>,
+    /// Prompt tokens of the turn's last model call, when reported.
+    pub prompt_tokens: Option<u64>,
+    /// Other events the turn answered (steering messages), closed as done with it.
+    pub also_done: &'a [i64],
+}
+
+/// A compaction: the span to archive and what replaces it, written in one transaction.
+#[derive(Debug, Clone, Copy)]
+pub struct Compaction<'a> {
+    /// First position of the archived span.
+    pub from: f64,
+    /// Last position of the archived span.
+    pub to: f64,
+    /// The summary message that takes the span's place.
+    pub summary: &'a Message,
+    /// The rebuilt system prompt.
+    pub system_prompt: &'a str,
 }
 
 /// An outbound chunk waiting for delivery.
@@ -252,6 +276,11 @@ pub trait SessionStore: Send + Sync {
     /// In one transaction: append the turn's messages, queue its reply chunks, close the event,
     /// and reset the session's crash counter.
     async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<()>;
+    /// Store the session's system prompt (built on its first turn, rebuilt after compaction).
+    async fn set_system_prompt(&self, session_id: &str, prompt: &str) -> StoreResult<()>;
+    /// Compact in place: archive a span of live messages (still searchable), insert the summary
+    /// where it began, replace the system prompt — atomically, same session id.
+    async fn compact(&self, session_id: &str, compaction: &Compaction<'_>, now: i64) -> StoreResult<()>;
     /// Count a crashed turn against a session; suspends it at `max`. Returns the new count.
     async fn record_crash(&self, session_id: &str, max: u32) -> StoreResult<u32>;
     /// Full-text search over messages (archived included); trigram for short or CJK queries.

@@ -85,6 +85,7 @@ impl Platform for RecordingPlatform {
             threads: false,
             buttons: false,
             typing: true,
+            interactive: true,
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 1000.0,
             per_chat_burst: 1000,

@@ -232,6 +232,7 @@ mod tests {
             threads: false,
             buttons: false,
             typing: true,
+            interactive: true,
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 1.0,
             per_chat_burst: 3,

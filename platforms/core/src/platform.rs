@@ -48,6 +48,8 @@ pub struct Capabilities {
     pub buttons: bool,
     /// Whether a typing indicator exists.
     pub typing: bool,
+    /// Whether a person can answer approvals and questions here (not the HTTP API).
+    pub interactive: bool,
     /// The markup the platform renders.
     pub markdown: MarkdownDialect,
     /// Sustained sends per second to one chat that the platform tolerates.
@@ -132,4 +134,14 @@ pub trait Platform: Send + Sync {
 
     /// Show a typing indicator in `chat`.
     async fn typing(&self, chat: &ChatRef) -> Result<(), PlatformError>;
+
+    /// A piece of the answer to message `reply_to`, as the model streams it. Only platforms that
+    /// can stream in-process (the HTTP API) use it; chat platforms show progress edits instead.
+    fn stream_delta(&self, _reply_to: &str, _text: &str) {}
+
+    /// Whether someone consumes `stream_delta` for message `reply_to` right now; the host asks the
+    /// model to stream only then.
+    fn wants_stream(&self, _reply_to: &str) -> bool {
+        false
+    }
 }

@@ -3,13 +3,17 @@
 //! Translates the internal message format at the edge and classifies HTTP failures into
 //! `ProviderError` kinds; it never retries and never logs the key.
 
+mod stream;
+#[cfg(test)]
+mod tests;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, Usage};
+use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, ToolSchema, Usage};
 use crate::agent::message::{Message, Role, ToolCall};
 use crate::config::Secret;
 
@@ -42,6 +46,43 @@ impl ChatCompletions {
             timeout,
         }
     }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
+            "stream": request.stream,
+        });
+        if request.stream {
+            body["stream_options"] = json!({ "include_usage": true });
+        }
+        if !request.tools.is_empty() {
+            body["tools"] = request.tools.iter().map(wire_tool).collect();
+        }
+        if let Some(max_tokens) = request.max_tokens {
+            body["max_tokens"] = json!(max_tokens);
+        }
+        body
+    }
+
+    /// Send the call; a non-success status is read and classified here.
+    async fn send(&self, body: &Value, stream: bool) -> Result<reqwest::Response, ProviderError> {
+        let mut call = self.http.post(&self.url).json(body).timeout(self.timeout);
+        if stream {
+            call = call.header(reqwest::header::ACCEPT, "text/event-stream");
+        }
+        if let Some(key) = &self.key {
+            call = call.bearer_auth(key.expose());
+        }
+        let response = call.send().await.map_err(transport_error)?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response);
+        }
+        let retry_after = parse_retry_after(response.headers());
+        let text = response.text().await.map_err(transport_error)?;
+        Err(classify(status, retry_after, &text))
+    }
 }
 
 fn wire_message(message: &Message) -> Value {
@@ -57,6 +98,13 @@ fn wire_message(message: &Message) -> Value {
         value["tool_call_id"] = json!(id);
     }
     value
+}
+
+fn wire_tool(tool: &ToolSchema) -> Value {
+    json!({
+        "type": "function",
+        "function": { "name": tool.name, "description": tool.description, "parameters": tool.parameters },
+    })
 }
 
 #[derive(Deserialize)]
@@ -77,8 +125,14 @@ struct WireChoice {
 struct WireMessage {
     #[serde(default)]
     content: Option<String>,
+    /// DeepSeek, vLLM and others.
     #[serde(default)]
-    tool_calls: Vec<WireToolCall>,
+    reasoning_content: Option<String>,
+    /// OpenRouter and others.
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +154,35 @@ struct WireUsage {
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
+    }
+}
+
+/// Parse a whole (non-streamed) reply.
+fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
+    let wire: WireResponse = serde_json::from_str(text).map_err(|e| ProviderError::InvalidResponse(e.to_string()))?;
+    let choice = wire
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| ProviderError::InvalidResponse("no choices in the reply".into()))?;
+    let message = choice.message;
+    let tool_calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| ToolCall { id: c.id, name: c.function.name, arguments: c.function.arguments })
+        .collect();
+    Ok(ChatResponse {
+        message: Message { role: Role::Assistant, content: message.content, tool_calls, tool_call_id: None },
+        usage: wire.usage.map(Usage::from),
+        finish_reason: choice.finish_reason,
+        reasoning: message.reasoning_content.or(message.reasoning).filter(|r| !r.is_empty()),
+    })
 }
 
 /// Classify a non-success status and body into what the runtime acts on.
@@ -124,9 +207,29 @@ fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderE
     }
 }
 
-fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+/// The Retry-After header in seconds (HTTP dates are not used by model APIs).
+pub(super) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64)
+}
+
+/// A failure to send or to read a reply. reqwest errors can carry the URL but never headers, so
+/// the key cannot leak through them; the URL is dropped anyway.
+pub(super) fn transport_error(error: reqwest::Error) -> ProviderError {
+    if error.is_timeout() {
+        ProviderError::Transient("request timed out".into())
+    } else {
+        ProviderError::Transient(format!("request failed: {}", error.without_url()))
+    }
+}
+
+/// Whether a reply is plain JSON although a stream was asked for (some servers ignore `stream`).
+fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
 }
 
 #[async_trait]
@@ -142,73 +245,23 @@ impl Provider for ChatCompletions {
     async fn complete(
         &self,
         request: &ChatRequest,
-        _deltas: Option<DeltaSink<'_>>,
+        deltas: Option<DeltaSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let body = json!({
-            "model": self.model,
-            "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
-            "stream": false,
-        });
-        let mut call = self.http.post(&self.url).json(&body).timeout(self.timeout);
-        if let Some(key) = &self.key {
-            call = call.bearer_auth(key.expose());
+        let response = self.send(&self.body(request), request.stream).await?;
+        if request.stream && !is_json(&response) {
+            return stream::read(response, deltas).await;
         }
-        // reqwest errors can carry the URL but never headers, so the key cannot leak here.
-        let response = call.send().await.map_err(|e| {
-            if e.is_timeout() {
-                ProviderError::Transient("request timed out".into())
-            } else {
-                ProviderError::Transient(format!("request failed: {}", e.without_url()))
+        let text = response.text().await.map_err(transport_error)?;
+        let reply = parse_reply(&text)?;
+        // A server that ignored `stream` still owes the sink the whole answer, once.
+        if let (true, Some(sink)) = (request.stream, deltas) {
+            if let Some(reasoning) = &reply.reasoning {
+                sink(Delta::Reasoning(reasoning.clone()));
             }
-        })?;
-        let status = response.status().as_u16();
-        let retry_after = parse_retry_after(response.headers());
-        let text = response
-            .text()
-            .await
-            .map_err(|e| ProviderError::Transient(format!("reading reply: {}", e.without_url())))?;
-        if !(200..300).contains(&status) {
-            return Err(classify(status, retry_after, &text));
+            if let Some(text) = reply.message.content.as_ref().filter(|t| !t.is_empty()) {
+                sink(Delta::Text(text.clone()));
+            }
         }
-        let wire: WireResponse =
-            serde_json::from_str(&text).map_err(|e| ProviderError::InvalidResponse(e.to_string()))?;
-        let choice = wire
-            .choices
-            .into_iter()
-            .next()
-            .ok_or_else(|| ProviderError::InvalidResponse("no choices in the reply".into()))?;
-        let tool_calls = choice
-            .message
-            .tool_calls
-            .into_iter()
-            .map(|c| ToolCall { id: c.id, name: c.function.name, arguments: c.function.arguments })
-            .collect();
-        Ok(ChatResponse {
-            message: Message { role: Role::Assistant, content: choice.message.content, tool_calls, tool_call_id: None },
-            usage: wire.usage.map(|u| Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }),
-            finish_reason: choice.finish_reason,
-            reasoning: None,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn classifies_failures() {
-        assert!(matches!(
-            classify(429, Some(Duration::from_secs(3)), ""),
-            ProviderError::RateLimited { retry_after: Some(d) } if d.as_secs() == 3
-        ));
-        assert!(matches!(classify(401, None, ""), ProviderError::Unauthorized(401)));
-        assert!(matches!(
-            classify(400, None, r#"{"error":{"message":"maximum context length is 8192"}}"#),
-            ProviderError::ContextTooLong
-        ));
-        assert!(matches!(classify(503, None, "down"), ProviderError::Transient(_)));
-        let err = classify(404, None, r#"{"error":{"message":"model not found"}}"#);
-        assert!(err.to_string().contains("model not found"), "{err}");
+        Ok(reply)
     }
 }

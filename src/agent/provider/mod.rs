@@ -2,7 +2,9 @@
 //!
 //! Providers do not retry; the runtime owns retries, fallback and deadlines.
 
+mod anthropic;
 mod chat_completions;
+mod sse;
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use async_trait::async_trait;
 
 use super::message::Message;
 
+pub use anthropic::AnthropicMessages;
 pub use chat_completions::ChatCompletions;
 
 /// A tool as a provider advertises it to the model.

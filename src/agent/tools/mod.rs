@@ -4,7 +4,16 @@
 //!
 //! Tools never talk to platforms directly: anything that needs a human goes through `Human`.
 
+mod builtin;
+pub mod clarify;
+pub mod delegate;
 mod executor;
+pub mod session_search;
+pub mod files;
+pub mod memory;
+pub mod terminal;
+pub mod todo;
+pub mod web_fetch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::Store;
 
+pub use builtin::builtin;
 pub use executor::{ExecutorLimits, run_calls};
 
 /// What a tool is, as the model and the runtime see it.
@@ -97,6 +107,8 @@ impl Human for Nobody {
 pub struct ToolContext {
     /// The session the call belongs to.
     pub session_id: String,
+    /// The conversation's session key (stable across `/new`; scopes session search).
+    pub session_key: String,
     /// The chat the turn answers.
     pub chat: ChatRef,
     /// The user who asked.

@@ -21,7 +21,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use super::{StoreError, StoreResult};
 
 /// The migrations compiled into this binary, in order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", include_str!("../../../migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "initial", include_str!("../../../migrations/0001_initial.sql")),
+    (2, "runtime", include_str!("../../../migrations/0002_runtime.sql")),
+];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.
 const BUSY_RETRIES: u32 = 5;

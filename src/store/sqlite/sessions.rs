@@ -7,14 +7,17 @@ use sqlx::sqlite::SqliteRow;
 use super::outbox::insert_outbound;
 use super::{SqliteStore, from_json, retry_busy, to_json};
 use crate::agent::message::{Message, Role, ToolCall};
-use crate::store::{SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd};
+use crate::store::{
+    Compaction, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd,
+};
 
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, \
+     s.system_prompt, s.last_prompt_tokens, \
      (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.archived = 0) AS message_count";
 
 /// The per-turn lookup skips the message count: it is only shown by `/status` and the CLI.
-const ROUTE_COLUMNS: &str =
-    "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, -1 AS message_count";
+const ROUTE_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, s.system_prompt, \
+     s.last_prompt_tokens, -1 AS message_count";
 
 fn session_from_row(row: &SqliteRow) -> SessionInfo {
     SessionInfo {
@@ -26,6 +29,8 @@ fn session_from_row(row: &SqliteRow) -> SessionInfo {
         restart_count: row.get::<i64, _>("restart_count").try_into().unwrap_or(u32::MAX),
         suspended: row.get::<i64, _>("suspended") != 0,
         message_count: row.get("message_count"),
+        system_prompt: row.get("system_prompt"),
+        last_prompt_tokens: row.get::<i64, _>("last_prompt_tokens").try_into().unwrap_or(0),
     }
 }
 
@@ -38,6 +43,7 @@ fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
     };
     Ok(StoredMessage {
         id: row.get("id"),
+        position: row.get("position"),
         message: Message {
             role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("messages.role {role:?}")))?,
             content: row.get("content"),
@@ -129,6 +135,8 @@ impl SessionStore for SqliteStore {
             restart_count: 0,
             suspended: false,
             message_count: 0,
+            system_prompt: None,
+            last_prompt_tokens: 0,
         })
     }
 
@@ -146,8 +154,8 @@ impl SessionStore for SqliteStore {
 
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, role, content, tool_calls, tool_call_id, created_at, archived FROM messages \
-             WHERE session_id = ? AND archived = 0 ORDER BY id",
+            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, created_at, archived \
+             FROM messages WHERE session_id = ? AND archived = 0 ORDER BY position, id",
         )
         .bind(session_id)
         .fetch_all(&self.readers)
@@ -157,8 +165,8 @@ impl SessionStore for SqliteStore {
 
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, role, content, tool_calls, tool_call_id, created_at, archived FROM messages \
-             WHERE session_id = ? ORDER BY id",
+            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, created_at, archived \
+             FROM messages WHERE session_id = ? ORDER BY position, id",
         )
         .bind(session_id)
         .fetch_all(&self.readers)
@@ -192,7 +200,8 @@ impl SessionStore for SqliteStore {
 
     async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<()> {
         let turn_id = &format!("evt:{seq}");
-        let TurnEnd { messages, reply, state, error } = *end;
+        let TurnEnd { messages, reply, state, error, prompt_tokens, also_done } = *end;
+        let prompt_tokens = prompt_tokens.and_then(|t| i64::try_from(t).ok());
         retry_busy(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             for message in messages {
@@ -206,7 +215,64 @@ impl SessionStore for SqliteStore {
                 .bind(seq)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("UPDATE sessions SET restart_count = 0, updated_at = ? WHERE id = ?")
+            for other in also_done {
+                sqlx::query("UPDATE inbound_events SET state = 'done', finished_at = ? WHERE seq = ?")
+                    .bind(now)
+                    .bind(other)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query(
+                "UPDATE sessions SET restart_count = 0, updated_at = ?, \
+                 last_prompt_tokens = COALESCE(?, last_prompt_tokens) WHERE id = ?",
+            )
+            .bind(now)
+            .bind(prompt_tokens)
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await
+        })
+        .await
+    }
+
+    async fn set_system_prompt(&self, session_id: &str, prompt: &str) -> StoreResult<()> {
+        retry_busy(|| async move {
+            sqlx::query("UPDATE sessions SET system_prompt = ? WHERE id = ?")
+                .bind(prompt)
+                .bind(session_id)
+                .execute(&self.writer)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    async fn compact(&self, session_id: &str, compaction: &Compaction<'_>, now: i64) -> StoreResult<()> {
+        let Compaction { from, to, summary, system_prompt } = *compaction;
+        retry_busy(|| async move {
+            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            sqlx::query(
+                "UPDATE messages SET archived = 1 WHERE session_id = ? AND archived = 0 \
+                 AND COALESCE(sort_key, id) BETWEEN ? AND ?",
+            )
+            .bind(session_id)
+            .bind(from)
+            .bind(to)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO messages (session_id, role, content, created_at, sort_key) VALUES (?, ?, ?, ?, ?)",
+            )
+            .bind(session_id)
+            .bind(summary.role.as_str())
+            .bind(&summary.content)
+            .bind(now)
+            .bind(from)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE sessions SET system_prompt = ?, last_prompt_tokens = 0, updated_at = ? WHERE id = ?")
+                .bind(system_prompt)
                 .bind(now)
                 .bind(session_id)
                 .execute(&mut *tx)

@@ -7,7 +7,7 @@ use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Outbound
 use super::SqliteStore;
 use crate::agent::message::{Message, Role};
 use crate::store::{
-    AcceptOutcome, EventState, InboundStore, OutboxStore, SessionKey, SessionStore, StoreError, TurnEnd,
+    AcceptOutcome, Compaction, EventState, InboundStore, OutboxStore, SessionKey, SessionStore, StoreError, TurnEnd,
 };
 
 async fn open(dir: &tempfile::TempDir) -> SqliteStore {
@@ -84,11 +84,12 @@ async fn turn_lifecycle_is_atomic_and_idempotent() {
     assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 1);
     let answer = Message::text(Role::Assistant, "hi there");
     let chunks = [reply("hi ", 0, 2), reply("there", 1, 2)];
-    let end = TurnEnd { messages: &[answer], reply: &chunks, state: EventState::Done, error: None };
+    let end = TurnEnd { messages: &[answer], reply: &chunks, state: EventState::Done, error: None, prompt_tokens: Some(1234), also_done: &[] };
     store.finish_turn(seq, &session.id, &end, 4).await.unwrap();
     let transcript = store.load_transcript(&session.id).await.unwrap();
     assert_eq!(transcript.iter().map(|m| m.message.role).collect::<Vec<_>>(), [Role::User, Role::Assistant]);
     assert!(store.unfinished_events().await.unwrap().is_empty());
+    assert_eq!(store.route(&key().key).await.unwrap().unwrap().last_prompt_tokens, 1234);
     let pending = store.pending_for_turn(&format!("evt:{seq}")).await.unwrap();
     assert_eq!(pending.iter().map(|p| p.message.text.as_str()).collect::<Vec<_>>(), ["hi ", "there"]);
     // Queueing the same chunks again changes nothing.
@@ -159,4 +160,29 @@ async fn cursors_persist() {
     store.save_cursor("telegram", "41", 1).await.unwrap();
     store.save_cursor("telegram", "42", 2).await.unwrap();
     assert_eq!(store.load_cursor("telegram").await.unwrap().as_deref(), Some("42"));
+}
+
+#[tokio::test]
+async fn compaction_archives_a_span_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let session = store.start_session(&key(), 1).await.unwrap();
+    store.set_system_prompt(&session.id, "prompt v1").await.unwrap();
+    for i in 0..6 {
+        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("e{i}"), "x"), 1).await.unwrap() else {
+            panic!()
+        };
+        store.begin_turn(seq, &session.id, &Message::text(Role::User, format!("message {i} about zebras")), 1).await.unwrap();
+    }
+    let live = store.load_transcript(&session.id).await.unwrap();
+    let summary = Message::text(Role::User, "[summary] messages 2 to 4");
+    let compaction = Compaction { from: live[2].position, to: live[4].position, summary: &summary, system_prompt: "prompt v2" };
+    store.compact(&session.id, &compaction, 2).await.unwrap();
+    let after: Vec<_> = store.load_transcript(&session.id).await.unwrap().into_iter().map(|m| m.message.content.unwrap()).collect();
+    assert_eq!(after, ["message 0 about zebras", "message 1 about zebras", "[summary] messages 2 to 4", "message 5 about zebras"]);
+    let info = store.route(&key().key).await.unwrap().unwrap();
+    assert_eq!((info.id.as_str(), info.system_prompt.as_deref()), (session.id.as_str(), Some("prompt v2")));
+    // Archived rows are still found by search.
+    assert_eq!(store.search("zebras", Some(&session.id), 10).await.unwrap().len(), 6);
+    assert_eq!(store.full_history(&session.id).await.unwrap().iter().filter(|m| m.archived).count(), 3);
 }

@@ -97,6 +97,7 @@ async fn fixture() -> Fixture {
     let store = SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap();
     let ctx = ToolContext {
         session_id: "s".into(),
+        session_key: "agent:main:api:dm:c".into(),
         chat: ChatRef::new("api", "c", ChatType::Dm),
         user_id: "u".into(),
         workdir: PathBuf::from(dir.path()),

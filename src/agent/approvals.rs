@@ -1,0 +1,196 @@
+//! The gateway side of `Human`: approvals and clarifying questions asked in the chat, answered
+//! by `/approve`, `/deny`, a button press, or (for questions) the user's next message. Answers
+//! travel on the router's control lane, so they never wait behind the turn that asked.
+//!
+//! Fail closed: no answer within the timeout is a denial. Where nobody can answer, approvals are
+//! `Unavailable` at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hermesd_platform::{Button, ChatRef, OutboundKind};
+use tokio::sync::oneshot;
+
+use super::tools::{Approval, Human};
+use crate::clock::now_ms;
+use crate::outbox::Outbox;
+
+/// Button data for approvals.
+pub const APPROVE: &str = "hermesd:approve";
+/// Button data for denials.
+pub const DENY: &str = "hermesd:deny";
+/// Prefix of button data for clarify choices.
+pub const CHOICE_PREFIX: &str = "hermesd:choice:";
+
+enum Waiter {
+    Approval(oneshot::Sender<bool>),
+    Question { tx: oneshot::Sender<String>, choices: Vec<String> },
+}
+
+/// Pending questions by session key; one at a time per session (a turn runs one tool at a time
+/// where approvals are involved, since those tools are not parallel-safe).
+#[derive(Default)]
+pub struct Approvals {
+    pending: Mutex<HashMap<String, Waiter>>,
+}
+
+/// What an incoming answer did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// It answered a pending question.
+    Yes,
+    /// Nothing was waiting for it.
+    NothingPending,
+}
+
+impl Approvals {
+    /// Resolve a pending approval for `session_key`.
+    pub fn decide(&self, session_key: &str, approved: bool) -> Answered {
+        let mut pending = self.pending.lock().expect("approvals lock poisoned");
+        match pending.remove(session_key) {
+            Some(Waiter::Approval(tx)) => {
+                let _ = tx.send(approved);
+                Answered::Yes
+            }
+            Some(other) => {
+                pending.insert(session_key.to_owned(), other);
+                Answered::NothingPending
+            }
+            None => Answered::NothingPending,
+        }
+    }
+
+    /// Hand the user's message or button press to a pending question, if one waits.
+    pub fn answer(&self, session_key: &str, text: &str) -> Answered {
+        let mut pending = self.pending.lock().expect("approvals lock poisoned");
+        match pending.remove(session_key) {
+            Some(Waiter::Question { tx, choices }) => {
+                let answer = text
+                    .strip_prefix(CHOICE_PREFIX)
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| choices.get(i).cloned())
+                    .unwrap_or_else(|| text.to_owned());
+                let _ = tx.send(answer);
+                Answered::Yes
+            }
+            Some(other) => {
+                pending.insert(session_key.to_owned(), other);
+                Answered::NothingPending
+            }
+            None => Answered::NothingPending,
+        }
+    }
+
+    /// Whether a question (not an approval) waits in `session_key`.
+    pub fn question_pending(&self, session_key: &str) -> bool {
+        matches!(self.pending.lock().expect("approvals lock poisoned").get(session_key), Some(Waiter::Question { .. }))
+    }
+
+    fn register(&self, session_key: &str, waiter: Waiter) {
+        self.pending.lock().expect("approvals lock poisoned").insert(session_key.to_owned(), waiter);
+    }
+
+    fn forget(&self, session_key: &str) {
+        self.pending.lock().expect("approvals lock poisoned").remove(session_key);
+    }
+}
+
+/// The person in one chat, as tools see them.
+pub struct ChatHuman {
+    /// The broker.
+    pub approvals: Arc<Approvals>,
+    /// Delivers the questions.
+    pub outbox: Outbox,
+    /// Where to ask.
+    pub chat: ChatRef,
+    /// The session key answers arrive under.
+    pub session_key: String,
+    /// The message the turn answers (questions reply to it).
+    pub reply_to: String,
+    /// Whether a person can answer here at all.
+    pub interactive: bool,
+}
+
+impl ChatHuman {
+    async fn ask(&self, text: &str, buttons: Vec<Button>) {
+        let mut messages = self.outbox.compose(&self.chat, text, OutboundKind::Notice, Some(&self.reply_to));
+        if let Some(last) = messages.last_mut() {
+            last.buttons = buttons;
+        }
+        let turn_id = format!("ask:{}:{}", self.session_key, now_ms());
+        self.outbox.send_notice(&self.chat, &turn_id, &messages).await;
+    }
+}
+
+#[async_trait]
+impl Human for ChatHuman {
+    async fn approve(&self, action: &str, timeout: Duration) -> Approval {
+        if !self.interactive {
+            return Approval::Unavailable;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.approvals.register(&self.session_key, Waiter::Approval(tx));
+        let minutes = timeout.as_secs().div_ceil(60);
+        let text = format!("Approval needed: {action}\nReply /approve or /deny (expires in {minutes} min).");
+        let buttons = vec![
+            Button { label: "Approve".into(), data: APPROVE.into() },
+            Button { label: "Deny".into(), data: DENY.into() },
+        ];
+        self.ask(&text, buttons).await;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(true)) => Approval::Approved,
+            Ok(Ok(false)) | Ok(Err(_)) => Approval::Denied,
+            Err(_) => {
+                self.approvals.forget(&self.session_key);
+                self.outbox.notify(&self.chat, "No answer in time: not approved.", Some(&self.reply_to), &format!("ask:{}:timeout:{}", self.session_key, now_ms())).await;
+                Approval::TimedOut
+            }
+        }
+    }
+
+    async fn clarify(&self, question: &str, choices: &[String], timeout: Duration) -> Option<String> {
+        if !self.interactive {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.approvals.register(&self.session_key, Waiter::Question { tx, choices: choices.to_vec() });
+        let buttons = choices
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Button { label: c.clone(), data: format!("{CHOICE_PREFIX}{i}") })
+            .collect();
+        self.ask(question, buttons).await;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(answer)) => Some(answer),
+            _ => {
+                self.approvals.forget(&self.session_key);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_reach_the_right_waiter() {
+        let approvals = Approvals::default();
+        assert_eq!(approvals.decide("k", true), Answered::NothingPending);
+        let (tx, mut rx) = oneshot::channel();
+        approvals.register("k", Waiter::Approval(tx));
+        assert_eq!(approvals.answer("k", "hello"), Answered::NothingPending, "text does not answer an approval");
+        assert_eq!(approvals.decide("k", true), Answered::Yes);
+        assert_eq!(rx.try_recv(), Ok(true));
+
+        let (tx, mut rx) = oneshot::channel();
+        approvals.register("k", Waiter::Question { tx, choices: vec!["red".into(), "blue".into()] });
+        assert!(approvals.question_pending("k"));
+        assert_eq!(approvals.decide("k", false), Answered::NothingPending, "/deny does not answer a question");
+        assert_eq!(approvals.answer("k", &format!("{CHOICE_PREFIX}1")), Answered::Yes);
+        assert_eq!(rx.try_recv().as_deref(), Ok("blue"));
+    }
+}

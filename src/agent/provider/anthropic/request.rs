@@ -1,0 +1,157 @@
+//! Translates a `ChatRequest` into a Messages API request body.
+//!
+//! System messages become `system` blocks, tool results become `tool_result` blocks in user
+//! messages, and same-role neighbours merge, because the API demands strict user/assistant
+//! alternation. The stable prefix's last block carries the one `cache_control` breakpoint.
+
+use serde_json::{Value, json};
+
+use crate::agent::message::{Message, Role};
+use crate::agent::provider::{ChatRequest, ToolSchema};
+
+/// `max_tokens` is mandatory in this API; this is used when the request sets none.
+const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// The request body for `model`.
+pub(super) fn body(model: &str, request: &ChatRequest) -> Value {
+    let (system, messages) = translate(&request.messages, request.stable_prefix);
+    let mut body = json!({
+        "model": model,
+        "max_tokens": request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        "messages": messages,
+    });
+    if !system.is_empty() {
+        body["system"] = Value::Array(system);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request.tools.iter().map(wire_tool).collect();
+    }
+    if request.stream {
+        body["stream"] = json!(true);
+    }
+    body
+}
+
+fn wire_tool(tool: &ToolSchema) -> Value {
+    json!({ "name": tool.name, "description": tool.description, "input_schema": tool.parameters })
+}
+
+/// Where a block went.
+#[derive(Clone, Copy)]
+enum Place {
+    System(usize),
+    Message(usize, usize),
+}
+
+#[derive(Default)]
+struct Builder {
+    system: Vec<Value>,
+    messages: Vec<(&'static str, Vec<Value>)>,
+    last: Option<Place>,
+}
+
+impl Builder {
+    fn system(&mut self, block: Value) {
+        self.system.push(block);
+        self.last = Some(Place::System(self.system.len() - 1));
+    }
+
+    /// Append a block, to the last message when it has the same role.
+    fn block(&mut self, role: &'static str, block: Value) {
+        match self.messages.last_mut() {
+            Some((last_role, blocks)) if *last_role == role => blocks.push(block),
+            _ => self.messages.push((role, vec![block])),
+        }
+        let index = self.messages.len() - 1;
+        self.last = Some(Place::Message(index, self.messages[index].1.len() - 1));
+    }
+
+    fn mark_cache(&mut self, place: Place) {
+        let block = match place {
+            Place::System(i) => &mut self.system[i],
+            Place::Message(i, j) => &mut self.messages[i].1[j],
+        };
+        block["cache_control"] = json!({ "type": "ephemeral" });
+    }
+}
+
+/// The API rejects empty text blocks, so empty text is left out.
+fn text_block(text: Option<&String>) -> Option<Value> {
+    text.filter(|t| !t.is_empty()).map(|t| json!({ "type": "text", "text": t }))
+}
+
+/// `system` blocks and `messages` for the transcript.
+fn translate(transcript: &[Message], stable_prefix: usize) -> (Vec<Value>, Vec<Value>) {
+    let mut out = Builder::default();
+    let mut prefix_end = None;
+    for (index, message) in transcript.iter().enumerate() {
+        match message.role {
+            Role::System => {
+                if let Some(block) = text_block(message.content.as_ref()) {
+                    out.system(block);
+                }
+            }
+            Role::User => {
+                if let Some(block) = text_block(message.content.as_ref()) {
+                    out.block("user", block);
+                }
+            }
+            Role::Assistant => {
+                if let Some(block) = text_block(message.content.as_ref()) {
+                    out.block("assistant", block);
+                }
+                for call in &message.tool_calls {
+                    let input = match serde_json::from_str::<Value>(&call.arguments) {
+                        Ok(input) if input.is_object() => input,
+                        _ => {
+                            // The arguments themselves are not logged: they may hold user data.
+                            tracing::warn!(
+                                tool = %call.name,
+                                call = %call.id,
+                                "tool call arguments are not a JSON object; sending {{}} instead"
+                            );
+                            json!({})
+                        }
+                    };
+                    out.block(
+                        "assistant",
+                        json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": input }),
+                    );
+                }
+            }
+            Role::Tool => out.block("user", tool_result(message)),
+        }
+        if index < stable_prefix {
+            prefix_end = out.last;
+        }
+    }
+    if let Some(place) = prefix_end {
+        out.mark_cache(place);
+    }
+    let messages = out
+        .messages
+        .into_iter()
+        .map(|(role, mut blocks)| {
+            // Tool results must open the user message that answers the tool calls.
+            blocks.sort_by_key(|b| b["type"] != "tool_result");
+            json!({ "role": role, "content": blocks })
+        })
+        .collect();
+    (out.system, messages)
+}
+
+fn tool_result(message: &Message) -> Value {
+    let text = message.content.as_deref().unwrap_or_default();
+    match &message.tool_call_id {
+        Some(id) => {
+            let mut block = json!({ "type": "tool_result", "tool_use_id": id });
+            // An empty result is sent without content; an empty text is refused.
+            if !text.is_empty() {
+                block["content"] = json!(text);
+            }
+            block
+        }
+        // A result that answers no call cannot be a tool_result; keep its text rather than fail the call.
+        None => json!({ "type": "text", "text": format!("[tool result] {text}") }),
+    }
+}

@@ -1,0 +1,327 @@
+//! Tests for the `chat_completions` dialect against a local fake endpoint.
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use super::*;
+
+/// A scripted `/v1/chat/completions` that records the bodies it receives.
+struct FakeServer {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    chunks: Vec<Bytes>,
+    /// End the body with an error (the connection drops) instead of cleanly.
+    cut: bool,
+}
+
+struct Running {
+    url: String,
+    requests: Arc<Mutex<Vec<(HeaderMap, Value)>>>,
+}
+
+impl FakeServer {
+    fn reply(status: u16, body: impl Into<String>) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type", "application/json".into())],
+            chunks: vec![Bytes::from(body.into())],
+            cut: false,
+        }
+    }
+
+    /// A stream of events; each element is sent as its own body chunk.
+    fn stream<C: AsRef<[u8]>>(chunks: &[C]) -> Self {
+        Self {
+            status: 200,
+            headers: vec![("content-type", "text/event-stream".into())],
+            chunks: chunks.iter().map(|c| Bytes::copy_from_slice(c.as_ref())).collect(),
+            cut: false,
+        }
+    }
+
+    fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_owned()));
+        self
+    }
+
+    fn cut(mut self) -> Self {
+        self.cut = true;
+        self
+    }
+
+    async fn start(self) -> Running {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        let script = Arc::new(self);
+        let handler = move |headers: HeaderMap, body: Bytes| {
+            let script = script.clone();
+            let recorded = recorded.clone();
+            async move {
+                let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                recorded.lock().expect("not poisoned").push((headers, body));
+                let chunks = futures_util::stream::iter(script.chunks.clone().into_iter().map(Ok));
+                let cut = script.cut;
+                // The yield lets hyper flush what came before; an error then drops the connection.
+                let end = futures_util::stream::once(async move {
+                    tokio::task::yield_now().await;
+                    if cut { Err(std::io::Error::other("connection reset")) } else { Ok(Bytes::new()) }
+                });
+                let body = Body::from_stream(chunks.chain(end));
+                let mut response = axum::response::Response::new(body);
+                *response.status_mut() = StatusCode::from_u16(script.status).expect("valid status");
+                for (name, value) in &script.headers {
+                    response.headers_mut().insert(*name, value.parse().expect("valid header"));
+                }
+                response
+            }
+        };
+        let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/v1/", listener.local_addr().expect("address"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Running { url, requests }
+    }
+}
+
+impl Running {
+    fn provider(&self) -> ChatCompletions {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder().build().expect("client");
+        ChatCompletions::new(http, &self.url, "test-model", Some(Secret::new("sk-test")), Duration::from_secs(10), 8192)
+    }
+
+    fn requests(&self) -> Vec<(HeaderMap, Value)> {
+        self.requests.lock().expect("not poisoned").clone()
+    }
+}
+
+fn streamed_request() -> ChatRequest {
+    ChatRequest {
+        messages: vec![Message::text(Role::System, "be brief"), Message::text(Role::User, "hi")],
+        tools: vec![ToolSchema {
+            name: "todo".into(),
+            description: "manage the todo list".into(),
+            parameters: json!({"type": "object", "properties": {"item": {"type": "string"}}}),
+        }],
+        max_tokens: Some(512),
+        stable_prefix: 1,
+        stream: true,
+    }
+}
+
+/// Runs `complete` with a sink and returns the result and the deltas seen.
+async fn complete_collecting(
+    provider: &ChatCompletions,
+    request: &ChatRequest,
+) -> (Result<ChatResponse, ProviderError>, Vec<Delta>) {
+    let seen = Mutex::new(Vec::new());
+    let sink = |delta: Delta| seen.lock().expect("not poisoned").push(delta);
+    let result = provider.complete(request, Some(&sink)).await;
+    (result, seen.into_inner().expect("not poisoned"))
+}
+
+fn chunk(delta: Value) -> String {
+    format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]}))
+}
+
+#[test]
+fn classifies_failures() {
+    assert!(matches!(
+        classify(429, Some(Duration::from_secs(3)), ""),
+        ProviderError::RateLimited { retry_after: Some(d) } if d.as_secs() == 3
+    ));
+    assert!(matches!(classify(401, None, ""), ProviderError::Unauthorized(401)));
+    assert!(matches!(
+        classify(400, None, r#"{"error":{"message":"maximum context length is 8192"}}"#),
+        ProviderError::ContextTooLong
+    ));
+    assert!(matches!(classify(503, None, "down"), ProviderError::Transient(_)));
+    let err = classify(404, None, r#"{"error":{"message":"model not found"}}"#);
+    assert!(err.to_string().contains("model not found"), "{err}");
+}
+
+#[tokio::test]
+async fn streamed_text_reaches_the_sink_in_order_and_assembles() {
+    let first = chunk(json!({"role": "assistant", "reasoning_content": "user greets"}));
+    let second = chunk(json!({"content": "Hel"}));
+    let third = chunk(json!({"content": "lo, wörld"}));
+    // Split chunks mid-line and mid-UTF-8 sequence: the body chunks do not follow event bounds.
+    let all = format!(
+        ": OPENROUTER PROCESSING\n\n{first}{second}{third}{}{}data: [DONE]\n\n",
+        format_args!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+        format_args!("data: {}\n\n", json!({"choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": 4}})),
+    );
+    let all = all.as_bytes();
+    // Inside the two bytes of 'ö'.
+    let split_at = all.windows(2).position(|w| w == "ö".as_bytes()).expect("present") + 1;
+    let pieces = [&all[..10], &all[10..split_at], &all[split_at..split_at + 1], &all[split_at + 1..]];
+    let running = FakeServer::stream(&pieces).start().await;
+
+    let (result, deltas) = complete_collecting(&running.provider(), &streamed_request()).await;
+    let reply = result.expect("streamed reply");
+    assert_eq!(
+        deltas,
+        vec![Delta::Reasoning("user greets".into()), Delta::Text("Hel".into()), Delta::Text("lo, wörld".into())]
+    );
+    assert_eq!(reply.message.content.as_deref(), Some("Hello, wörld"));
+    assert_eq!(reply.reasoning.as_deref(), Some("user greets"));
+    assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 21, completion_tokens: 4 }));
+    assert!(reply.message.tool_calls.is_empty());
+}
+
+#[tokio::test]
+async fn streamed_tool_calls_assemble_per_index() {
+    let call = |index: u64, id: Option<&str>, name: Option<&str>, arguments: &str| {
+        let mut function = json!({"arguments": arguments});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let mut call = json!({"index": index, "type": "function", "function": function});
+        if let Some(id) = id {
+            call["id"] = json!(id);
+        }
+        chunk(json!({"tool_calls": [call]}))
+    };
+    let events = [
+        call(0, Some("call_a"), Some("todo"), ""),
+        call(0, None, None, "{\"item\":"),
+        call(1, Some("call_b"), Some("memory"), "{}"),
+        call(0, None, None, " \"milk\"}"),
+        format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let running = FakeServer::stream(&events).start().await;
+
+    let (result, deltas) = complete_collecting(&running.provider(), &streamed_request()).await;
+    let reply = result.expect("streamed reply");
+    assert!(deltas.is_empty(), "{deltas:?}");
+    assert_eq!(
+        reply.message.tool_calls,
+        vec![
+            ToolCall { id: "call_a".into(), name: "todo".into(), arguments: "{\"item\": \"milk\"}".into() },
+            ToolCall { id: "call_b".into(), name: "memory".into(), arguments: "{}".into() },
+        ]
+    );
+    assert_eq!(reply.message.content, None);
+    assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(reply.usage, None);
+}
+
+#[tokio::test]
+async fn a_stream_ending_before_done_is_dropped() {
+    let partial = chunk(json!({"content": "partial"}));
+    let cases = [
+        (FakeServer::stream(&[&partial]), "ended before its final event"),
+        (FakeServer::stream(&[partial.as_str(), "data: {\"choi"]).cut(), "reading the stream failed"),
+    ];
+    for (server, why) in cases {
+        let running = server.start().await;
+        let (result, deltas) = complete_collecting(&running.provider(), &streamed_request()).await;
+        assert!(matches!(&result, Err(ProviderError::StreamDropped(m)) if m.contains(why)), "{result:?}");
+        assert_eq!(deltas, vec![Delta::Text("partial".into())]);
+    }
+}
+
+#[tokio::test]
+async fn a_finish_reason_completes_a_stream_without_done() {
+    let events = [
+        chunk(json!({"content": "ok"})),
+        format!("data: {}", json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+    ];
+    let running = FakeServer::stream(&events).start().await;
+    let (result, _) = complete_collecting(&running.provider(), &streamed_request()).await;
+    let reply = result.expect("complete answer");
+    assert_eq!(reply.message.content.as_deref(), Some("ok"));
+    assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+}
+
+#[tokio::test]
+async fn an_error_inside_the_stream_is_classified() {
+    let events = [
+        chunk(json!({"content": "par"})),
+        format!("data: {}\n\n", json!({"error": {"code": 502, "message": "upstream died"}})),
+    ];
+    let running = FakeServer::stream(&events).start().await;
+    let (result, _) = complete_collecting(&running.provider(), &streamed_request()).await;
+    assert!(matches!(&result, Err(ProviderError::Transient(m)) if m.contains("upstream died")), "{result:?}");
+}
+
+#[tokio::test]
+async fn rate_limit_before_the_stream_carries_retry_after() {
+    let running =
+        FakeServer::reply(429, r#"{"error":{"message":"slow down"}}"#).header("retry-after", "7").start().await;
+    let (result, deltas) = complete_collecting(&running.provider(), &streamed_request()).await;
+    assert!(
+        matches!(result, Err(ProviderError::RateLimited { retry_after: Some(d) }) if d == Duration::from_secs(7)),
+        "{result:?}"
+    );
+    assert!(deltas.is_empty());
+}
+
+#[tokio::test]
+async fn streamed_request_carries_tools_options_and_key() {
+    let running = FakeServer::stream(&["data: [DONE]\n\n"]).start().await;
+    let (result, _) = complete_collecting(&running.provider(), &streamed_request()).await;
+    result.expect("an empty but finished stream");
+    let requests = running.requests();
+    let (headers, body) = &requests[0];
+    assert_eq!(headers["authorization"], "Bearer sk-test");
+    assert_eq!(headers["accept"], "text/event-stream");
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    assert_eq!(body["max_tokens"], 512);
+    assert_eq!(
+        body["tools"],
+        json!([{"type": "function", "function": {
+            "name": "todo",
+            "description": "manage the todo list",
+            "parameters": {"type": "object", "properties": {"item": {"type": "string"}}},
+        }}])
+    );
+    assert_eq!(body["messages"][1], json!({"role": "user", "content": "hi"}));
+}
+
+#[tokio::test]
+async fn non_streamed_reply_parses_reasoning_and_tool_calls() {
+    let reply = json!({
+        "choices": [{"finish_reason": "tool_calls", "message": {
+            "role": "assistant",
+            "content": null,
+            "reasoning": "needs the list",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "todo", "arguments": "{}"}}],
+        }}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 3},
+    });
+    let running = FakeServer::reply(200, reply.to_string()).start().await;
+    let request = ChatRequest { stream: false, max_tokens: None, ..streamed_request() };
+    let (result, deltas) = complete_collecting(&running.provider(), &request).await;
+    let reply = result.expect("reply");
+    assert!(deltas.is_empty());
+    assert_eq!(reply.reasoning.as_deref(), Some("needs the list"));
+    assert_eq!(reply.message.content, None);
+    assert_eq!(
+        reply.message.tool_calls,
+        vec![ToolCall { id: "c1".into(), name: "todo".into(), arguments: "{}".into() }]
+    );
+    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 9, completion_tokens: 3 }));
+    let (_, body) = &running.requests()[0];
+    assert_eq!(body["stream"], false);
+    assert!(body.get("stream_options").is_none());
+    assert!(body.get("max_tokens").is_none());
+    assert_eq!(body["tools"][0]["function"]["name"], "todo");
+}
+
+#[tokio::test]
+async fn a_json_reply_to_a_stream_request_still_feeds_the_sink() {
+    let reply = json!({"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": "whole"}}]});
+    let running = FakeServer::reply(200, reply.to_string()).start().await;
+    let (result, deltas) = complete_collecting(&running.provider(), &streamed_request()).await;
+    assert_eq!(result.expect("reply").message.content.as_deref(), Some("whole"));
+    assert_eq!(deltas, vec![Delta::Text("whole".into())]);
+}

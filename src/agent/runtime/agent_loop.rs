@@ -1,0 +1,305 @@
+//! The agent loop: `while iterations < max_iterations`, the model proposes and the runtime
+//! enforces budgets and guardrails. Every exit path produces text for the user: the answer, a
+//! forced summary when the budget runs out, or a clear error.
+//!
+//! The loop holds no state between turns; the transcript lives in the store.
+
+use tokio_util::sync::CancellationToken;
+
+use super::chain::{ChainError, ChainState, ProviderChain};
+use super::compress::{Compressor, estimate_tokens};
+use super::sanitize::sanitize;
+use crate::agent::message::{Message, Role};
+use crate::agent::provider::{ChatRequest, Delta, ProviderError, ToolSchema};
+use crate::agent::tools::{ExecutorLimits, Registry, ToolContext, run_calls};
+
+/// Sent (not stored) when the model returns nothing.
+const NUDGE: &str = "Your last reply was empty. Process the tool results above and answer the user.";
+/// Sent (not stored) when the iteration budget is used up.
+const BUDGET_SUMMARY: &str = "You have reached the step limit for this turn. Without calling tools, tell the user \
+what you did, what you found, and what is left to do.";
+
+/// What the gateway hears while a turn runs (the step callback).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    /// A new iteration began.
+    Step {
+        /// 1-based iteration.
+        iteration: u32,
+        /// The budget.
+        max: u32,
+    },
+    /// Tools are about to run.
+    ToolsStarted {
+        /// Their names, in call order.
+        names: Vec<String>,
+    },
+    /// A tool finished.
+    ToolFinished {
+        /// Its name.
+        name: String,
+        /// The start of its result.
+        preview: String,
+        /// Whether it failed.
+        error: bool,
+    },
+    /// Answer text streamed from the model.
+    Delta(String),
+    /// History was summarised.
+    Compressed {
+        /// Messages archived.
+        archived: usize,
+    },
+}
+
+/// Where turn events go; called inline, must not block.
+pub type EventSink<'a> = &'a (dyn Fn(TurnEvent) + Send + Sync);
+
+/// Limits of one turn.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopLimits {
+    /// Model calls allowed.
+    pub max_iterations: u32,
+    /// Nudges after empty replies before falling back.
+    pub max_nudges: u32,
+    /// Stream answers as deltas.
+    pub stream: bool,
+}
+
+/// How the turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoopOutcome {
+    /// The model answered.
+    Answered,
+    /// The budget ran out; the text is a forced summary.
+    Summarised,
+    /// It failed; the text says why.
+    Failed,
+    /// It was stopped.
+    Stopped,
+    /// No model is configured; the text says how to configure one.
+    NotConfigured,
+}
+
+/// The end of a turn.
+#[derive(Debug)]
+pub struct LoopResult {
+    /// Messages this turn adds to the transcript (tool calls, results, steers, the answer).
+    pub appended: Vec<Message>,
+    /// The text for the user.
+    pub text: String,
+    /// How it ended.
+    pub outcome: LoopOutcome,
+    /// Prompt tokens of the last model call, when reported.
+    pub prompt_tokens: Option<u64>,
+}
+
+/// Hands the loop text the user sent to steer the running turn (`busy_policy = "steer"`), as
+/// one user message, or `None`.
+pub type SteerSource<'a> = &'a (dyn Fn() -> Option<Message> + Send + Sync);
+
+/// Everything one turn's loop uses.
+pub struct AgentLoop<'a> {
+    /// Providers with retries and fallback.
+    pub chain: &'a ProviderChain,
+    /// The tools this turn may call.
+    pub tools: &'a Registry,
+    /// What tools may use.
+    pub ctx: &'a ToolContext,
+    /// Compaction of the stored transcript.
+    pub compressor: &'a Compressor,
+    /// The step callback.
+    pub events: EventSink<'a>,
+    /// Steering text from the user.
+    pub steer: SteerSource<'a>,
+    /// Limits.
+    pub limits: LoopLimits,
+}
+
+impl AgentLoop<'_> {
+    /// Run the turn over `system` + `transcript` (which ends with the user's message).
+    pub async fn run(&self, mut system: String, mut transcript: Vec<Message>, stop: &CancellationToken) -> LoopResult {
+        let schemas: Vec<ToolSchema> = self
+            .tools
+            .specs()
+            .into_iter()
+            .map(|s| ToolSchema { name: s.name.into(), description: s.description.into(), parameters: s.parameters })
+            .collect();
+        let mut state = self.chain.start_turn();
+        let mut appended: Vec<Message> = Vec::new();
+        let mut nudges = 0;
+        let mut compressed_on_error = false;
+        let mut prompt_tokens = None;
+        let context = self.chain.current(&state).context_length();
+        let mut iteration = 0;
+        loop {
+            if stop.is_cancelled() {
+                return self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens);
+            }
+            if iteration >= self.limits.max_iterations {
+                return self.summarise(&mut state, &system, &transcript, appended, stop, prompt_tokens).await;
+            }
+            iteration += 1;
+            (self.events)(TurnEvent::Step { iteration, max: self.limits.max_iterations });
+
+            let mut extra: Vec<Message> = Vec::new();
+            if nudges > 0 {
+                extra.push(Message::text(Role::User, NUDGE));
+            }
+            let messages = request_messages(&system, &transcript, &appended, &extra);
+            if self.compressor.over_threshold(estimate_tokens(&messages, &schemas), context) {
+                self.compress(&mut system, &mut transcript, &mut state, stop).await;
+            }
+            let request = ChatRequest {
+                messages: sanitize(request_messages(&system, &transcript, &appended, &extra)),
+                tools: schemas.clone(),
+                stable_prefix: 1,
+                stream: self.limits.stream,
+                ..Default::default()
+            };
+            let on_delta = |delta: Delta| {
+                if let Delta::Text(text) = delta {
+                    (self.events)(TurnEvent::Delta(text));
+                }
+            };
+            let response = match self.chain.call(&mut state, &request, Some(&on_delta), stop).await {
+                Ok(response) => response,
+                Err(ChainError::Cancelled) => return self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens),
+                Err(ChainError::Provider(ProviderError::ContextTooLong)) if !compressed_on_error => {
+                    compressed_on_error = true;
+                    if self.compress(&mut system, &mut transcript, &mut state, stop).await {
+                        iteration -= 1;
+                        continue;
+                    }
+                    let text = "Sorry, this conversation no longer fits the model's context window. Send /new to start a fresh session.";
+                    return self.end(appended, text, LoopOutcome::Failed, prompt_tokens);
+                }
+                Err(e @ ChainError::Provider(ProviderError::NotConfigured)) => {
+                    return self.end(appended, &e.to_string(), LoopOutcome::NotConfigured, prompt_tokens);
+                }
+                Err(e) => return self.end(appended, &failure_text(&e), LoopOutcome::Failed, prompt_tokens),
+            };
+            prompt_tokens = response.usage.map(|u| u.prompt_tokens).or(prompt_tokens);
+            let mut message = response.message;
+            if !message.tool_calls.is_empty() {
+                nudges = 0;
+                let names = message.tool_calls.iter().map(|c| c.name.clone()).collect();
+                (self.events)(TurnEvent::ToolsStarted { names });
+                let calls = message.tool_calls.clone();
+                if message.content.as_deref().is_some_and(|c| c.trim().is_empty()) {
+                    message.content = None;
+                }
+                appended.push(message);
+                let outcomes = run_calls(self.tools, self.ctx, &calls, ExecutorLimits::default()).await;
+                for outcome in outcomes {
+                    (self.events)(TurnEvent::ToolFinished {
+                        name: outcome.name.clone(),
+                        preview: outcome.content.chars().take(120).collect(),
+                        error: outcome.error,
+                    });
+                    appended.push(Message {
+                        role: Role::Tool,
+                        content: Some(outcome.content),
+                        tool_calls: Vec::new(),
+                        tool_call_id: Some(outcome.call_id),
+                    });
+                }
+                appended.extend((self.steer)());
+                continue;
+            }
+            let text = message.content.clone().unwrap_or_default();
+            if text.trim().is_empty() {
+                nudges += 1;
+                if nudges > self.limits.max_nudges {
+                    if !self.chain.advance(&mut state) {
+                        let text = "Sorry, the model returned an empty answer several times. Try rephrasing, or /retry.";
+                        return self.end(appended, text, LoopOutcome::Failed, prompt_tokens);
+                    }
+                    nudges = 0;
+                }
+                continue;
+            }
+            appended.push(message);
+            // Steering text that arrived after the last tool call still deserves an answer.
+            if let Some(steer) = (self.steer)() {
+                appended.push(steer);
+                continue;
+            }
+            return self.end(appended, &text, LoopOutcome::Answered, prompt_tokens);
+        }
+    }
+
+    /// Compact the stored transcript; true when it shrank.
+    async fn compress(&self, system: &mut String, transcript: &mut Vec<Message>, state: &mut ChainState, stop: &CancellationToken) -> bool {
+        match self.compressor.compact(self.chain, state, stop).await {
+            Ok(Some(done)) => {
+                (self.events)(TurnEvent::Compressed { archived: done.archived });
+                *system = done.system_prompt;
+                *transcript = done.transcript;
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "compression failed; continuing without it");
+                false
+            }
+        }
+    }
+
+    async fn summarise(
+        &self,
+        state: &mut ChainState,
+        system: &str,
+        transcript: &[Message],
+        mut appended: Vec<Message>,
+        stop: &CancellationToken,
+        prompt_tokens: Option<u64>,
+    ) -> LoopResult {
+        let extra = [Message::text(Role::User, BUDGET_SUMMARY)];
+        let request = ChatRequest {
+            messages: sanitize(request_messages(system, transcript, &appended, &extra)),
+            stable_prefix: 1,
+            ..Default::default()
+        };
+        match self.chain.call(state, &request, None, stop).await {
+            Ok(response) => {
+                let text = response.message.content.clone().unwrap_or_default();
+                let text = if text.trim().is_empty() {
+                    format!("I used all {} steps of this turn without finishing. Send a follow-up to continue.", self.limits.max_iterations)
+                } else {
+                    text
+                };
+                appended.push(Message::text(Role::Assistant, text.clone()));
+                self.end(appended, &text, LoopOutcome::Summarised, response.usage.map(|u| u.prompt_tokens).or(prompt_tokens))
+            }
+            Err(ChainError::Cancelled) => self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens),
+            Err(e) => {
+                let text = format!(
+                    "I used all {} steps of this turn without finishing, and the summary call failed: {e}",
+                    self.limits.max_iterations
+                );
+                self.end(appended, &text, LoopOutcome::Failed, prompt_tokens)
+            }
+        }
+    }
+
+    fn end(&self, appended: Vec<Message>, text: &str, outcome: LoopOutcome, prompt_tokens: Option<u64>) -> LoopResult {
+        LoopResult { appended, text: text.to_owned(), outcome, prompt_tokens }
+    }
+}
+
+fn request_messages(system: &str, transcript: &[Message], appended: &[Message], extra: &[Message]) -> Vec<Message> {
+    let mut messages = Vec::with_capacity(1 + transcript.len() + appended.len() + extra.len());
+    messages.push(Message::text(Role::System, system));
+    messages.extend_from_slice(transcript);
+    messages.extend_from_slice(appended);
+    messages.extend_from_slice(extra);
+    messages
+}
+
+fn failure_text(error: &ChainError) -> String {
+    match error {
+        ChainError::Deadline { .. } => format!("Sorry, I could not get an answer in time: {error}."),
+        _ => format!("Sorry, this turn failed: {error}"),
+    }
+}

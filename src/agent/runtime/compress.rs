@@ -1,0 +1,233 @@
+//! Compression: when a session nears its model's context window, the middle of its transcript is
+//! summarised by a model call and compacted in place — same session id, old rows archived and
+//! still searchable, the system prompt rebuilt. The head (first messages) and a token-budgeted
+//! tail are kept verbatim, and a tool call is never separated from its results.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::chain::{ChainError, ChainState, ProviderChain};
+use super::prompt::PromptBuilder;
+use crate::agent::message::{Message, Role};
+use crate::agent::provider::{ChatRequest, ToolSchema};
+use crate::agent::tools::ToolSpec;
+use crate::clock::now_ms;
+use crate::store::{Compaction, Store, StoreError, StoredMessage};
+
+/// Marks a summary message in the transcript (and finds the previous one to update).
+pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation]";
+/// Messages at the start that are never summarised.
+const HEAD: usize = 3;
+/// Tail bounds, in messages.
+const TAIL_MIN: usize = 8;
+const TAIL_MAX: usize = 20;
+
+const SUMMARISER: &str = "You write handover summaries of conversations between a user and an AI assistant, \
+so the assistant can continue the work without the original messages.";
+
+/// Why compaction failed (the turn goes on without it).
+#[derive(Debug, thiserror::Error)]
+pub enum CompressError {
+    /// The summary call failed.
+    #[error("summary call: {0}")]
+    Model(#[from] ChainError),
+    /// The model returned no summary.
+    #[error("the model returned an empty summary")]
+    Empty,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A finished compaction.
+#[derive(Debug)]
+pub struct Compacted {
+    /// The rebuilt system prompt.
+    pub system_prompt: String,
+    /// The live transcript after compaction.
+    pub transcript: Vec<Message>,
+    /// How many messages were archived.
+    pub archived: usize,
+}
+
+/// Compacts one session.
+pub struct Compressor {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The session.
+    pub session_id: String,
+    /// Fraction of the context window that triggers compression.
+    pub threshold: f64,
+    /// Rebuilds the system prompt.
+    pub prompts: PromptBuilder,
+    /// The session's tools (part of the rebuilt prompt).
+    pub tools: Vec<ToolSpec>,
+}
+
+impl Compressor {
+    /// Whether `tokens` crosses the threshold of a `context`-token window.
+    pub fn over_threshold(&self, tokens: u64, context: u64) -> bool {
+        tokens as f64 >= self.threshold * context as f64
+    }
+
+    /// Summarise and compact the stored transcript. `None` when there is too little to compact.
+    pub async fn compact(
+        &self,
+        chain: &ProviderChain,
+        state: &mut ChainState,
+        stop: &CancellationToken,
+    ) -> Result<Option<Compacted>, CompressError> {
+        let stored = self.store.load_transcript(&self.session_id).await?;
+        let context = chain.current(state).context_length();
+        let Some((start, end)) = plan(&stored, context) else { return Ok(None) };
+        let middle = &stored[start..end];
+        let request = ChatRequest {
+            messages: vec![Message::text(Role::System, SUMMARISER), Message::text(Role::User, summary_prompt(middle))],
+            ..Default::default()
+        };
+        let response = chain.call(state, &request, None, stop).await?;
+        let text = response.message.content.unwrap_or_default();
+        if text.trim().is_empty() {
+            return Err(CompressError::Empty);
+        }
+        let summary = Message::text(Role::User, format!("{SUMMARY_PREFIX}\n{}", text.trim()));
+        let system_prompt = self.prompts.build(&self.tools, chrono::Utc::now().date_naive());
+        let compaction = Compaction {
+            from: middle[0].position,
+            to: middle[middle.len() - 1].position,
+            summary: &summary,
+            system_prompt: &system_prompt,
+        };
+        self.store.compact(&self.session_id, &compaction, now_ms()).await?;
+        tracing::info!(session = %self.session_id, archived = middle.len(), "history compacted");
+        let transcript = self.store.load_transcript(&self.session_id).await?.into_iter().map(|m| m.message).collect();
+        Ok(Some(Compacted { system_prompt, transcript, archived: middle.len() }))
+    }
+}
+
+/// Choose the span `[start, end)` to summarise, or `None` when nothing worth it lies between the
+/// protected head and tail.
+pub fn plan(stored: &[StoredMessage], context: u64) -> Option<(usize, usize)> {
+    let len = stored.len();
+    let mut head = HEAD.min(len);
+    // Results belong with the call that asked for them.
+    while head < len && stored[head].message.role == Role::Tool {
+        head += 1;
+    }
+    let budget = context / 5;
+    let (mut tail, mut tokens, mut count) = (len, 0u64, 0usize);
+    while tail > head {
+        let cost = message_tokens(&stored[tail - 1].message);
+        if count >= TAIL_MAX || (count >= TAIL_MIN && tokens + cost > budget) {
+            break;
+        }
+        tokens += cost;
+        count += 1;
+        tail -= 1;
+    }
+    while tail > head && tail < len && stored[tail].message.role == Role::Tool {
+        tail -= 1;
+    }
+    (tail >= head + 2).then_some((head, tail))
+}
+
+fn summary_prompt(middle: &[StoredMessage]) -> String {
+    let previous = middle.iter().find_map(|m| m.message.content.as_deref().and_then(|c| c.strip_prefix(SUMMARY_PREFIX)));
+    let mut prompt = String::from(
+        "Summarise the conversation below so the work can continue without it. Use exactly these sections:\n\
+         ## Goal\n## Progress\n## Decisions\n## Files\n## Next steps\n\
+         Be specific: names, paths, numbers, commands, open questions. Leave a section empty rather than guess.\n",
+    );
+    if let Some(previous) = previous {
+        prompt.push_str("\nAn earlier summary exists. Update it with the newer messages rather than starting over:\n");
+        prompt.push_str(previous.trim());
+        prompt.push('\n');
+    }
+    prompt.push_str("\n<conversation>\n");
+    for stored in middle {
+        let m = &stored.message;
+        if m.content.as_deref().is_some_and(|c| c.starts_with(SUMMARY_PREFIX)) {
+            continue;
+        }
+        let text = m.content.as_deref().unwrap_or("");
+        let calls = m.tool_calls.iter().map(|c| format!(" [calls {}({})]", c.name, c.arguments)).collect::<String>();
+        prompt.push_str(&format!("[{}] {text}{calls}\n", m.role.as_str()));
+    }
+    prompt.push_str("</conversation>");
+    prompt
+}
+
+fn message_tokens(message: &Message) -> u64 {
+    let chars = message.content.as_deref().map_or(0, str::len)
+        + message.tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>();
+    (chars as u64).div_ceil(4) + 4
+}
+
+/// A provider-independent token estimate: about four bytes a token, plus per-message overhead.
+pub fn estimate_tokens(messages: &[Message], tools: &[ToolSchema]) -> u64 {
+    let schema: usize = tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum();
+    messages.iter().map(message_tokens).sum::<u64>() + (schema as u64).div_ceil(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::message::ToolCall;
+
+    fn stored(messages: Vec<Message>) -> Vec<StoredMessage> {
+        messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, message)| StoredMessage { id: i as i64, position: i as f64, message, created_at: 0, archived: false })
+            .collect()
+    }
+
+    fn call(id: &str) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: None,
+            tool_calls: vec![ToolCall { id: id.into(), name: "t".into(), arguments: "{}".into() }],
+            tool_call_id: None,
+        }
+    }
+
+    fn result(id: &str) -> Message {
+        Message { role: Role::Tool, content: Some("r".into()), tool_calls: vec![], tool_call_id: Some(id.into()) }
+    }
+
+    #[test]
+    fn plan_protects_head_and_tail_and_pairs() {
+        let mut messages = Vec::new();
+        for i in 0..40 {
+            messages.push(Message::text(if i % 2 == 0 { Role::User } else { Role::Assistant }, "x".repeat(400)));
+        }
+        let (start, end) = plan(&stored(messages.clone()), 200_000).unwrap();
+        assert_eq!(start, 3);
+        assert_eq!(40 - end, TAIL_MAX, "a large window keeps the longest tail");
+        let (_, end) = plan(&stored(messages), 2_000).unwrap();
+        assert_eq!(40 - end, TAIL_MIN, "a small window keeps the shortest tail");
+
+        // A tail that would start on a tool result moves back to include its call.
+        let mut messages: Vec<Message> = (0..10).map(|_| Message::text(Role::User, "u")).collect();
+        messages.push(call("a"));
+        messages.extend((0..8).map(|_| result("a")));
+        // A 200-token window budgets 40 tokens of tail: eight results, which start mid-pair.
+        let (_, end) = plan(&stored(messages.clone()), 200).unwrap();
+        assert_eq!(messages[end].role, Role::Assistant, "tail starts at the call");
+        // Too short to be worth it.
+        assert!(plan(&stored((0..10).map(|_| Message::text(Role::User, "u")).collect()), 1_000).is_none());
+    }
+
+    #[test]
+    fn summary_prompt_updates_an_earlier_summary() {
+        let middle = stored(vec![
+            Message::text(Role::User, format!("{SUMMARY_PREFIX}\n## Goal\nship it")),
+            Message::text(Role::User, "now add tests"),
+        ]);
+        let prompt = summary_prompt(&middle);
+        assert!(prompt.contains("Update it") && prompt.contains("ship it"), "{prompt}");
+        assert!(prompt.contains("[user] now add tests"));
+        assert_eq!(prompt.matches(SUMMARY_PREFIX).count(), 0, "the old summary is not repeated as a message");
+    }
+}

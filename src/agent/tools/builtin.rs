@@ -1,0 +1,35 @@
+//! The built-in tool registry, assembled from configuration.
+
+use std::sync::Arc;
+
+use super::clarify::ClarifyTool;
+use super::delegate::DelegateTool;
+use super::files::{PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool};
+use super::memory::MemoryTool;
+use super::session_search::SessionSearchTool;
+use super::terminal::TerminalTool;
+use super::todo::TodoTool;
+use super::web_fetch::WebFetchTool;
+use super::Registry;
+use crate::agent::runtime::chain::ProviderChain;
+use crate::agent::runtime::prompt::PromptBuilder;
+use crate::config::{AgentConfig, ToolsConfig};
+
+/// Every built-in tool. `delegate_task` children get all the others except `clarify`.
+pub fn builtin(tools: &ToolsConfig, agent: &AgentConfig, http: reqwest::Client, chain: &ProviderChain, prompts: &PromptBuilder) -> Registry {
+    let approval = tools.approval_timeout.get();
+    let mut registry = Registry::default();
+    registry.register(Arc::new(MemoryTool::new(tools.memory_chars, tools.user_chars)));
+    registry.register(Arc::new(SessionSearchTool));
+    registry.register(Arc::new(TodoTool::new()));
+    registry.register(Arc::new(ReadFileTool::new()));
+    registry.register(Arc::new(WriteFileTool::new(approval)));
+    registry.register(Arc::new(SearchFilesTool::new()));
+    registry.register(Arc::new(PatchTool::new(approval)));
+    registry.register(Arc::new(TerminalTool::new(approval)));
+    registry.register(Arc::new(WebFetchTool::new(http, tools.web_allow_private)));
+    let child_tools = registry.clone();
+    registry.register(Arc::new(ClarifyTool::new(tools.clarify_timeout.get())));
+    registry.register(Arc::new(DelegateTool::new(chain.clone(), child_tools, agent.delegate_max_iterations, prompts.clone())));
+    registry
+}

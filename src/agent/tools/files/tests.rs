@@ -1,0 +1,262 @@
+//! File tool tests on a temporary workdir, with a fixed-answer `Human` for the approval paths.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hermesd_platform::{ChatRef, ChatType};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::agent::tools::{Human, Nobody};
+use crate::store::SqliteStore;
+
+/// Answers every approval the same way and remembers what it was asked.
+struct FixedHuman {
+    answer: Approval,
+    asked: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Human for FixedHuman {
+    async fn approve(&self, action: &str, _timeout: Duration) -> Approval {
+        self.asked.lock().unwrap().push(action.to_string());
+        self.answer
+    }
+
+    async fn clarify(&self, _question: &str, _choices: &[String], _timeout: Duration) -> Option<String> {
+        None
+    }
+}
+
+struct Fixture {
+    ctx: ToolContext,
+    work: PathBuf,
+    outside: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture(human: Arc<dyn Human>) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let (work, outside) = (dir.path().join("work"), dir.path().join("outside"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap();
+    let ctx = ToolContext {
+        session_id: "s".into(),
+        session_key: "agent:main:api:dm:c".into(),
+        chat: ChatRef::new("api", "c", ChatType::Dm),
+        user_id: "u".into(),
+        workdir: work.clone(),
+        data_dir: dir.path().join("data"),
+        store: Arc::new(store),
+        human,
+        cancel: CancellationToken::new(),
+    };
+    Fixture { ctx, work, outside, _dir: dir }
+}
+
+fn human(answer: Approval) -> Arc<FixedHuman> {
+    Arc::new(FixedHuman { answer, asked: Mutex::new(Vec::new()) })
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+async fn run(tool: &dyn Tool, f: &Fixture, args: Value) -> Result<String, ToolError> {
+    tool.call(&f.ctx, args).await
+}
+
+#[tokio::test]
+async fn read_numbers_lines_and_pages() {
+    let f = fixture(Arc::new(Nobody)).await;
+    let text: String = (1..=12).map(|n| format!("line {n}\n")).collect();
+    write(&f.work.join("a.txt"), &text);
+    let out = run(&ReadFileTool::new(), &f, json!({"path": "a.txt", "offset": 10, "limit": 2})).await.unwrap();
+    assert_eq!(out, "   10|line 10\n   11|line 11\n[lines 10-11 of 12; continue with offset=12]");
+    let all = run(&ReadFileTool::new(), &f, json!({"path": "./sub/../a.txt"})).await.unwrap();
+    assert!(all.starts_with("    1|line 1\n") && all.ends_with("   12|line 12"), "{all}");
+    let past = run(&ReadFileTool::new(), &f, json!({"path": "a.txt", "offset": 40})).await.unwrap_err();
+    assert!(past.to_string().contains("a.txt has 12 lines"), "{past}");
+    write(&f.work.join("empty.txt"), "");
+    assert_eq!(run(&ReadFileTool::new(), &f, json!({"path": "empty.txt"})).await.unwrap(), "empty.txt is empty");
+}
+
+#[tokio::test]
+async fn read_refuses_binary_huge_missing_dirs_and_secrets() {
+    let f = fixture(Arc::new(Nobody)).await;
+    std::fs::write(f.work.join("bin"), b"ab\0cd").unwrap();
+    std::fs::File::create(f.work.join("big.log")).unwrap().set_len(11 * 1024 * 1024).unwrap();
+    for secret in [".env", "id_rsa", "server.pem", "tls.key", ".ssh/config", "credentials.json"] {
+        write(&f.work.join(secret), "TOKEN=hunter2");
+    }
+    let cases = [
+        ("bin", "looks binary"),
+        ("big.log", "over the 10 MB limit"),
+        ("nope.txt", "nope.txt does not exist"),
+        (".", "is a directory"),
+        (".env", "looks like a secret file"),
+        ("id_rsa", "secret"),
+        ("server.pem", "secret"),
+        ("tls.key", "secret"),
+        (".ssh/config", "secret"),
+        ("credentials.json", "secret"),
+    ];
+    for (path, needle) in cases {
+        let err = run(&ReadFileTool::new(), &f, json!({"path": path})).await.unwrap_err().to_string();
+        assert!(err.contains(needle), "{path}: {err}");
+        assert!(!err.contains("hunter2"));
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn read_refuses_a_symlink_to_a_secret() {
+    let f = fixture(Arc::new(Nobody)).await;
+    write(&f.outside.join(".ssh/id_ed25519"), "KEY");
+    std::os::unix::fs::symlink(f.outside.join(".ssh/id_ed25519"), f.work.join("notes.txt")).unwrap();
+    let err = run(&ReadFileTool::new(), &f, json!({"path": "notes.txt"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::Denied(_)), "{err}");
+}
+
+#[tokio::test]
+async fn write_creates_parents_atomically_inside_the_workdir() {
+    let f = fixture(Arc::new(Nobody)).await;
+    let out = run(&WriteFileTool::default(), &f, json!({"path": "a/b/c.txt", "content": "hi\nthere\n"})).await.unwrap();
+    assert_eq!(out, "created a/b/c.txt (9 bytes, 2 lines)");
+    assert_eq!(std::fs::read_to_string(f.work.join("a/b/c.txt")).unwrap(), "hi\nthere\n");
+    let again = run(&WriteFileTool::default(), &f, json!({"path": "a/b/c.txt", "content": "x"})).await.unwrap();
+    assert!(again.starts_with("replaced"), "{again}");
+    let names: Vec<_> = std::fs::read_dir(f.work.join("a/b")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["c.txt"], "no temporary file left behind");
+}
+
+#[tokio::test]
+async fn writes_outside_the_workdir_need_approval() {
+    let cases = [
+        (Approval::Unavailable, "nobody can approve here"),
+        (Approval::Denied, "the user denied"),
+        (Approval::TimedOut, "fail closed"),
+    ];
+    for (answer, needle) in cases {
+        let who = human(answer);
+        let f = fixture(who.clone()).await;
+        let err = run(&WriteFileTool::default(), &f, json!({"path": "../outside/x.txt", "content": "x"})).await;
+        let err = err.unwrap_err();
+        assert!(matches!(err, ToolError::Denied(_)) && err.to_string().contains(needle), "{answer:?}: {err}");
+        assert!(!f.outside.join("x.txt").exists());
+        let asked = who.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert!(asked[0].starts_with("write outside the workdir: ") && asked[0].ends_with("x.txt"), "{asked:?}");
+    }
+    let who = human(Approval::Approved);
+    let f = fixture(who.clone()).await;
+    let path = f.outside.join("y.txt").display().to_string();
+    run(&WriteFileTool::default(), &f, json!({"path": path, "content": "ok"})).await.unwrap();
+    assert_eq!(std::fs::read_to_string(f.outside.join("y.txt")).unwrap(), "ok");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_symlink_out_of_the_workdir_counts_as_outside() {
+    let who = human(Approval::Denied);
+    let f = fixture(who.clone()).await;
+    std::os::unix::fs::symlink(&f.outside, f.work.join("link")).unwrap();
+    let err = run(&WriteFileTool::default(), &f, json!({"path": "link/z.txt", "content": "x"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::Denied(_)), "{err}");
+    assert!(!f.outside.join("z.txt").exists());
+}
+
+#[tokio::test]
+async fn search_finds_substrings_and_skips_noise() {
+    let f = fixture(Arc::new(Nobody)).await;
+    write(&f.work.join("src/main.rs"), "fn main() {\n    needle();\n}\n");
+    write(&f.work.join("src/lib.rs"), "// needle here\n");
+    write(&f.work.join("README.md"), "a needle in docs\n");
+    write(&f.work.join("Needle.txt"), "NEEDLE is not a match\n");
+    for skipped in [".git/config", "target/x.rs", "node_modules/y.rs", ".hidden/z.rs", ".env"] {
+        write(&f.work.join(skipped), "needle\n");
+    }
+    std::fs::write(f.work.join("blob.bin"), b"needle\0").unwrap();
+    let tool = SearchFilesTool::new();
+    let out = run(&tool, &f, json!({"pattern": "needle"})).await.unwrap();
+    assert_eq!(out, "README.md:1: a needle in docs\nsrc/lib.rs:1: // needle here\nsrc/main.rs:2: needle();");
+    let rs = run(&tool, &f, json!({"pattern": "needle", "glob": "*.rs", "path": "src"})).await.unwrap();
+    assert_eq!(rs.lines().count(), 2, "{rs}");
+    let one = run(&tool, &f, json!({"pattern": "needle", "limit": 1})).await.unwrap();
+    assert!(one.starts_with("README.md:1:") && one.contains("stopped at 1 hits"), "{one}");
+    let none = run(&tool, &f, json!({"pattern": "haystack"})).await.unwrap();
+    assert!(none.starts_with("no matches in"), "{none}");
+    let file = run(&tool, &f, json!({"pattern": "main", "path": "src/main.rs"})).await.unwrap();
+    assert_eq!(file, "src/main.rs:1: fn main() {");
+}
+
+#[tokio::test]
+async fn patch_replaces_exactly_once_or_all() {
+    let f = fixture(Arc::new(Nobody)).await;
+    let path = f.work.join("a.rs");
+    write(&path, "let a = 1;\nlet b = 2;\nlet c = 2;\n");
+    let tool = PatchTool::default();
+    let out = run(&tool, &f, json!({"path": "a.rs", "old": "b = 2", "new": "b = 3"})).await.unwrap();
+    assert_eq!(out, "patched a.rs: 1 replacement (line 2)\n-b = 2\n+b = 3");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "let a = 1;\nlet b = 3;\nlet c = 2;\n");
+    let twice = run(&tool, &f, json!({"path": "a.rs", "old": "let", "new": "const"})).await.unwrap_err();
+    assert!(twice.to_string().contains("occurs 3 times in a.rs"), "{twice}");
+    let missing = run(&tool, &f, json!({"path": "a.rs", "old": "zzz", "new": "y"})).await.unwrap_err();
+    assert!(missing.to_string().contains("was not found in a.rs"), "{missing}");
+    let same = run(&tool, &f, json!({"path": "a.rs", "old": "let", "new": "let"})).await.unwrap_err();
+    assert!(matches!(same, ToolError::InvalidArguments(_)));
+    let all = run(&tool, &f, json!({"path": "a.rs", "old": "let", "new": "const", "replace_all": true})).await;
+    assert!(all.unwrap().starts_with("patched a.rs: 3 replacements (line 1, 2, 3)"));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "const a = 1;\nconst b = 3;\nconst c = 2;\n");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn patch_keeps_permissions_and_asks_outside_the_workdir() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture(Arc::new(Nobody)).await;
+    let script = f.work.join("run.sh");
+    write(&script, "echo old\n");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    run(&PatchTool::default(), &f, json!({"path": "run.sh", "old": "old", "new": "new"})).await.unwrap();
+    assert_eq!(std::fs::metadata(&script).unwrap().permissions().mode() & 0o777, 0o755);
+
+    write(&f.outside.join("o.txt"), "old\n");
+    let args = json!({"path": f.outside.join("o.txt"), "old": "old", "new": "new"});
+    let err = run(&PatchTool::default(), &f, args.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("nobody can approve"), "{err}");
+    let approving = fixture(human(Approval::Approved)).await;
+    write(&approving.outside.join("o.txt"), "old\n");
+    let args = json!({"path": approving.outside.join("o.txt"), "old": "old", "new": "new"});
+    run(&PatchTool::default(), &approving, args).await.unwrap();
+    assert_eq!(std::fs::read_to_string(approving.outside.join("o.txt")).unwrap(), "new\n");
+}
+
+#[test]
+fn helpers() {
+    assert_eq!(normalise(Path::new("/a/./b/../c")), Path::new("/a/c"));
+    assert_eq!(normalise(Path::new("/../../x")), Path::new("/x"));
+    for (glob, name, expect) in [
+        ("*.rs", "main.rs", true),
+        ("*.rs", "main.rsx", false),
+        ("test_*", "test_a.py", true),
+        ("*conf*", "my.config", true),
+        ("a*b*c", "abc", true),
+        ("a*b*c", "acb", false),
+        ("Cargo.toml", "Cargo.toml", true),
+        ("ab*ba", "aba", false),
+    ] {
+        assert_eq!(glob_match(glob, name), expect, "{glob} vs {name}");
+    }
+    for secret in [".env", ".env.local", "a/id_rsa.pub", "x.PEM", "home/.ssh/known_hosts", "credentials", ".netrc"] {
+        assert!(is_secret_path(Path::new(secret)), "{secret}");
+    }
+    for plain in [".env.example", "env.rs", "keys.rs", "src/key.rs.bak", "README.md"] {
+        assert!(!is_secret_path(Path::new(plain)), "{plain}");
+    }
+}
