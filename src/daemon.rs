@@ -130,10 +130,12 @@ impl Daemon {
         );
         let http = crate::http_client::build().context("build HTTP client")?;
         let chain = build_chain(&config, &env, &http)?;
+        drop(http);
         let workdir = paths.workdir(&config.tools);
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
         let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone());
-        let registry = tools::builtin(&config.tools, &config.agent, http, &chain, &prompts);
+        let fetcher = crate::http_client::build_fetcher().context("build HTTP client")?;
+        let registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts);
         let runner = Arc::new(TurnRunner::new(
             RunnerParts {
                 store: store.clone(),

@@ -13,3 +13,13 @@ pub fn build() -> reqwest::Result<reqwest::Client> {
         .user_agent(concat!("hermesd/", env!("CARGO_PKG_VERSION")))
         .build()
 }
+
+/// A client for `web_fetch`: redirects are never followed by the client, because the tool follows
+/// them itself and checks every hop against the private-address rule.
+pub fn build_fetcher() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("hermesd/", env!("CARGO_PKG_VERSION"), " (web_fetch)"))
+        .build()
+}

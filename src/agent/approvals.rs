@@ -144,7 +144,14 @@ impl Human for ChatHuman {
             Ok(Ok(false)) | Ok(Err(_)) => Approval::Denied,
             Err(_) => {
                 self.approvals.forget(&self.session_key);
-                self.outbox.notify(&self.chat, "No answer in time: not approved.", Some(&self.reply_to), &format!("ask:{}:timeout:{}", self.session_key, now_ms())).await;
+                self.outbox
+                    .notify(
+                        &self.chat,
+                        "No answer in time: not approved.",
+                        Some(&self.reply_to),
+                        &format!("ask:{}:timeout:{}", self.session_key, now_ms()),
+                    )
+                    .await;
                 Approval::TimedOut
             }
         }

@@ -112,7 +112,13 @@ async fn run(
     }
 }
 
-async fn update_progress(outbox: &Outbox, chat: &ChatRef, reply_to: &str, progress: &mut Progress, settings: HeartbeatSettings) {
+async fn update_progress(
+    outbox: &Outbox,
+    chat: &ChatRef,
+    reply_to: &str,
+    progress: &mut Progress,
+    settings: HeartbeatSettings,
+) {
     if progress.lines.is_empty() {
         return;
     }

@@ -230,7 +230,9 @@ impl TurnRunner {
         let compressor = self.compressor(&session.id, &key.platform);
         let mut state = self.parts.chain.start_turn();
         match compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new()).await {
-            Ok(Some(done)) => format!("History summarised: {} earlier messages archived (still searchable).", done.archived),
+            Ok(Some(done)) => {
+                format!("History summarised: {} earlier messages archived (still searchable).", done.archived)
+            }
             Ok(None) => "The history is too short to compress.".into(),
             Err(e) => format!("Compression failed: {e}"),
         }
@@ -247,7 +249,12 @@ impl TurnRunner {
         }
     }
 
-    async fn try_run(&self, job: &TurnJob, stop: &Arc<StopSignal>, shutdown: &CancellationToken) -> Result<(), StoreError> {
+    async fn try_run(
+        &self,
+        job: &TurnJob,
+        stop: &Arc<StopSignal>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), StoreError> {
         let store = &self.parts.store;
         let session = self.resolve_session(&job.key).await?;
         if session.suspended {
@@ -410,7 +417,14 @@ impl TurnRunner {
     }
 
     /// Store the turn's end with `text` as its reply (of `kind`), then hand it to the outbox.
-    async fn finish(&self, job: &TurnJob, session_id: &str, text: &str, kind: OutboundKind, ending: Ending<'_>) -> Result<(), StoreError> {
+    async fn finish(
+        &self,
+        job: &TurnJob,
+        session_id: &str,
+        text: &str,
+        kind: OutboundKind,
+        ending: Ending<'_>,
+    ) -> Result<(), StoreError> {
         let outbox = &self.parts.outbox;
         let reply = outbox.compose(&job.message.chat, text, kind, Some(&job.message.message_id));
         let end = TurnEnd {

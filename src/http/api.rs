@@ -5,6 +5,9 @@
 //! JSON; the bearer key is compared in constant time and never logged.
 
 use std::convert::Infallible;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -19,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::clock::now_ms;
-use crate::platforms::api::{ApiReply, NAME};
+use crate::platforms::api::{ApiReply, NAME, StreamBuffer};
 
 /// Header carrying server-side session continuity.
 const SESSION_HEADER: &str = "x-hermes-session-id";
@@ -204,7 +207,12 @@ pub(super) async fn chat_completions(
             history,
         },
     };
-    let waiter = api.register(&request_id);
+    let (waiter, buffer) = if request.stream {
+        let (waiter, buffer) = api.register_stream(&request_id);
+        (waiter, Some(buffer))
+    } else {
+        (api.register(&request_id), None)
+    };
     match state.ingress.accept(event).await {
         Ok(Accepted::New) => {}
         Ok(Accepted::Duplicate) => {
@@ -224,8 +232,8 @@ pub(super) async fn chat_completions(
     }
     let model = request.model.unwrap_or_else(|| state.model_id.clone());
     let session_header = HeaderValue::from_str(&chat_id).ok();
-    let mut response = if request.stream {
-        stream_response(waiter, model, request_id, state.sse_keepalive)
+    let mut response = if let Some(buffer) = buffer {
+        stream_response(waiter, buffer, model, request_id, state.sse_keepalive)
     } else {
         match waiter.await {
             Ok(reply) => complete_response(reply, &model, &request_id),
@@ -260,6 +268,7 @@ fn complete_response(reply: ApiReply, model: &str, request_id: &str) -> Response
 
 fn stream_response(
     waiter: tokio::sync::oneshot::Receiver<ApiReply>,
+    buffer: Arc<StreamBuffer>,
     model: String,
     request_id: String,
     keepalive: std::time::Duration,
@@ -272,25 +281,53 @@ fn stream_response(
         })
         .to_string()
     };
-    let events = async move {
-        let events: Vec<String> = match waiter.await {
-            Ok(reply) if !reply.error => vec![
-                chunk(json!({ "role": "assistant", "content": reply.text }), None),
-                chunk(json!({}), Some("stop")),
-                "[DONE]".to_owned(),
-            ],
-            Ok(reply) => vec![
-                json!({ "error": { "message": reply.text, "type": "server_error", "code": "turn_failed" } }).to_string(),
-                "[DONE]".to_owned(),
-            ],
-            Err(_) => vec![
-                json!({ "error": { "message": "hermesd is restarting; this message was saved and will be answered after the restart", "type": "server_error", "code": "restarting" } }).to_string(),
-                "[DONE]".to_owned(),
-            ],
+    // Deltas go out as the model writes them; the final reply only adds what was not streamed
+    // (all of it when the model did not stream, e.g. a command's answer or an error).
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
+    tokio::spawn(async move {
+        let mut waiter = waiter;
+        let mut streamed = String::new();
+        let _ = tx.send(chunk(json!({ "role": "assistant" }), None)).await;
+        let reply = loop {
+            tokio::select! {
+                reply = &mut waiter => break reply,
+                _ = buffer.ready.notified() => {
+                    let text = buffer.take();
+                    if !text.is_empty() {
+                        streamed.push_str(&text);
+                        if tx.send(chunk(json!({ "content": text }), None)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
         };
-        futures_util::stream::iter(events.into_iter().map(|data| Ok::<_, Infallible>(Event::default().data(data))))
-    };
-    let stream = futures_util::StreamExt::flatten(futures_util::stream::once(events));
+        let tail = buffer.take();
+        if !tail.is_empty() {
+            streamed.push_str(&tail);
+            let _ = tx.send(chunk(json!({ "content": tail }), None)).await;
+        }
+        let events = match reply {
+            Ok(reply) if !reply.error => {
+                let rest = reply.text.strip_prefix(streamed.as_str()).unwrap_or(if streamed.is_empty() { &reply.text } else { "" });
+                let mut events = Vec::new();
+                if !rest.is_empty() {
+                    events.push(chunk(json!({ "content": rest }), None));
+                }
+                events.push(chunk(json!({}), Some("stop")));
+                events
+            }
+            Ok(reply) => vec![json!({ "error": { "message": reply.text, "type": "server_error", "code": "turn_failed" } }).to_string()],
+            Err(_) => vec![json!({ "error": { "message": "hermesd is restarting; this message was saved and will be answered after the restart", "type": "server_error", "code": "restarting" } }).to_string()],
+        };
+        for event in events.into_iter().chain(std::iter::once("[DONE]".to_owned())) {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    });
+    let stream =
+        tokio_stream::wrappers::ReceiverStream::new(rx).map(|data| Ok::<_, Infallible>(Event::default().data(data)));
     Sse::new(stream).keep_alive(KeepAlive::new().interval(keepalive).text("keepalive")).into_response()
 }
 

@@ -129,16 +129,23 @@ impl Outbox {
     /// Show a typing indicator, if the chat's pacer has room now (typing is never worth a wait).
     pub async fn typing(&self, chat: &ChatRef) {
         let Some((platform, pacer)) = self.platform_and_pacer(chat) else { return };
-        if platform.capabilities().typing && pacer.try_acquire() {
-            if let Err(e) = platform.typing(chat).await {
-                self.note_droppable_failure(&pacer, &e);
-            }
+        if platform.capabilities().typing
+            && pacer.try_acquire()
+            && let Err(e) = platform.typing(chat).await
+        {
+            self.note_droppable_failure(&pacer, &e);
         }
     }
 
     /// Send or update the turn's progress message, if the pacer has room now. Progress is
     /// ephemeral: it is not stored, and a skipped update is simply superseded by the next.
-    pub async fn progress(&self, chat: &ChatRef, current: Option<&MessageRef>, text: &str, reply_to: Option<&str>) -> Option<MessageRef> {
+    pub async fn progress(
+        &self,
+        chat: &ChatRef,
+        current: Option<&MessageRef>,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Option<MessageRef> {
         let (platform, pacer) = self.platform_and_pacer(chat)?;
         if !platform.capabilities().edits || !pacer.try_acquire() {
             return None;

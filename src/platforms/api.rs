@@ -3,14 +3,14 @@
 //! request. Queue acks and progress are not part of an HTTP answer and are dropped here.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use hermesd_platform::{
     Capabilities, ChatRef, LengthUnit, MarkdownDialect, MessageRef, OutboundKind, OutboundMessage, Platform,
     PlatformContext, PlatformError,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// The platform name in chat refs and session keys.
@@ -25,18 +25,49 @@ pub struct ApiReply {
     pub error: bool,
 }
 
+/// Answer text streamed so far and not yet written to the client.
+#[derive(Debug, Default)]
+pub struct StreamBuffer {
+    pending: Mutex<String>,
+    /// Signalled whenever text is added.
+    pub ready: Notify,
+}
+
+impl StreamBuffer {
+    /// Take what arrived since the last call.
+    pub fn take(&self) -> String {
+        std::mem::take(&mut *self.pending.lock().expect("api lock poisoned"))
+    }
+}
+
+struct Waiter {
+    tx: oneshot::Sender<ApiReply>,
+    text: String,
+    stream: Option<Arc<StreamBuffer>>,
+}
+
 /// Requests waiting for their reply, by request id; chunks are joined before completing.
 #[derive(Default)]
 pub struct ApiPlatform {
-    waiters: Mutex<HashMap<String, (oneshot::Sender<ApiReply>, String)>>,
+    waiters: Mutex<HashMap<String, Waiter>>,
 }
 
 impl ApiPlatform {
     /// Register a request before accepting its event, so the reply cannot outrun the waiter.
     pub fn register(&self, request_id: &str) -> oneshot::Receiver<ApiReply> {
         let (tx, rx) = oneshot::channel();
-        self.waiters.lock().expect("api lock poisoned").insert(request_id.to_owned(), (tx, String::new()));
+        let waiter = Waiter { tx, text: String::new(), stream: None };
+        self.waiters.lock().expect("api lock poisoned").insert(request_id.to_owned(), waiter);
         rx
+    }
+
+    /// Register a streaming request: deltas arrive in the returned buffer as the model writes.
+    pub fn register_stream(&self, request_id: &str) -> (oneshot::Receiver<ApiReply>, Arc<StreamBuffer>) {
+        let (tx, rx) = oneshot::channel();
+        let buffer = Arc::new(StreamBuffer::default());
+        let waiter = Waiter { tx, text: String::new(), stream: Some(buffer.clone()) };
+        self.waiters.lock().expect("api lock poisoned").insert(request_id.to_owned(), waiter);
+        (rx, buffer)
     }
 
     /// Forget a request whose client went away or whose event was a duplicate.
@@ -87,15 +118,27 @@ impl Platform for ApiPlatform {
         let mut waiters = self.waiters.lock().expect("api lock poisoned");
         let last = message.chunk.0 + 1 >= message.chunk.1;
         if last {
-            if let Some((tx, mut text)) = waiters.remove(request_id) {
-                text.push_str(&message.text);
+            if let Some(mut waiter) = waiters.remove(request_id) {
+                waiter.text.push_str(&message.text);
                 // A client that hung up is fine: the reply is in the session history.
-                let _ = tx.send(ApiReply { text, error: message.kind == OutboundKind::Error });
+                let _ = waiter.tx.send(ApiReply { text: waiter.text, error: message.kind == OutboundKind::Error });
             }
-        } else if let Some((_, text)) = waiters.get_mut(request_id) {
-            text.push_str(&message.text);
+        } else if let Some(waiter) = waiters.get_mut(request_id) {
+            waiter.text.push_str(&message.text);
         }
         Ok(done)
+    }
+
+    fn stream_delta(&self, reply_to: &str, text: &str) {
+        let waiters = self.waiters.lock().expect("api lock poisoned");
+        if let Some(buffer) = waiters.get(reply_to).and_then(|w| w.stream.as_ref()) {
+            buffer.pending.lock().expect("api lock poisoned").push_str(text);
+            buffer.ready.notify_one();
+        }
+    }
+
+    fn wants_stream(&self, reply_to: &str) -> bool {
+        self.waiters.lock().expect("api lock poisoned").get(reply_to).is_some_and(|w| w.stream.is_some())
     }
 
     async fn edit(&self, _message: &MessageRef, _text: &str) -> Result<(), PlatformError> {

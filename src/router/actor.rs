@@ -36,14 +36,14 @@ impl ActorState {
         }
     }
 
-    /// Hand `job` to the running turn to steer it; gives it back when no turn runs.
-    pub(super) fn steer(&self, job: TurnJob) -> Result<(), TurnJob> {
+    /// Hand `job` to the running turn to steer it; false when no turn runs.
+    pub(super) fn steer(&self, job: &TurnJob) -> bool {
         match self.running.lock().expect("actor lock poisoned").as_ref() {
             Some((stop, _)) => {
-                stop.steer.push(job);
-                Ok(())
+                stop.steer.push(job.clone());
+                true
             }
-            None => Err(job),
+            None => false,
         }
     }
 }
@@ -115,7 +115,10 @@ async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftover
     if let Err(e) = result {
         inner.metrics.inc(ERRORS_TOTAL, &[("kind", "panic")]);
         tracing::error!(error = %e, seq = job.seq, "turn panicked");
-        inner.runner.fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.").await;
+        inner
+            .runner
+            .fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.")
+            .await;
     }
     inner.metrics.turns_running.fetch_sub(1, Ordering::Relaxed);
     *state.running.lock().expect("actor lock poisoned") = None;

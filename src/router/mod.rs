@@ -118,7 +118,12 @@ impl Router {
                     (Answered::Yes, DENY) => "Denied.",
                     (Answered::Yes, _) => "Got it.",
                 };
-                let reply = self.inner.runner.outbox().compose(&action.chat, text, OutboundKind::Notice, Some(&action.message_id));
+                let reply = self.inner.runner.outbox().compose(
+                    &action.chat,
+                    text,
+                    OutboundKind::Notice,
+                    Some(&action.message_id),
+                );
                 self.close(seq, &action.chat, &reply).await;
             }
         }
@@ -132,10 +137,11 @@ impl Router {
         }
         let job = TurnJob { seq, message, key, accepted_at: Instant::now() };
         if self.inner.settings.busy_policy == BusyPolicy::Steer {
-            let state = self.inner.actors.lock().expect("router lock poisoned").get(&job.key.key).map(|a| a.state.clone());
+            let state =
+                self.inner.actors.lock().expect("router lock poisoned").get(&job.key.key).map(|a| a.state.clone());
             if let Some(state) = state {
                 let (chat, reply_to) = (job.message.chat.clone(), job.message.message_id.clone());
-                if state.steer(job.clone()).is_ok() {
+                if state.steer(&job) {
                     let text = "Noted — I'll take that into account after the current step.";
                     self.inner.runner.outbox().notify(&chat, text, Some(&reply_to), &format!("evt:{seq}:steer")).await;
                     return;

@@ -1,6 +1,8 @@
 //! A scripted OpenAI-compatible LLM: `POST /v1/chat/completions` answers the next scripted step
-//! (a reply, a delay, an HTTP error with Retry-After, garbage) or echoes the last user message
-//! when the script is empty. Every request body is recorded.
+//! (a reply, tool calls, a delay, an HTTP error with Retry-After, garbage, a cut stream) or
+//! echoes the last user message when the script is empty. Requests with `"stream": true` get a
+//! real SSE stream. Compression summary requests are answered automatically without using the
+//! script. Every request body is recorded.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -13,6 +15,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 /// One scripted answer.
@@ -20,6 +23,16 @@ use serde_json::{Value, json};
 pub enum Step {
     /// Answer this text.
     Reply(String),
+    /// Answer this text and report this many prompt tokens.
+    ReplyWithUsage(String, u64),
+    /// Call tools: (name, JSON arguments), in order.
+    ToolCalls(Vec<(String, String)>),
+    /// An empty answer.
+    Empty,
+    /// A 400 saying the prompt exceeds the context window.
+    ContextTooLong,
+    /// Stream this text, then drop the connection before the end.
+    CutStream(String),
     /// Answer "echo: <last user message>".
     Echo,
     /// Answer with this status, body and optional Retry-After seconds.
@@ -92,6 +105,13 @@ impl FakeLlmBuilder {
         self
     }
 
+    /// Call these tools next: (name, JSON arguments).
+    pub fn tool_calls(mut self, calls: &[(&str, &str)]) -> Self {
+        let calls = calls.iter().map(|(n, a)| ((*n).to_owned(), (*a).to_owned())).collect();
+        self.script.push_back((Duration::ZERO, Step::ToolCalls(calls)));
+        self
+    }
+
     /// Fail next with `status`.
     pub fn fail(mut self, status: u16, body: &str) -> Self {
         self.script.push_back((Duration::ZERO, Step::Status(status, body.into(), None)));
@@ -127,12 +147,24 @@ impl FakeLlmBuilder {
     }
 }
 
+/// Text of the answer to a compression request (recognised by its system prompt).
+pub const SUMMARY: &str = "## Goal\nkeep going\n## Progress\nsummarised by the fake";
+
 async fn completions(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
     shared.requests.lock().unwrap().push(body.clone());
-    let (delay, step) = shared.script.lock().unwrap().pop_front().unwrap_or((Duration::ZERO, Step::Echo));
+    let is_summary = body["messages"][0]["content"].as_str().is_some_and(|c| c.contains("handover summaries"));
+    let (delay, step) = if is_summary {
+        (Duration::ZERO, Step::Reply(SUMMARY.into()))
+    } else {
+        shared.script.lock().unwrap().pop_front().unwrap_or((Duration::ZERO, Step::Echo))
+    };
     tokio::time::sleep(shared.latency + delay).await;
-    let text = match step {
-        Step::Reply(text) => text,
+    let stream = body["stream"].as_bool().unwrap_or(false);
+    let (text, calls, usage) = match step {
+        Step::Reply(text) => (text, vec![], 10),
+        Step::ReplyWithUsage(text, tokens) => (text, vec![], tokens),
+        Step::ToolCalls(calls) => (String::new(), calls, 10),
+        Step::Empty => (String::new(), vec![], 10),
         Step::Echo => {
             let last_user = body["messages"]
                 .as_array()
@@ -140,7 +172,7 @@ async fn completions(State(shared): State<Arc<Shared>>, Json(body): Json<Value>)
                 .and_then(|m| m["content"].as_str())
                 .unwrap_or("")
                 .to_owned();
-            format!("echo: {last_user}")
+            (format!("echo: {last_user}"), vec![], 10)
         }
         Step::Status(code, body, retry_after) => {
             let mut response = (StatusCode::from_u16(code).unwrap(), body).into_response();
@@ -149,14 +181,62 @@ async fn completions(State(shared): State<Arc<Shared>>, Json(body): Json<Value>)
             }
             return response;
         }
+        Step::ContextTooLong => {
+            let error = json!({"error": {"message": "This model's maximum context length is 8192 tokens", "code": "context_length_exceeded"}});
+            return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+        }
         Step::Garbage => return (StatusCode::OK, "<html>not json</html>").into_response(),
+        Step::CutStream(partial) => return sse(&partial, &[], 10, false),
     };
+    if stream {
+        return sse(&text, &calls, usage, true);
+    }
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    let mut message = json!({ "role": "assistant", "content": text });
+    if !tool_calls.is_empty() {
+        message["tool_calls"] = json!(tool_calls);
+    }
+    let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
     Json(json!({
         "id": "cmpl-fake",
         "object": "chat.completion",
         "model": body["model"],
-        "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "stop" }],
-        "usage": { "prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15 },
+        "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
+        "usage": { "prompt_tokens": usage, "completion_tokens": 5, "total_tokens": usage + 5 },
     }))
     .into_response()
+}
+
+/// An SSE body: the text in three deltas, tool calls, a finish chunk, usage and `[DONE]` — or,
+/// when `complete` is false, just the deltas (the connection then closes mid-stream).
+fn sse(text: &str, calls: &[(String, String)], usage: u64, complete: bool) -> Response {
+    let mut events = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    for piece in chars.chunks(chars.len().div_ceil(3).max(1)) {
+        let piece: String = piece.iter().collect();
+        events.push(json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]}));
+    }
+    for (i, (name, args)) in calls.iter().enumerate() {
+        let call = json!({"index": i, "id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}});
+        events.push(json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]}));
+    }
+    let mut frames: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    if complete {
+        let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
+        let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]});
+        let usage = json!({"choices": [], "usage": {"prompt_tokens": usage, "completion_tokens": 5}});
+        frames.push(format!("data: {end}\n\n"));
+        frames.push(format!("data: {usage}\n\n"));
+        frames.push("data: [DONE]\n\n".to_owned());
+    }
+    // Frames are paced like a model writing, so a client sees them arrive one by one.
+    let paced = futures_util::stream::iter(frames).then(|frame| async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Ok::<_, std::convert::Infallible>(frame)
+    });
+    ([("content-type", "text/event-stream")], axum::body::Body::from_stream(paced)).into_response()
 }

@@ -164,7 +164,9 @@ impl AgentLoop<'_> {
             };
             let response = match self.chain.call(&mut state, &request, Some(&on_delta), stop).await {
                 Ok(response) => response,
-                Err(ChainError::Cancelled) => return self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens),
+                Err(ChainError::Cancelled) => {
+                    return self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens);
+                }
                 Err(ChainError::Provider(ProviderError::ContextTooLong)) if !compressed_on_error => {
                     compressed_on_error = true;
                     if self.compress(&mut system, &mut transcript, &mut state, stop).await {
@@ -212,7 +214,8 @@ impl AgentLoop<'_> {
                 nudges += 1;
                 if nudges > self.limits.max_nudges {
                     if !self.chain.advance(&mut state) {
-                        let text = "Sorry, the model returned an empty answer several times. Try rephrasing, or /retry.";
+                        let text =
+                            "Sorry, the model returned an empty answer several times. Try rephrasing, or /retry.";
                         return self.end(appended, text, LoopOutcome::Failed, prompt_tokens);
                     }
                     nudges = 0;
@@ -230,7 +233,13 @@ impl AgentLoop<'_> {
     }
 
     /// Compact the stored transcript; true when it shrank.
-    async fn compress(&self, system: &mut String, transcript: &mut Vec<Message>, state: &mut ChainState, stop: &CancellationToken) -> bool {
+    async fn compress(
+        &self,
+        system: &mut String,
+        transcript: &mut Vec<Message>,
+        state: &mut ChainState,
+        stop: &CancellationToken,
+    ) -> bool {
         match self.compressor.compact(self.chain, state, stop).await {
             Ok(Some(done)) => {
                 (self.events)(TurnEvent::Compressed { archived: done.archived });
@@ -265,12 +274,20 @@ impl AgentLoop<'_> {
             Ok(response) => {
                 let text = response.message.content.clone().unwrap_or_default();
                 let text = if text.trim().is_empty() {
-                    format!("I used all {} steps of this turn without finishing. Send a follow-up to continue.", self.limits.max_iterations)
+                    format!(
+                        "I used all {} steps of this turn without finishing. Send a follow-up to continue.",
+                        self.limits.max_iterations
+                    )
                 } else {
                     text
                 };
                 appended.push(Message::text(Role::Assistant, text.clone()));
-                self.end(appended, &text, LoopOutcome::Summarised, response.usage.map(|u| u.prompt_tokens).or(prompt_tokens))
+                self.end(
+                    appended,
+                    &text,
+                    LoopOutcome::Summarised,
+                    response.usage.map(|u| u.prompt_tokens).or(prompt_tokens),
+                )
             }
             Err(ChainError::Cancelled) => self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens),
             Err(e) => {

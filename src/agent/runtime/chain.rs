@@ -196,10 +196,17 @@ fn forward_new(delta: Delta, seen: &Mutex<String>, forwarded: &Mutex<String>, si
             let mut seen = seen.lock().expect("delta lock poisoned");
             let mut forwarded = forwarded.lock().expect("delta lock poisoned");
             seen.push_str(&text);
-            if seen.len() > forwarded.len() && seen.starts_with(forwarded.as_str()) {
-                let fresh = seen[forwarded.len()..].to_owned();
-                forwarded.push_str(&fresh);
-                sink(Delta::Text(fresh));
+            if seen.starts_with(forwarded.as_str()) {
+                if seen.len() > forwarded.len() {
+                    let fresh = seen[forwarded.len()..].to_owned();
+                    forwarded.push_str(&fresh);
+                    sink(Delta::Text(fresh));
+                }
+            } else if !forwarded.starts_with(seen.as_str()) {
+                // The retry says something else than what the user already saw: text cannot be
+                // taken back, so start the new answer on a fresh paragraph.
+                sink(Delta::Text(format!("\n\n{seen}")));
+                *forwarded = seen.clone();
             }
         }
     }

@@ -133,7 +133,8 @@ pub fn plan(stored: &[StoredMessage], context: u64) -> Option<(usize, usize)> {
 }
 
 fn summary_prompt(middle: &[StoredMessage]) -> String {
-    let previous = middle.iter().find_map(|m| m.message.content.as_deref().and_then(|c| c.strip_prefix(SUMMARY_PREFIX)));
+    let previous =
+        middle.iter().find_map(|m| m.message.content.as_deref().and_then(|c| c.strip_prefix(SUMMARY_PREFIX)));
     let mut prompt = String::from(
         "Summarise the conversation below so the work can continue without it. Use exactly these sections:\n\
          ## Goal\n## Progress\n## Decisions\n## Files\n## Next steps\n\
@@ -179,7 +180,13 @@ mod tests {
         messages
             .into_iter()
             .enumerate()
-            .map(|(i, message)| StoredMessage { id: i as i64, position: i as f64, message, created_at: 0, archived: false })
+            .map(|(i, message)| StoredMessage {
+                id: i as i64,
+                position: i as f64,
+                message,
+                created_at: 0,
+                archived: false,
+            })
             .collect()
     }
 

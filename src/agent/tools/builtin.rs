@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::Registry;
 use super::clarify::ClarifyTool;
 use super::delegate::DelegateTool;
 use super::files::{PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool};
@@ -10,13 +11,18 @@ use super::session_search::SessionSearchTool;
 use super::terminal::TerminalTool;
 use super::todo::TodoTool;
 use super::web_fetch::WebFetchTool;
-use super::Registry;
 use crate::agent::runtime::chain::ProviderChain;
 use crate::agent::runtime::prompt::PromptBuilder;
 use crate::config::{AgentConfig, ToolsConfig};
 
 /// Every built-in tool. `delegate_task` children get all the others except `clarify`.
-pub fn builtin(tools: &ToolsConfig, agent: &AgentConfig, http: reqwest::Client, chain: &ProviderChain, prompts: &PromptBuilder) -> Registry {
+pub fn builtin(
+    tools: &ToolsConfig,
+    agent: &AgentConfig,
+    http: reqwest::Client,
+    chain: &ProviderChain,
+    prompts: &PromptBuilder,
+) -> Registry {
     let approval = tools.approval_timeout.get();
     let mut registry = Registry::default();
     registry.register(Arc::new(MemoryTool::new(tools.memory_chars, tools.user_chars)));
@@ -30,6 +36,11 @@ pub fn builtin(tools: &ToolsConfig, agent: &AgentConfig, http: reqwest::Client, 
     registry.register(Arc::new(WebFetchTool::new(http, tools.web_allow_private)));
     let child_tools = registry.clone();
     registry.register(Arc::new(ClarifyTool::new(tools.clarify_timeout.get())));
-    registry.register(Arc::new(DelegateTool::new(chain.clone(), child_tools, agent.delegate_max_iterations, prompts.clone())));
+    registry.register(Arc::new(DelegateTool::new(
+        chain.clone(),
+        child_tools,
+        agent.delegate_max_iterations,
+        prompts.clone(),
+    )));
     registry
 }

@@ -47,7 +47,8 @@ impl Tool for ClarifyTool {
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let question = args["question"].as_str().map(str::trim).filter(|q| !q.is_empty());
-        let question = question.ok_or_else(|| ToolError::InvalidArguments("`question` must be a non-empty string".into()))?;
+        let question =
+            question.ok_or_else(|| ToolError::InvalidArguments("`question` must be a non-empty string".into()))?;
         let choices: Vec<String> = args["choices"]
             .as_array()
             .map(|c| c.iter().filter_map(Value::as_str).map(str::to_owned).take(8).collect())

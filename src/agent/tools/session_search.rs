@@ -40,7 +40,8 @@ impl Tool for SessionSearchTool {
         let query = query.ok_or_else(|| ToolError::InvalidArguments("`query` must be a non-empty string".into()))?;
         let limit = args["limit"].as_u64().unwrap_or(10).clamp(1, 50) as u32;
         // Search wide, then keep this conversation's sessions: one user's history, never another's.
-        let hits = ctx.store.search(query, None, limit * 10).await.map_err(|e| ToolError::Failed(format!("search: {e}")))?;
+        let hits =
+            ctx.store.search(query, None, limit * 10).await.map_err(|e| ToolError::Failed(format!("search: {e}")))?;
         let mut lines = Vec::new();
         for hit in hits {
             let Ok(Some(session)) = ctx.store.session(&hit.session_id).await else { continue };

@@ -84,7 +84,14 @@ async fn turn_lifecycle_is_atomic_and_idempotent() {
     assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 1);
     let answer = Message::text(Role::Assistant, "hi there");
     let chunks = [reply("hi ", 0, 2), reply("there", 1, 2)];
-    let end = TurnEnd { messages: &[answer], reply: &chunks, state: EventState::Done, error: None, prompt_tokens: Some(1234), also_done: &[] };
+    let end = TurnEnd {
+        messages: &[answer],
+        reply: &chunks,
+        state: EventState::Done,
+        error: None,
+        prompt_tokens: Some(1234),
+        also_done: &[],
+    };
     store.finish_turn(seq, &session.id, &end, 4).await.unwrap();
     let transcript = store.load_transcript(&session.id).await.unwrap();
     assert_eq!(transcript.iter().map(|m| m.message.role).collect::<Vec<_>>(), [Role::User, Role::Assistant]);
@@ -172,14 +179,22 @@ async fn compaction_archives_a_span_in_place() {
         let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("e{i}"), "x"), 1).await.unwrap() else {
             panic!()
         };
-        store.begin_turn(seq, &session.id, &Message::text(Role::User, format!("message {i} about zebras")), 1).await.unwrap();
+        store
+            .begin_turn(seq, &session.id, &Message::text(Role::User, format!("message {i} about zebras")), 1)
+            .await
+            .unwrap();
     }
     let live = store.load_transcript(&session.id).await.unwrap();
     let summary = Message::text(Role::User, "[summary] messages 2 to 4");
-    let compaction = Compaction { from: live[2].position, to: live[4].position, summary: &summary, system_prompt: "prompt v2" };
+    let compaction =
+        Compaction { from: live[2].position, to: live[4].position, summary: &summary, system_prompt: "prompt v2" };
     store.compact(&session.id, &compaction, 2).await.unwrap();
-    let after: Vec<_> = store.load_transcript(&session.id).await.unwrap().into_iter().map(|m| m.message.content.unwrap()).collect();
-    assert_eq!(after, ["message 0 about zebras", "message 1 about zebras", "[summary] messages 2 to 4", "message 5 about zebras"]);
+    let after: Vec<_> =
+        store.load_transcript(&session.id).await.unwrap().into_iter().map(|m| m.message.content.unwrap()).collect();
+    assert_eq!(
+        after,
+        ["message 0 about zebras", "message 1 about zebras", "[summary] messages 2 to 4", "message 5 about zebras"]
+    );
     let info = store.route(&key().key).await.unwrap().unwrap();
     assert_eq!((info.id.as_str(), info.system_prompt.as_deref()), (session.id.as_str(), Some("prompt v2")));
     // Archived rows are still found by search.
