@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Accepted, Capabilities, ChatRef, ChatType, InboundEvent, InboundMessage, Ingress, LengthUnit, MarkdownDialect,
+    Accepted, Capabilities, ChatRef, ChatType, InboundAction, InboundEvent, InboundMessage, Ingress, LengthUnit, MarkdownDialect,
     MessageRef, OutboundMessage, Platform, PlatformContext, PlatformError, Sender,
 };
 use tokio_util::sync::CancellationToken;
@@ -22,6 +22,8 @@ pub struct RecordingPlatform {
     sent: Mutex<Vec<Sent>>,
     failures: Mutex<VecDeque<PlatformError>>,
     max_len: usize,
+    typing: Mutex<Vec<Instant>>,
+    edits: Mutex<Vec<(Instant, String, String)>>,
 }
 
 impl RecordingPlatform {
@@ -43,6 +45,31 @@ impl RecordingPlatform {
     /// Everything sent so far.
     pub fn sent(&self) -> Vec<Sent> {
         self.sent.lock().unwrap().clone()
+    }
+
+    /// When typing was shown.
+    pub fn typing(&self) -> Vec<Instant> {
+        self.typing.lock().unwrap().clone()
+    }
+
+    /// Edits so far: when, message id, new text.
+    pub fn edits(&self) -> Vec<(Instant, String, String)> {
+        self.edits.lock().unwrap().clone()
+    }
+
+    /// Inject a button press on message `message_id` with `data`.
+    pub async fn press(&self, event_id: &str, user: &str, message_id: &str, data: &str) -> Accepted {
+        let ingress = self.ingress.lock().unwrap().clone().expect("platform started");
+        let event = InboundEvent::Action {
+            event_id: event_id.into(),
+            action: InboundAction {
+                chat: ChatRef::new("rec", user, ChatType::Dm),
+                sender: Sender { id: user.into(), name: None, is_bot: false },
+                message_id: message_id.into(),
+                data: data.into(),
+            },
+        };
+        ingress.accept(event).await.expect("accepted")
     }
 
     /// Texts sent so far.
@@ -108,11 +135,13 @@ impl Platform for RecordingPlatform {
         Ok(MessageRef { chat: message.chat.clone(), message_id: format!("m{}", sent.len()) })
     }
 
-    async fn edit(&self, _message: &MessageRef, _text: &str) -> Result<(), PlatformError> {
+    async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError> {
+        self.edits.lock().unwrap().push((Instant::now(), message.message_id.clone(), text.to_owned()));
         Ok(())
     }
 
     async fn typing(&self, _chat: &ChatRef) -> Result<(), PlatformError> {
+        self.typing.lock().unwrap().push(Instant::now());
         Ok(())
     }
 }
