@@ -33,7 +33,8 @@ async fn a_tool_call_round_trip_is_answered_and_remembered() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(answer(&body), "done: one task in progress");
     let requests = llm.requests();
-    let offered: Vec<&str> = requests[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let offered: Vec<&str> =
+        requests[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     for name in ["memory", "todo", "terminal", "read_file", "web_fetch", "session_search", "delegate_task"] {
         assert!(offered.contains(&name), "{name} missing from {offered:?}");
     }
@@ -90,7 +91,11 @@ async fn budget_exhaustion_ends_in_a_summary_reply() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limit_with_retry_after_is_waited_out_then_answered() {
-    let llm = FakeLlm::builder().step(Duration::ZERO, Step::Status(429, "{}".into(), Some(1))).reply("patience pays").start().await;
+    let llm = FakeLlm::builder()
+        .step(Duration::ZERO, Step::Status(429, "{}".into(), Some(1)))
+        .reply("patience pays")
+        .start()
+        .await;
     let home = tempfile::tempdir().unwrap();
     let d = start_daemon(home.path(), &config_for(&llm, ""), &[]).await;
     let started = Instant::now();
@@ -187,7 +192,8 @@ async fn context_overflow_compresses_in_place_and_answers() {
     d.daemon.stop().await;
 
     // Same session id, old rows archived and still found by search.
-    let store = hermesd::store::SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
+    let store =
+        hermesd::store::SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
     use hermesd::store::SessionStore;
     let sessions = store.list_sessions(10).await.unwrap();
     assert_eq!(sessions.len(), 1, "compaction kept the session");
@@ -202,7 +208,8 @@ async fn context_overflow_compresses_in_place_and_answers() {
 async fn usage_past_the_threshold_compacts_before_the_next_turn() {
     let llm = FakeLlm::echo().await;
     let home = tempfile::tempdir().unwrap();
-    let config = config_for(&llm, "").replace("name = \"fake-model\"\n", "name = \"fake-model\"\ncontext_length = 20000\n");
+    let config =
+        config_for(&llm, "").replace("name = \"fake-model\"\n", "name = \"fake-model\"\ncontext_length = 20000\n");
     let d = start_daemon(home.path(), &config, &[]).await;
     for i in 0..12 {
         ask(&d.base, Some("u"), &format!("step {i}")).await;
@@ -234,7 +241,8 @@ async fn five_turns_send_a_byte_identical_system_prompt() {
             std::fs::write(home.path().join("memory/MEMORY.md"), "The user likes tea.").unwrap();
         }
     }
-    let prompts: Vec<String> = llm.requests().iter().map(|r| r["messages"][0]["content"].as_str().unwrap().to_owned()).collect();
+    let prompts: Vec<String> =
+        llm.requests().iter().map(|r| r["messages"][0]["content"].as_str().unwrap().to_owned()).collect();
     assert_eq!(prompts.len(), 5);
     assert!(prompts.iter().all(|p| p == &prompts[0]));
     assert!(prompts[0].contains("Always answer in haiku.") && prompts[0].contains("Today is"));

@@ -229,7 +229,7 @@ impl TurnRunner {
         };
         let compressor = self.compressor(&session.id, &key.platform);
         let mut state = self.parts.chain.start_turn();
-        match compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new()).await {
+        match compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new(), true).await {
             Ok(Some(done)) => {
                 format!("History summarised: {} earlier messages archived (still searchable).", done.archived)
             }
@@ -303,7 +303,7 @@ impl TurnRunner {
         let estimate = estimate_tokens(&request, &[]).max(session.last_prompt_tokens);
         if compressor.over_threshold(estimate, context) {
             let mut state = self.parts.chain.start_turn();
-            match compressor.compact(&self.parts.chain, &mut state, &stop.token).await {
+            match compressor.compact(&self.parts.chain, &mut state, &stop.token, false).await {
                 Ok(Some(done)) => {
                     let _ = watcher.try_send(TurnEvent::Compressed { archived: done.archived });
                     system = done.system_prompt;

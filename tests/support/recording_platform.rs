@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Accepted, Capabilities, ChatRef, ChatType, InboundAction, InboundEvent, InboundMessage, Ingress, LengthUnit, MarkdownDialect,
-    MessageRef, OutboundMessage, Platform, PlatformContext, PlatformError, Sender,
+    Accepted, Capabilities, ChatRef, ChatType, InboundAction, InboundEvent, InboundMessage, Ingress, LengthUnit,
+    MarkdownDialect, MessageRef, OutboundMessage, Platform, PlatformContext, PlatformError, Sender,
 };
 use tokio_util::sync::CancellationToken;
 

@@ -240,7 +240,7 @@ impl AgentLoop<'_> {
         state: &mut ChainState,
         stop: &CancellationToken,
     ) -> bool {
-        match self.compressor.compact(self.chain, state, stop).await {
+        match self.compressor.compact(self.chain, state, stop, false).await {
             Ok(Some(done)) => {
                 (self.events)(TurnEvent::Compressed { archived: done.archived });
                 *system = done.system_prompt;

@@ -72,15 +72,17 @@ impl Compressor {
     }
 
     /// Summarise and compact the stored transcript. `None` when there is too little to compact.
+    /// `forced` (`/compress`) keeps only the shortest tail.
     pub async fn compact(
         &self,
         chain: &ProviderChain,
         state: &mut ChainState,
         stop: &CancellationToken,
+        forced: bool,
     ) -> Result<Option<Compacted>, CompressError> {
         let stored = self.store.load_transcript(&self.session_id).await?;
         let context = chain.current(state).context_length();
-        let Some((start, end)) = plan(&stored, context) else { return Ok(None) };
+        let Some((start, end)) = plan(&stored, context, forced) else { return Ok(None) };
         let middle = &stored[start..end];
         let request = ChatRequest {
             messages: vec![Message::text(Role::System, SUMMARISER), Message::text(Role::User, summary_prompt(middle))],
@@ -107,8 +109,9 @@ impl Compressor {
 }
 
 /// Choose the span `[start, end)` to summarise, or `None` when nothing worth it lies between the
-/// protected head and tail.
-pub fn plan(stored: &[StoredMessage], context: u64) -> Option<(usize, usize)> {
+/// protected head and tail. `forced` keeps the shortest tail allowed.
+pub fn plan(stored: &[StoredMessage], context: u64, forced: bool) -> Option<(usize, usize)> {
+    let tail_max = if forced { TAIL_MIN } else { TAIL_MAX };
     let len = stored.len();
     let mut head = HEAD.min(len);
     // Results belong with the call that asked for them.
@@ -119,7 +122,7 @@ pub fn plan(stored: &[StoredMessage], context: u64) -> Option<(usize, usize)> {
     let (mut tail, mut tokens, mut count) = (len, 0u64, 0usize);
     while tail > head {
         let cost = message_tokens(&stored[tail - 1].message);
-        if count >= TAIL_MAX || (count >= TAIL_MIN && tokens + cost > budget) {
+        if count >= tail_max || (count >= TAIL_MIN && tokens + cost > budget) {
             break;
         }
         tokens += cost;
@@ -209,21 +212,23 @@ mod tests {
         for i in 0..40 {
             messages.push(Message::text(if i % 2 == 0 { Role::User } else { Role::Assistant }, "x".repeat(400)));
         }
-        let (start, end) = plan(&stored(messages.clone()), 200_000).unwrap();
+        let (start, end) = plan(&stored(messages.clone()), 200_000, false).unwrap();
         assert_eq!(start, 3);
         assert_eq!(40 - end, TAIL_MAX, "a large window keeps the longest tail");
-        let (_, end) = plan(&stored(messages), 2_000).unwrap();
+        let (_, end) = plan(&stored(messages.clone()), 2_000, false).unwrap();
         assert_eq!(40 - end, TAIL_MIN, "a small window keeps the shortest tail");
+        let (_, end) = plan(&stored(messages), 200_000, true).unwrap();
+        assert_eq!(40 - end, TAIL_MIN, "a forced compaction keeps the shortest tail");
 
         // A tail that would start on a tool result moves back to include its call.
         let mut messages: Vec<Message> = (0..10).map(|_| Message::text(Role::User, "u")).collect();
         messages.push(call("a"));
         messages.extend((0..8).map(|_| result("a")));
         // A 200-token window budgets 40 tokens of tail: eight results, which start mid-pair.
-        let (_, end) = plan(&stored(messages.clone()), 200).unwrap();
+        let (_, end) = plan(&stored(messages.clone()), 200, false).unwrap();
         assert_eq!(messages[end].role, Role::Assistant, "tail starts at the call");
         // Too short to be worth it.
-        assert!(plan(&stored((0..10).map(|_| Message::text(Role::User, "u")).collect()), 1_000).is_none());
+        assert!(plan(&stored((0..10).map(|_| Message::text(Role::User, "u")).collect()), 1_000, false).is_none());
     }
 
     #[test]
