@@ -199,6 +199,39 @@ mod tests {
     }
 
     #[test]
+    fn example_config_documents_every_key() {
+        fn keys(prefix: &str, value: &toml::Value, out: &mut Vec<String>) {
+            if let toml::Value::Table(table) = value {
+                for (key, inner) in table {
+                    out.push(format!("{prefix}{key}"));
+                    keys(&format!("{prefix}{key}."), inner, out);
+                }
+            }
+        }
+        let mut config = Config::default();
+        config.model = Some(
+            toml::from_str(
+                "provider = \"chat_completions\"\nbase_url = \"http://x\"\nname = \"m\"\napi_key_env = \"K\"",
+            )
+            .unwrap(),
+        );
+        let defaults = toml::Value::try_from(&config).unwrap();
+        let mut all = Vec::new();
+        keys("", &defaults, &mut all);
+        let example = include_str!("../../deploy/hermesd.example.toml");
+        let missing: Vec<_> = all
+            .iter()
+            .filter(|path| {
+                let leaf = path.rsplit('.').next().unwrap();
+                !example.contains(&format!("{leaf} ="))
+                    && !example.contains(&format!("[{path}]"))
+                    && !example.contains(&format!("[{path}."))
+            })
+            .collect();
+        assert!(missing.is_empty(), "keys not documented in deploy/hermesd.example.toml: {missing:?}");
+    }
+
+    #[test]
     fn reset_overrides_pick_most_specific() {
         let config = Config::parse(
             r#"
