@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::access::Access;
 use crate::agent::approvals::Approvals;
 use crate::agent::heartbeat::HeartbeatSettings;
 use crate::agent::provider::{AnthropicMessages, ChatCompletions, NotConfigured, Provider};
@@ -163,8 +164,10 @@ impl Daemon {
                 },
             },
         ));
+        let access = Arc::new(Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone()));
         let router = Router::new(
             runner,
+            access,
             RouterSettings {
                 busy_policy: config.agent.busy_policy,
                 max_queued: config.agent.max_queued_per_session,

@@ -3,6 +3,7 @@
 //! The binary in `main.rs` is a thin shell over this library; tests and benchmarks drive the
 //! same entry points. See ARCHITECTURE.md for the map.
 
+pub mod access;
 pub mod agent;
 pub mod cli;
 pub mod clock;

@@ -16,7 +16,7 @@ async fn start(llm: &FakeLlm, extra: &str) -> (support::TestDaemon, Arc<Recordin
     let platform = RecordingPlatform::new(4096);
     let home = tempfile::tempdir().unwrap();
     let options = DaemonOptions { extra_platforms: vec![platform.clone() as Arc<_>], ..Default::default() };
-    let d = start_daemon_with(home.path(), &config_for(llm, extra), &[], options).await;
+    let d = start_daemon_with(home.path(), &config_for(llm, extra), &[("REC_ALLOW_ALL_USERS", "true")], options).await;
     assert!(eventually(Duration::from_secs(2), || platform.started()).await);
     (d, platform, home)
 }

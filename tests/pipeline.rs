@@ -18,7 +18,7 @@ async fn daemon_with(
     extra: &str,
 ) -> support::TestDaemon {
     let options = DaemonOptions { extra_platforms: vec![platform.clone() as Arc<_>], ..Default::default() };
-    let d = start_daemon_with(home, &config_for(llm, extra), &[], options).await;
+    let d = start_daemon_with(home, &config_for(llm, extra), &[("REC_ALLOW_ALL_USERS", "true")], options).await;
     // The platform's `run` receives the ingress right after start.
     assert!(eventually(Duration::from_secs(2), || platform.started()).await);
     d
@@ -115,5 +115,33 @@ async fn idle_session_actors_exit() {
     assert!(eventually(Duration::from_secs(5), || platform.sent().len() == 20).await);
     let active = || d.daemon.metrics.render().lines().any(|l| l == "hermesd_active_sessions 0");
     assert!(eventually(Duration::from_secs(3), active).await, "{}", d.daemon.metrics.render());
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_users_pair_by_code_and_are_answered_once_approved() {
+    let llm = FakeLlm::echo().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let options = DaemonOptions { extra_platforms: vec![platform.clone() as Arc<_>], ..Default::default() };
+    // No allowlist: default deny.
+    let d = start_daemon_with(home.path(), &config_for(&llm, ""), &[], options).await;
+    assert!(eventually(Duration::from_secs(2), || platform.started()).await);
+    platform.inject("p1", "zed", "hello?").await;
+    assert!(eventually(Duration::from_secs(5), || platform.sent().len() == 1).await);
+    let greeting = platform.texts().remove(0);
+    assert!(greeting.contains("pairing code is"), "{greeting}");
+    let code = greeting.split_whitespace().last().unwrap().to_owned();
+    assert_eq!(code.len(), 8, "{greeting}");
+    assert_eq!(llm.count(), 0, "nothing reached the model");
+
+    // The operator approves; the user is answered from then on.
+    let store =
+        hermesd::store::SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
+    let approved = hermesd::access::approve(&store, "rec", &code).await.unwrap();
+    assert!(matches!(approved, hermesd::store::PairingApproval::Approved { ref user_id, .. } if user_id == "zed"));
+    platform.inject("p2", "zed", "now?").await;
+    assert!(eventually(Duration::from_secs(5), || platform.texts().contains(&"echo: now?".to_owned())).await);
+    store.close().await;
     d.daemon.stop().await;
 }

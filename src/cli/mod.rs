@@ -1,6 +1,7 @@
 //! The command line: `hermesd run | check | chat | sessions`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 
+mod pairing;
 mod run;
 mod sessions;
 
@@ -49,6 +50,12 @@ pub enum Command {
         /// What to show.
         #[command(subcommand)]
         command: sessions::SessionsCommand,
+    },
+    /// Approve or revoke chat users (DM pairing).
+    Pairing {
+        /// What to do.
+        #[command(subcommand)]
+        command: pairing::PairingCommand,
     },
 }
 
@@ -102,6 +109,7 @@ pub fn main() -> ExitCode {
             Command::Check => check(&loaded),
             Command::Chat { user } => run::chat(loaded, &user).await,
             Command::Sessions { command } => sessions::run(loaded, command).await,
+            Command::Pairing { command } => pairing::run(loaded, command).await,
         }
     })
 }

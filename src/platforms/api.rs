@@ -99,6 +99,8 @@ impl Platform for ApiPlatform {
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 10_000.0,
             per_chat_burst: 10_000,
+            group_rate: 1000.0,
+            global_rate: 10000.0,
         }
     }
 

@@ -76,6 +76,8 @@ impl Platform for TerminalPlatform {
             markdown: MarkdownDialect::Plain,
             per_chat_rate: 1000.0,
             per_chat_burst: 1000,
+            group_rate: 1000.0,
+            global_rate: 10000.0,
         }
     }
 

@@ -18,6 +18,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::access::{Access, Decision};
 use crate::agent::approvals::{APPROVE, Answered, CHOICE_PREFIX, DENY};
 use crate::agent::turn::{StopReason, TurnJob, TurnRunner};
 use crate::clock::now_ms;
@@ -49,6 +50,7 @@ struct Actor {
 
 pub(crate) struct Inner {
     actors: Mutex<HashMap<String, Actor>>,
+    access: Arc<Access>,
     runner: Arc<TurnRunner>,
     settings: RouterSettings,
     pool: Arc<Semaphore>,
@@ -75,11 +77,12 @@ enum Followup {
 
 impl Router {
     /// A router running turns with `runner`.
-    pub fn new(runner: Arc<TurnRunner>, settings: RouterSettings, metrics: Arc<Metrics>) -> Self {
+    pub fn new(runner: Arc<TurnRunner>, access: Arc<Access>, settings: RouterSettings, metrics: Arc<Metrics>) -> Self {
         let pool = Arc::new(Semaphore::new(settings.max_concurrent_turns));
         Self {
             inner: Arc::new(Inner {
                 actors: Mutex::new(HashMap::new()),
+                access,
                 runner,
                 settings,
                 pool,
@@ -93,6 +96,32 @@ impl Router {
 
     /// Route an accepted event.
     pub async fn dispatch(&self, seq: i64, event: InboundEvent) {
+        let chat = event.chat().clone();
+        match self.inner.access.check(&chat.platform, &chat.chat_id, chat.chat_type, event.sender()).await {
+            Ok(Decision::Allow) => {}
+            Ok(Decision::Pair(text)) => {
+                let reply_to = match &event {
+                    InboundEvent::Message { message, .. } => message.message_id.clone(),
+                    InboundEvent::Action { action, .. } => action.message_id.clone(),
+                };
+                let reply = self.inner.runner.outbox().compose(&chat, &text, OutboundKind::Notice, Some(&reply_to));
+                self.close(seq, &chat, &reply).await;
+                return;
+            }
+            Ok(Decision::Ignore) => {
+                tracing::debug!(platform = %chat.platform, "message from an unknown user in a group ignored");
+                self.close(seq, &chat, &[]).await;
+                return;
+            }
+            Err(e) => {
+                // Fail closed, but say so: the sender is not left wondering.
+                tracing::error!(error = %e, "access check failed");
+                let text = "hermesd could not check your access right now; please try again shortly.";
+                let reply = self.inner.runner.outbox().compose(&chat, text, OutboundKind::Error, None);
+                self.close_as(seq, &chat, &reply, EventState::Failed).await;
+                return;
+            }
+        }
         match event {
             InboundEvent::Message { message, .. } => {
                 let key = session_key::session_key(&message.chat, &message.sender, self.inner.settings.group_per_user);

@@ -302,7 +302,97 @@ pub trait OutboxStore: Send + Sync {
     async fn mark_attempt_failed(&self, id: i64, error: &str, give_up: bool) -> StoreResult<()>;
 }
 
-/// Everything durable hermesd keeps.
-pub trait Store: InboundStore + SessionStore + OutboxStore {}
+/// A request to pair an unknown user, as the store decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairingRequest {
+    /// A new code was stored.
+    Created,
+    /// This user asked too recently; no new code.
+    TooSoon,
+    /// The platform has too many codes waiting.
+    TooManyPending,
+}
 
-impl<T: InboundStore + SessionStore + OutboxStore> Store for T {}
+/// Limits on pairing requests.
+#[derive(Debug, Clone, Copy)]
+pub struct PairingLimits {
+    /// How long a code is valid, ms.
+    pub ttl_ms: i64,
+    /// Codes waiting per platform.
+    pub max_pending: i64,
+    /// Least time between two requests of one user, ms.
+    pub min_interval_ms: i64,
+    /// Failed approvals before the platform's approvals lock.
+    pub max_failures: i64,
+    /// How long a lockout lasts, ms.
+    pub lockout_ms: i64,
+}
+
+/// The result of an approval attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairingApproval {
+    /// The code matched: this user is now approved.
+    Approved {
+        /// The user id.
+        user_id: String,
+        /// The user's name, when known.
+        user_name: Option<String>,
+    },
+    /// No waiting code matches.
+    NoSuchCode,
+    /// Too many failed attempts: approvals for this platform are locked until then (Unix ms).
+    Locked {
+        /// When the lock ends.
+        until: i64,
+    },
+}
+
+/// A pending code or an approved user, for `hermesd pairing list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AccessEntry {
+    /// The platform.
+    pub platform: String,
+    /// The user id.
+    pub user_id: String,
+    /// The user's name, when known.
+    pub user_name: Option<String>,
+    /// Approved (true) or waiting with a code (false).
+    pub approved: bool,
+    /// Approval time, or the code's expiry, Unix ms.
+    pub at: i64,
+}
+
+/// Approved users and pairing codes.
+#[async_trait]
+pub trait AccessStore: Send + Sync {
+    /// Whether `user_id` was approved on `platform`.
+    async fn is_approved(&self, platform: &str, user_id: &str) -> StoreResult<bool>;
+    /// Store a pairing code (hashed) for a user, within the limits.
+    async fn request_pairing(
+        &self,
+        platform: &str,
+        user_id: &str,
+        user_name: Option<&str>,
+        chat_id: &str,
+        code_hash: &str,
+        limits: &PairingLimits,
+        now: i64,
+    ) -> StoreResult<PairingRequest>;
+    /// Approve the user whose code hashes to `code_hash`.
+    async fn approve_pairing(
+        &self,
+        platform: &str,
+        code_hash: &str,
+        limits: &PairingLimits,
+        now: i64,
+    ) -> StoreResult<PairingApproval>;
+    /// Waiting codes and approved users.
+    async fn access_entries(&self, now: i64) -> StoreResult<Vec<AccessEntry>>;
+    /// Remove an approved user; true when there was one.
+    async fn revoke_user(&self, platform: &str, user_id: &str) -> StoreResult<bool>;
+}
+
+/// Everything durable hermesd keeps.
+pub trait Store: InboundStore + SessionStore + OutboxStore + AccessStore {}
+
+impl<T: InboundStore + SessionStore + OutboxStore + AccessStore> Store for T {}

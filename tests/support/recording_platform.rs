@@ -116,6 +116,8 @@ impl Platform for RecordingPlatform {
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 1000.0,
             per_chat_burst: 1000,
+            group_rate: 1000.0,
+            global_rate: 10000.0,
         }
     }
 

@@ -236,6 +236,8 @@ mod tests {
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 1.0,
             per_chat_burst: 3,
+            group_rate: 1000.0,
+            global_rate: 10000.0,
         }
     }
 

@@ -15,5 +15,5 @@ pub use model::{
 };
 pub use platform::{
     Accepted, Capabilities, Ingress, IngressError, LengthUnit, MarkdownDialect, Platform, PlatformContext,
-    PlatformError,
+    PlatformError, PlatformHealth, WebhookRequest, WebhookResponse,
 };

@@ -52,10 +52,50 @@ pub struct Capabilities {
     pub interactive: bool,
     /// The markup the platform renders.
     pub markdown: MarkdownDialect,
-    /// Sustained sends per second to one chat that the platform tolerates.
+    /// Sustained sends per second to one private chat that the platform tolerates.
     pub per_chat_rate: f64,
     /// Burst of sends to one chat allowed above the sustained rate.
     pub per_chat_burst: u32,
+    /// Sustained sends per second to one group or channel (often lower than to a DM).
+    pub group_rate: f64,
+    /// Sustained sends per second across all chats of this bot.
+    pub global_rate: f64,
+}
+
+/// An HTTP request for an adapter's webhook route, as the host's server received it.
+#[derive(Debug, Clone)]
+pub struct WebhookRequest {
+    /// Header names (lowercase) and values.
+    pub headers: Vec<(String, String)>,
+    /// The raw body.
+    pub body: Vec<u8>,
+}
+
+impl WebhookRequest {
+    /// The first value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the host's server answers to a webhook request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Body text (JSON or empty).
+    pub body: String,
+}
+
+/// How an adapter judges its own health: by inbound progress, not socket state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlatformHealth {
+    /// Whether the adapter is receiving normally.
+    pub healthy: bool,
+    /// Seconds since the last completed receive cycle (a poll, an envelope, a dispatch).
+    pub seconds_since_progress: Option<f64>,
+    /// One line for operators (`/readyz`): what is wrong, or what is fine.
+    pub detail: String,
 }
 
 /// Errors an adapter reports; the host acts on the variant.
@@ -143,5 +183,22 @@ pub trait Platform: Send + Sync {
     /// model to stream only then.
     fn wants_stream(&self, _reply_to: &str) -> bool {
         false
+    }
+
+    /// The path (e.g. `/telegram/webhook`) the host's HTTP server should route to
+    /// `handle_webhook`, when the adapter receives over HTTP.
+    fn webhook_path(&self) -> Option<String> {
+        None
+    }
+
+    /// Handle one webhook request: verify it, normalise, `ctx.ingress.accept`, and answer 2xx only
+    /// after the event was accepted.
+    async fn handle_webhook(&self, _ctx: &PlatformContext, _request: WebhookRequest) -> WebhookResponse {
+        WebhookResponse { status: 404, body: String::new() }
+    }
+
+    /// The adapter's health, judged by inbound progress. `None`: nothing to report.
+    fn health(&self) -> Option<PlatformHealth> {
+        None
     }
 }

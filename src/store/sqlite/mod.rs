@@ -3,6 +3,7 @@
 //!
 //! Only this folder writes SQL. Schema changes go through `migrations/`, never ad hoc DDL here.
 
+mod access;
 mod inbound;
 mod outbox;
 mod sessions;
@@ -24,6 +25,7 @@ use super::{StoreError, StoreResult};
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "initial", include_str!("../../../migrations/0001_initial.sql")),
     (2, "runtime", include_str!("../../../migrations/0002_runtime.sql")),
+    (3, "access", include_str!("../../../migrations/0003_access.sql")),
 ];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.

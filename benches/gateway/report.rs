@@ -1,0 +1,220 @@
+//! The printed report: the workload table, a summary, the targets (each naming the row it is
+//! judged on), the compression section and any problems.
+
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use crate::Settings;
+use crate::compress::CompressionReport;
+use crate::load::{Metrics, median};
+
+/// What a row measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Workload {
+    /// Each session sends its next message when the reply is in (saturation).
+    Closed(usize),
+    /// Each session sends one message per interval (open loop, well under capacity).
+    Paced(usize, Duration),
+    /// Closed loop, every turn a tool call then text: two model calls (own daemon).
+    Tool(usize),
+}
+
+impl Workload {
+    fn label(self, messages: usize) -> String {
+        match self {
+            Workload::Closed(1) => format!("1 session × {messages}, closed loop"),
+            Workload::Closed(n) => format!("{n} sessions × {messages}, closed loop"),
+            Workload::Paced(n, every) => {
+                format!("{n} sessions × {messages}, paced (1 msg / {} ms each)", every.as_millis())
+            }
+            Workload::Tool(n) => format!("{n} sessions × {messages}, tool turn, closed loop"),
+        }
+    }
+}
+
+/// One row of the results table.
+pub(crate) struct Row {
+    pub(crate) workload: Workload,
+    pub(crate) metrics: Metrics,
+}
+
+/// How a daemon ended.
+pub(crate) struct Exit {
+    pub(crate) name: &'static str,
+    pub(crate) status: ExitStatus,
+    pub(crate) log: String,
+}
+
+/// Everything printed at the end.
+pub(crate) struct Report {
+    pub(crate) ready_ms: Vec<f64>,
+    pub(crate) idle_rss_mb: f64,
+    pub(crate) rows: Vec<Row>,
+    /// CPU ms of each thread of the main daemon over its whole life (warm-up and its workloads).
+    pub(crate) threads: Vec<(String, f64)>,
+    pub(crate) errors: Vec<String>,
+    pub(crate) exits: Vec<Exit>,
+    pub(crate) compression: CompressionReport,
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "MISS" }
+}
+
+impl Report {
+    fn row(&self, workload: Workload) -> Option<&Metrics> {
+        self.rows.iter().find(|r| r.workload == workload).map(|r| &r.metrics)
+    }
+
+    fn find(&self, pick: impl Fn(Workload) -> bool) -> Option<&Row> {
+        self.rows.iter().find(|r| pick(r.workload))
+    }
+
+    pub(crate) fn print(&self, settings: &Settings) {
+        let mode = if settings.quick { "quick (HERMESD_BENCH_QUICK=1)" } else { "full" };
+        println!("## hermesd gateway benchmark (instant fake LLM)\n");
+        println!(
+            "mode: {mode}; {} message(s) per session; median of {} run(s) per workload\n",
+            settings.messages, settings.runs
+        );
+        self.print_table(settings);
+        self.print_summary();
+        self.compression.print();
+        self.print_targets(settings);
+        self.print_problems();
+    }
+
+    fn print_table(&self, settings: &Settings) {
+        println!(
+            "| workload | turns | wall s | turns/s | p50 ms | p99 ms | CPU ms/turn | CPU ms/model call | bench CPU ms/turn | peak RSS MB | LLM calls/turn | errors |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for Row { workload, metrics: m } in &self.rows {
+            println!(
+                "| {} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.1} | {:.2} | {:.0} |",
+                workload.label(settings.messages),
+                m.turns,
+                m.wall_s,
+                m.turns_per_s,
+                m.p50_ms,
+                m.p99_ms,
+                m.cpu_ms_per_turn,
+                m.cpu_ms_per_call,
+                m.bench_cpu_ms_per_turn,
+                m.peak_rss_mb,
+                m.llm_calls_per_turn,
+                m.errors
+            );
+        }
+        println!();
+    }
+
+    fn print_summary(&self) {
+        let ready: Vec<String> = self.ready_ms.iter().map(|t| format!("{t:.1}")).collect();
+        println!(
+            "- start-to-ready, median of {}: {:.1} ms (target < 200 ms); all: [{}] ms",
+            self.ready_ms.len(),
+            median(self.ready_ms.clone()),
+            ready.join(", ")
+        );
+        println!("- idle RSS (ready + 500 ms): {:.1} MB (target < 30 MB)", self.idle_rss_mb);
+        if let Some(m) = self.row(Workload::Closed(50)) {
+            println!(
+                "- store growth (state.db + state.db-wal) over the 50-session workload: {:.0} bytes/turn",
+                m.store_bytes_per_turn
+            );
+        }
+        if let Some(Row { metrics: m, .. }) = self.find(|w| matches!(w, Workload::Tool(_))) {
+            println!(
+                "- tool turn: store growth {:.0} bytes/turn; a turn is user message → model call (todo tool call) → \
+                 todo runs (reads/writes a JSON file under the daemon home) → model call (text) → reply",
+                m.store_bytes_per_turn
+            );
+        }
+        let busiest: Vec<String> = self.threads.iter().take(6).map(|(name, ms)| format!("{name} {ms:.0} ms")).collect();
+        println!(
+            "- main daemon CPU by thread over its whole life (all rows but the tool turn), busiest first: {}",
+            busiest.join(", ")
+        );
+        println!(
+            "- latency is client-side wall time per request (keep-alive, one shared client); the fake LLM \
+             answers a constant body (parsing the request only in tool mode, to find the last role), so it is \
+             gateway overhead plus two loopback HTTP hops per model call. Closed-loop rows saturate the gateway \
+             (latency ≈ sessions ÷ throughput); the paced row sends each session's messages on a fixed \
+             schedule, the sessions spread evenly over the interval, so its latency is per-turn overhead without \
+             queueing. The tool-turn row runs on a daemon of its own. CPU ms/turn is the daemon's utime + stime; \
+             CPU ms/model call divides it by the calls the fake LLM answered; bench CPU ms/turn is this process \
+             (load client and fake LLM) on the same cores. Peak RSS is VmHWM, the daemon's lifetime high-water \
+             mark. CPU comes in 1/CLK_TCK ticks (10 ms at 100 Hz), so the 1-session CPU figure is coarse; p99 \
+             over fewer than 100 samples is their maximum."
+        );
+        println!();
+    }
+
+    fn print_targets(&self, settings: &Settings) {
+        let messages = settings.messages;
+        println!("### targets\n");
+        if let Some(row) = self.find(|w| w == Workload::Closed(50)) {
+            let m = &row.metrics;
+            let ok = m.turns_per_s >= 500.0;
+            let label = row.workload.label(messages);
+            println!("- {}: throughput on \"{label}\": {:.0} turns/s (target ≥ 500)", verdict(ok), m.turns_per_s);
+        }
+        if let Some(row) = self.find(|w| matches!(w, Workload::Paced(10, _))) {
+            let (m, label) = (&row.metrics, row.workload.label(messages));
+            println!("- {}: overhead p50 on \"{label}\": {:.2} ms (target < 2 ms)", verdict(m.p50_ms < 2.0), m.p50_ms);
+            println!(
+                "- {}: overhead p99 on \"{label}\": {:.2} ms (target < 20 ms)",
+                verdict(m.p99_ms < 20.0),
+                m.p99_ms
+            );
+        }
+        if let Some(row) = self.find(|w| w == Workload::Closed(10)) {
+            let (m, label) = (&row.metrics, row.workload.label(messages));
+            println!(
+                "- not judged, saturated: \"{label}\" p50 {:.2} ms, p99 {:.2} ms ({:.0} turns/s; latency ≈ 10 ÷ \
+                 throughput = {:.2} ms)",
+                m.p50_ms,
+                m.p99_ms,
+                m.turns_per_s,
+                10_000.0 / m.turns_per_s
+            );
+        }
+        // Judged on the closed-loop row with the most turns: 10 ms ticks make small rows too coarse.
+        if let Some(row) = self
+            .rows
+            .iter()
+            .filter(|r| matches!(r.workload, Workload::Closed(_)))
+            .max_by(|a, b| a.metrics.turns.total_cmp(&b.metrics.turns))
+        {
+            let (cpu, label) = (row.metrics.cpu_ms_per_turn, row.workload.label(messages));
+            println!("- {}: CPU per turn on \"{label}\": {cpu:.3} ms (target < 2 ms)", verdict(cpu < 2.0));
+        }
+        for row in self.rows.iter().filter(|r| !matches!(r.workload, Workload::Closed(_))) {
+            let m = &row.metrics;
+            println!(
+                "- not judged: \"{}\" CPU {:.3} ms/turn, {:.3} ms/model call",
+                row.workload.label(messages),
+                m.cpu_ms_per_turn,
+                m.cpu_ms_per_call
+            );
+        }
+        println!("- {}: idle RSS {:.1} MB (target < 30 MB)", verdict(self.idle_rss_mb < 30.0), self.idle_rss_mb);
+        let ready = median(self.ready_ms.clone());
+        println!("- {}: start-to-ready {ready:.1} ms (target < 200 ms)", verdict(ready < 200.0));
+        println!();
+    }
+
+    fn print_problems(&self) {
+        for error in &self.errors {
+            println!("warning: request error: {error}");
+        }
+        for Exit { name, status, log } in &self.exits {
+            if status.code() == Some(0) {
+                println!("{name} daemon exited 0 after SIGTERM");
+            } else {
+                println!("warning: {name} daemon exited with {status} after SIGTERM; its log:\n{log}");
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! `hermesd pairing list | approve | revoke`: the operator's side of DM pairing.
+
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+use clap::Subcommand;
+
+use super::{EXIT_TEMPFAIL, Loaded};
+use crate::access;
+use crate::clock::now_ms;
+use crate::store::{AccessStore, PairingApproval, SqliteStore};
+
+/// `hermesd pairing …`.
+#[derive(Debug, Subcommand)]
+pub enum PairingCommand {
+    /// Approved users and codes waiting for approval.
+    List,
+    /// Approve the user who was given `code` on `platform`.
+    Approve {
+        /// The platform (`telegram`, `discord`, `slack`).
+        platform: String,
+        /// The code the user received.
+        code: String,
+    },
+    /// Remove a user's approval.
+    Revoke {
+        /// The platform.
+        platform: String,
+        /// The user's id on that platform.
+        user_id: String,
+    },
+}
+
+fn time(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%d %H:%M").to_string()).unwrap_or_default()
+}
+
+pub(super) async fn run(loaded: Loaded, command: PairingCommand) -> ExitCode {
+    let path = loaded.paths.database(&loaded.config.store);
+    let store = match SqliteStore::open(&path, loaded.config.store.busy_timeout.get(), 1).await {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("hermesd: open {}: {e}", path.display());
+            return ExitCode::from(EXIT_TEMPFAIL);
+        }
+    };
+    let code = match command {
+        PairingCommand::List => match store.access_entries(now_ms()).await {
+            Ok(entries) if entries.is_empty() => {
+                println!("no approved users and no waiting codes");
+                ExitCode::SUCCESS
+            }
+            Ok(entries) => {
+                for e in entries {
+                    let name = e.user_name.as_deref().unwrap_or("-");
+                    let state = if e.approved {
+                        format!("approved {}", time(e.at))
+                    } else {
+                        format!("waiting, code expires {}", time(e.at))
+                    };
+                    println!("{:<10} {:<20} {:<20} {state}", e.platform, e.user_id, name);
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("hermesd: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        PairingCommand::Approve { platform, code } => match access::approve(&store, &platform, &code).await {
+            Ok(PairingApproval::Approved { user_id, user_name }) => {
+                println!("approved {platform} user {user_id} ({})", user_name.as_deref().unwrap_or("no name"));
+                ExitCode::SUCCESS
+            }
+            Ok(PairingApproval::NoSuchCode) => {
+                eprintln!("hermesd: no waiting {platform} pairing code matches (codes expire after 1 hour)");
+                ExitCode::FAILURE
+            }
+            Ok(PairingApproval::Locked { until }) => {
+                eprintln!("hermesd: too many wrong codes; {platform} approvals are locked until {} UTC", time(until));
+                ExitCode::FAILURE
+            }
+            Err(e) => {
+                eprintln!("hermesd: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        PairingCommand::Revoke { platform, user_id } => match store.revoke_user(&platform, &user_id).await {
+            Ok(true) => {
+                println!("revoked {platform} user {user_id}");
+                ExitCode::SUCCESS
+            }
+            Ok(false) => {
+                eprintln!("hermesd: {platform} user {user_id} was not approved");
+                ExitCode::FAILURE
+            }
+            Err(e) => {
+                eprintln!("hermesd: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    };
+    store.close().await;
+    code
+}
