@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::clock::now_ms;
 use crate::config::Env;
-use crate::store::{PairingApproval, PairingLimits, PairingRequest, Store, StoreError};
+use crate::store::{PairingApproval, PairingLimits, PairingRequest, PairingSubject, Store, StoreError};
 
 /// Letters and digits that cannot be confused with each other (no 0/O, 1/I/L).
 const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
@@ -93,18 +93,8 @@ impl Access {
             return Ok(Decision::Ignore);
         }
         let code = new_code();
-        let outcome = self
-            .store
-            .request_pairing(
-                platform,
-                &sender.id,
-                sender.name.as_deref(),
-                chat_id,
-                &hash_code(&code),
-                &LIMITS,
-                now_ms(),
-            )
-            .await?;
+        let who = PairingSubject { platform, user_id: &sender.id, user_name: sender.name.as_deref(), chat_id };
+        let outcome = self.store.request_pairing(&who, &hash_code(&code), &LIMITS, now_ms()).await?;
         tracing::info!(platform, ?outcome, "pairing requested by an unknown user");
         Ok(Decision::Pair(match outcome {
             PairingRequest::Created => format!(

@@ -115,6 +115,12 @@ impl Daemon {
         if let Some(api) = &api {
             platforms.insert(api.clone());
         }
+        #[cfg(feature = "telegram")]
+        if config.platforms.telegram.enabled {
+            let telegram = crate::platforms::telegram::build(&config.platforms.telegram, &env, &paths.home)
+                .map_err(|e| anyhow::anyhow!("telegram: {e}"))?;
+            platforms.insert(telegram);
+        }
         for platform in &options.extra_platforms {
             platforms.insert(platform.clone());
         }
@@ -217,6 +223,8 @@ impl Daemon {
                 model_id: config.platforms.api.model_id.clone(),
                 ready: ready.clone(),
                 sse_keepalive: config.http.sse_keepalive.get(),
+                platforms: platforms.clone(),
+                platform_ctx: ctx.clone(),
             };
             let app = crate::http::router(state, config.http.max_body_bytes);
             let stop = http_cancel.clone();

@@ -127,7 +127,7 @@ impl Report {
         if let Some(Row { metrics: m, .. }) = self.find(|w| matches!(w, Workload::Tool(_))) {
             println!(
                 "- tool turn: store growth {:.0} bytes/turn; a turn is user message → model call (todo tool call) → \
-                 todo runs (reads/writes a JSON file under the daemon home) → model call (text) → reply",
+                 todo runs (`{{}}` shows the list: it looks up the session's todo JSON file under the daemon home, empty here) → model call (text) → reply",
                 m.store_bytes_per_turn
             );
         }

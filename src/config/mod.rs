@@ -284,13 +284,38 @@ pub struct TelegramConfig {
     pub enabled: bool,
     /// Bot API base URL (a local Bot API server or a proxy).
     pub api_url: String,
-    /// `polling` or `webhook`.
+    /// `polling` or `webhook` (secret from `TELEGRAM_WEBHOOK_SECRET`, route `/telegram/webhook`).
     pub mode: ReceiveMode,
+    /// Public URL registered with `setWebhook` in webhook mode; empty: register it yourself.
+    pub webhook_url: String,
+    /// In groups, answer only messages that mention the bot, reply to it, or are commands.
+    pub require_mention: bool,
+    /// Extra case-insensitive words that count as addressing the bot in groups.
+    pub mention_patterns: Vec<String>,
+    /// Handle channel posts.
+    pub channel_posts: bool,
+    /// Treat edited messages as new messages.
+    pub edited_messages: bool,
+    /// Largest attachment downloaded, in MB.
+    pub max_file_mb: u64,
+    /// Long-poll timeout (at most 15s: the Bot API client gives up at 17s).
+    pub poll_timeout: HumanDuration,
 }
 
 impl Default for TelegramConfig {
     fn default() -> Self {
-        Self { enabled: false, api_url: "https://api.telegram.org".into(), mode: ReceiveMode::Polling }
+        Self {
+            enabled: false,
+            api_url: "https://api.telegram.org".into(),
+            mode: ReceiveMode::Polling,
+            webhook_url: String::new(),
+            require_mention: false,
+            mention_patterns: Vec::new(),
+            channel_posts: false,
+            edited_messages: false,
+            max_file_mb: 20,
+            poll_timeout: HumanDuration::secs(10),
+        }
     }
 }
 

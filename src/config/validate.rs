@@ -72,7 +72,7 @@ impl Config {
         if !(0.1..=0.99).contains(&threshold) {
             problems.push(format!("compression.threshold: {threshold} is not between 0.1 and 0.99"));
         }
-        check_platforms(self, &mut problems);
+        check_platforms(self, env, &mut problems);
         if !self.webhooks.is_empty() {
             problems.push(
                 "webhooks: webhook ingestion is not available in this version of hermesd; remove the [[webhooks]] tables"
@@ -122,18 +122,40 @@ fn check_model(at: &str, model: &ModelConfig, env: &Env, problems: &mut Vec<Stri
     }
 }
 
-fn check_platforms(config: &Config, problems: &mut Vec<String>) {
+fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     let platforms = &config.platforms;
-    // The chat adapters are not part of this build yet; say so rather than start without them.
+    // Adapters not compiled into this build (or not written yet): say so rather than start
+    // without them.
+    let built = |name: &str| name == "telegram" && cfg!(feature = "telegram");
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
         ("discord", platforms.discord.enabled),
         ("slack", platforms.slack.enabled),
     ] {
-        if enabled {
+        if enabled && !built(name) {
             problems.push(format!(
                 "platforms.{name}.enabled: this build of hermesd has no {name} adapter; set enabled = false"
             ));
+        }
+    }
+    let telegram = &platforms.telegram;
+    if telegram.enabled && built("telegram") {
+        let mut need = vec!["TELEGRAM_BOT_TOKEN"];
+        if telegram.mode == ReceiveMode::Webhook {
+            need.push("TELEGRAM_WEBHOOK_SECRET");
+        }
+        for var in need {
+            match env.secret(var) {
+                Ok(Some(_)) => {}
+                Ok(None) => problems.push(format!("platforms.telegram: {var} is not set")),
+                Err(e) => problems.push(format!("platforms.telegram: {e}")),
+            }
+        }
+        if !(telegram.api_url.starts_with("http://") || telegram.api_url.starts_with("https://")) {
+            problems.push(format!("platforms.telegram.api_url: {:?} is not an http(s) URL", telegram.api_url));
+        }
+        if !(1..=15).contains(&telegram.poll_timeout.get().as_secs()) {
+            problems.push("platforms.telegram.poll_timeout: must be between 1s and 15s".into());
         }
     }
     if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
@@ -208,13 +230,8 @@ mod tests {
                 }
             }
         }
-        let mut config = Config::default();
-        config.model = Some(
-            toml::from_str(
-                "provider = \"chat_completions\"\nbase_url = \"http://x\"\nname = \"m\"\napi_key_env = \"K\"",
-            )
-            .unwrap(),
-        );
+        let model = "provider = \"chat_completions\"\nbase_url = \"http://x\"\nname = \"m\"\napi_key_env = \"K\"";
+        let config = Config { model: Some(toml::from_str(model).unwrap()), ..Config::default() };
         let defaults = toml::Value::try_from(&config).unwrap();
         let mut all = Vec::new();
         keys("", &defaults, &mut all);

@@ -23,6 +23,11 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if !state.ready.platforms_started.load(Ordering::SeqCst) {
         problems.push("platforms: starting".to_owned());
     }
+    for platform in state.platforms.all() {
+        if let Some(health) = platform.health().filter(|h| !h.healthy) {
+            problems.push(format!("{}: {}", platform.name(), health.detail));
+        }
+    }
     if state.ready.draining.load(Ordering::SeqCst) {
         problems.push("draining: shutting down".to_owned());
     }
@@ -34,5 +39,15 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+    let mut text = state.metrics.render();
+    text.push_str("# TYPE hermesd_platform_seconds_since_progress gauge\n");
+    for platform in state.platforms.all() {
+        if let Some(seconds) = platform.health().and_then(|h| h.seconds_since_progress) {
+            text.push_str(&format!(
+                "hermesd_platform_seconds_since_progress{{platform=\"{}\"}} {seconds:.1}\n",
+                platform.name()
+            ));
+        }
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

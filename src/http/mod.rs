@@ -3,6 +3,7 @@
 
 mod api;
 mod health;
+mod webhook;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,8 +16,10 @@ use axum::routing::{get, post};
 use crate::config::Secret;
 use crate::ingress::HostIngress;
 use crate::metrics::Metrics;
+use crate::outbox::PlatformRegistry;
 use crate::platforms::api::ApiPlatform;
 use crate::store::Store;
+use hermesd_platform::PlatformContext;
 
 /// What `/readyz` reports.
 #[derive(Debug, Default)]
@@ -53,6 +56,10 @@ pub struct AppState {
     pub ready: Arc<Readiness>,
     /// SSE keepalive interval.
     pub sse_keepalive: Duration,
+    /// Every running adapter (webhook routes, health).
+    pub platforms: PlatformRegistry,
+    /// What webhook handlers hand events to.
+    pub platform_ctx: PlatformContext,
 }
 
 /// The application's routes.
@@ -61,6 +68,12 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics));
+    for platform in state.platforms.all() {
+        if let Some(path) = platform.webhook_path() {
+            let (platform, ctx) = (platform.clone(), state.platform_ctx.clone());
+            app = app.route(&path, post(move |headers, body| webhook::handle(platform, ctx, headers, body)));
+        }
+    }
     if state.api.is_some() {
         app = app
             .route("/v1/chat/completions", post(api::chat_completions))

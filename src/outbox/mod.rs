@@ -176,7 +176,7 @@ impl Outbox {
     fn platform_and_pacer(&self, chat: &ChatRef) -> Option<(Arc<dyn Platform>, Arc<ChatPacer>)> {
         let platform = self.platforms.get(&chat.platform)?.clone();
         let caps = platform.capabilities();
-        let pacer = self.pacers.get(&chat.key(), caps.per_chat_rate, caps.per_chat_burst);
+        let pacer = self.pacers.get(&chat.key(), chat_rate(&caps, chat), caps.per_chat_burst);
         Some((platform, pacer))
     }
 
@@ -191,7 +191,7 @@ impl Outbox {
     /// the same chat.
     pub fn deliver(&self, chat: &ChatRef, turn_id: &str) {
         let platform = self.platforms.get(&chat.platform).map(|p| p.capabilities());
-        let (rate, burst) = platform.map_or((1.0, 1), |c| (c.per_chat_rate, c.per_chat_burst));
+        let (rate, burst) = platform.map_or((1.0, 1), |c| (chat_rate(&c, chat), c.per_chat_burst));
         let pacer = self.pacers.get(&chat.key(), rate, burst);
         let start_drainer = {
             let mut lane = pacer.lane.lock().expect("lane lock poisoned");
@@ -267,11 +267,18 @@ impl Outbox {
             return true;
         };
         let platform_label = platform.name().to_owned();
+        // Every send to any chat of this platform also takes a token from its bot-wide bucket.
+        let caps = platform.capabilities();
+        let global =
+            self.pacers.get(&format!("global:{platform_label}"), caps.global_rate, caps.global_rate.ceil() as u32);
         let mut attempts = row.attempts;
         loop {
             tokio::select! {
                 _ = self.cancel.cancelled() => return false,
-                _ = pacer.acquire() => {}
+                _ = async {
+                    pacer.acquire().await;
+                    global.acquire().await;
+                } => {}
             }
             let result = tokio::select! {
                 _ = self.cancel.cancelled() => return false,
@@ -314,4 +321,9 @@ impl Outbox {
             }
         }
     }
+}
+
+/// Sends per second a chat tolerates: groups and channels are paced slower than DMs.
+fn chat_rate(caps: &hermesd_platform::Capabilities, chat: &ChatRef) -> f64 {
+    if chat.chat_type == hermesd_platform::ChatType::Dm { caps.per_chat_rate } else { caps.group_rate }
 }

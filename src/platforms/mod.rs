@@ -3,4 +3,6 @@
 //! Chat-service adapters live in `platforms/*` crates.
 
 pub mod api;
+#[cfg(feature = "telegram")]
+pub mod telegram;
 pub mod terminal;

@@ -302,6 +302,19 @@ pub trait OutboxStore: Send + Sync {
     async fn mark_attempt_failed(&self, id: i64, error: &str, give_up: bool) -> StoreResult<()>;
 }
 
+/// The unknown user asking to pair.
+#[derive(Debug, Clone, Copy)]
+pub struct PairingSubject<'a> {
+    /// The platform.
+    pub platform: &'a str,
+    /// Their id there.
+    pub user_id: &'a str,
+    /// Their display name, when known.
+    pub user_name: Option<&'a str>,
+    /// The DM they wrote from.
+    pub chat_id: &'a str,
+}
+
 /// A request to pair an unknown user, as the store decided it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PairingRequest {
@@ -370,10 +383,7 @@ pub trait AccessStore: Send + Sync {
     /// Store a pairing code (hashed) for a user, within the limits.
     async fn request_pairing(
         &self,
-        platform: &str,
-        user_id: &str,
-        user_name: Option<&str>,
-        chat_id: &str,
+        who: &PairingSubject<'_>,
         code_hash: &str,
         limits: &PairingLimits,
         now: i64,

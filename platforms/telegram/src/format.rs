@@ -5,7 +5,7 @@
 
 /// Converts markdown to Telegram HTML: bold, italic, strikethrough, inline code, fenced code,
 /// links and headings; everything else is escaped text.
-pub fn markdown_to_html(markdown: &str) -> String {
+pub(crate) fn markdown_to_html(markdown: &str) -> String {
     let mut out = String::with_capacity(markdown.len() + markdown.len() / 8);
     let lines: Vec<&str> = markdown.split('\n').collect();
     let mut index = 0;
@@ -35,7 +35,7 @@ pub fn markdown_to_html(markdown: &str) -> String {
 }
 
 /// Escapes text for Telegram HTML (also safe inside a double-quoted attribute).
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         push_escaped(&mut out, c);

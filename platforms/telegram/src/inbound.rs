@@ -231,7 +231,9 @@ fn file_requests(message: &Message) -> Vec<FileRequest> {
         size: (meta.size != u32::MAX).then_some(u64::from(meta.size)),
     };
     let mut files = Vec::new();
-    if let Some(photo) = message.photo().and_then(|sizes| sizes.iter().max_by_key(|p| u64::from(p.width) * u64::from(p.height))) {
+    if let Some(photo) =
+        message.photo().and_then(|sizes| sizes.iter().max_by_key(|p| u64::from(p.width) * u64::from(p.height)))
+    {
         files.push(request(&photo.file, AttachmentKind::Image, "photo.jpg".into(), Some("image/jpeg".into())));
     }
     if let Some(doc) = message.document() {
@@ -244,11 +246,21 @@ fn file_requests(message: &Message) -> Vec<FileRequest> {
     }
     if let Some(audio) = message.audio() {
         let name = audio.file_name.clone().unwrap_or_else(|| "audio".into());
-        files.push(request(&audio.file, AttachmentKind::Audio, name, audio.mime_type.as_ref().map(ToString::to_string)));
+        files.push(request(
+            &audio.file,
+            AttachmentKind::Audio,
+            name,
+            audio.mime_type.as_ref().map(ToString::to_string),
+        ));
     }
     if let Some(video) = message.video() {
         let name = video.file_name.clone().unwrap_or_else(|| "video.mp4".into());
-        files.push(request(&video.file, AttachmentKind::Video, name, video.mime_type.as_ref().map(ToString::to_string)));
+        files.push(request(
+            &video.file,
+            AttachmentKind::Video,
+            name,
+            video.mime_type.as_ref().map(ToString::to_string),
+        ));
     }
     files
 }

@@ -1,1 +1,197 @@
-//! placeholder
+//! hermesd-telegram: the Telegram adapter (long polling or webhook in, Bot API calls out).
+//!
+//! A thin translator over teloxide's Bot API client: it normalises updates, hands them to the
+//! host's ingress and sends what the host gives it. Allowlists, pairing, dedup, pacing and
+//! chunking are the host's; the bot token never appears in a log line or an error.
+
+mod config;
+mod format;
+mod health;
+mod inbound;
+mod media;
+mod outbound;
+mod polling;
+mod webhook;
+
+use std::sync::{Mutex, PoisonError};
+
+use async_trait::async_trait;
+use hermesd_platform::{
+    Capabilities, ChatRef, IngressError, LengthUnit, MarkdownDialect, MessageRef, OutboundMessage, Platform,
+    PlatformContext, PlatformError, PlatformHealth, WebhookRequest, WebhookResponse,
+};
+use teloxide::prelude::*;
+use teloxide::types::{CallbackQueryId, Update};
+use teloxide::{ApiError, RequestError};
+use tokio_util::sync::CancellationToken;
+
+pub use config::{MAX_POLL_TIMEOUT, TelegramMode, TelegramSettings, WEBHOOK_PATH};
+
+use health::HealthTracker;
+use inbound::{BotIdentity, Rules};
+use media::MediaStore;
+use outbound::Redactor;
+
+/// The platform name in chat refs, cursors and session keys.
+pub const NAME: &str = "telegram";
+
+/// The Telegram platform adapter.
+pub struct TelegramPlatform {
+    settings: TelegramSettings,
+    /// `Err` when `api_url` is unusable; `run` and every call report it.
+    bot: Result<Bot, String>,
+    redactor: Redactor,
+    rules: Rules,
+    media: MediaStore,
+    /// Learnt from `getMe` when `run` starts.
+    identity: Mutex<Option<BotIdentity>>,
+    health: HealthTracker,
+}
+
+impl TelegramPlatform {
+    /// Builds the adapter; no network until `run`. Run [`TelegramSettings::validate`] first: an
+    /// unusable `api_url` only shows up as errors from `run` and `send`.
+    pub fn new(settings: TelegramSettings) -> Self {
+        let bot = settings
+            .api_url
+            .parse()
+            .map(|url| Bot::new(settings.token.clone()).set_api_url(url))
+            .map_err(|error| format!("telegram api_url `{}`: {error}", settings.api_url));
+        let webhook = matches!(settings.mode, TelegramMode::Webhook { .. });
+        Self {
+            redactor: Redactor::new(&settings.token),
+            rules: Rules::from_settings(&settings),
+            media: MediaStore { dir: settings.media_dir.clone(), max_bytes: settings.max_file_bytes },
+            identity: Mutex::new(None),
+            health: HealthTracker::new(webhook, settings.effective_poll_timeout()),
+            bot,
+            settings,
+        }
+    }
+
+    fn bot(&self) -> Result<&Bot, PlatformError> {
+        self.bot.as_ref().map_err(|error| PlatformError::Permanent(error.clone()))
+    }
+
+    fn identity(&self) -> Option<BotIdentity> {
+        self.identity.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Calls `getMe` until it works; `Ok(None)` when cancelled first.
+    async fn identify(&self, bot: &Bot, cancel: &CancellationToken) -> Result<Option<BotIdentity>, PlatformError> {
+        let mut backoff = polling::Backoff::new();
+        loop {
+            let outcome = tokio::select! {
+                () = cancel.cancelled() => return Ok(None),
+                outcome = bot.get_me().send() => outcome,
+            };
+            match outcome {
+                Ok(me) => {
+                    let identity = BotIdentity { id: me.user.id.0, username: me.user.username.unwrap_or_default() };
+                    tracing::info!(platform = NAME, username = %identity.username, "connected to telegram");
+                    *self.identity.lock().unwrap_or_else(PoisonError::into_inner) = Some(identity.clone());
+                    return Ok(Some(identity));
+                }
+                Err(RequestError::Api(ApiError::InvalidToken)) => {
+                    tracing::error!(platform = NAME, "telegram refused the bot token");
+                    return Err(PlatformError::Unauthorized("getMe: the bot token was refused".into()));
+                }
+                Err(error) => {
+                    let error = self.redactor.redact(&error.to_string());
+                    tracing::warn!(platform = NAME, %error, "getMe failed; retrying");
+                    self.health.failing(format!("getMe failing: {error}"));
+                    if !backoff.wait(cancel).await {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Normalises one update, downloads its files, and hands the event to the ingress. `Ok` means
+    /// the update may be acknowledged: its event was accepted (new or duplicate) or it was ignored.
+    async fn deliver(
+        &self,
+        bot: &Bot,
+        identity: &BotIdentity,
+        ctx: &PlatformContext,
+        update: &Update,
+    ) -> Result<(), IngressError> {
+        let Some(mut normalised) = inbound::normalise(update, identity, &self.rules) else {
+            tracing::debug!(platform = NAME, update = update.id.0, "update ignored");
+            return Ok(());
+        };
+        self.media.fetch_all(bot, &self.redactor, &mut normalised).await;
+        let accepted = ctx.ingress.accept(normalised.event).await?;
+        tracing::debug!(platform = NAME, update = update.id.0, ?accepted, "update accepted");
+        if let Some(id) = normalised.callback_id {
+            // Only stops the button's spinner; the press itself is already stored.
+            if let Err(error) = bot.answer_callback_query(CallbackQueryId(id)).send().await {
+                let error = self.redactor.redact(&error.to_string());
+                tracing::debug!(platform = NAME, %error, "answerCallbackQuery failed");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Platform for TelegramPlatform {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_message_len: 4096,
+            length_unit: LengthUnit::Utf16,
+            edits: true,
+            threads: true,
+            buttons: true,
+            typing: true,
+            interactive: true,
+            markdown: MarkdownDialect::TelegramHtml,
+            per_chat_rate: 1.0,
+            per_chat_burst: 3,
+            group_rate: 20.0 / 60.0,
+            global_rate: 30.0,
+        }
+    }
+
+    async fn run(&self, ctx: PlatformContext, cancel: CancellationToken) -> Result<(), PlatformError> {
+        let bot = self.bot()?;
+        self.health.started();
+        let Some(identity) = self.identify(bot, &cancel).await? else { return Ok(()) };
+        match &self.settings.mode {
+            TelegramMode::Polling => polling::run(self, bot, &identity, &ctx, &cancel).await,
+            TelegramMode::Webhook { url, secret } => webhook::run(self, bot, url, secret, &cancel).await,
+        }
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
+        outbound::send(self.bot()?, &self.redactor, message).await
+    }
+
+    async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError> {
+        outbound::edit(self.bot()?, &self.redactor, message, text).await
+    }
+
+    async fn typing(&self, chat: &ChatRef) -> Result<(), PlatformError> {
+        outbound::typing(self.bot()?, &self.redactor, chat).await
+    }
+
+    fn webhook_path(&self) -> Option<String> {
+        matches!(self.settings.mode, TelegramMode::Webhook { .. }).then(|| WEBHOOK_PATH.to_owned())
+    }
+
+    async fn handle_webhook(&self, ctx: &PlatformContext, request: WebhookRequest) -> WebhookResponse {
+        match &self.settings.mode {
+            TelegramMode::Webhook { secret, .. } => webhook::handle(self, ctx, &request, secret).await,
+            TelegramMode::Polling => WebhookResponse { status: 404, body: String::new() },
+        }
+    }
+
+    fn health(&self) -> Option<PlatformHealth> {
+        self.health.report()
+    }
+}

@@ -6,8 +6,7 @@
 use hermesd_platform::{Button, ChatRef, MessageRef, OutboundMessage, PlatformError};
 use teloxide::prelude::*;
 use teloxide::types::{
-    ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode, Recipient, ReplyParameters,
-    ThreadId,
+    ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode, Recipient, ReplyParameters, ThreadId,
 };
 use teloxide::{ApiError, RequestError};
 
@@ -57,8 +56,14 @@ fn map_api_error(error: &ApiError, detail: &str) -> PlatformError {
 
 /// Descriptions Telegram gives for 5xx, 409 and 429-without-parameters answers.
 fn is_transient(description: &str) -> bool {
-    const PREFIXES: [&str; 6] =
-        ["Internal Server Error", "Bad Gateway", "Service Unavailable", "Gateway Timeout", "Conflict", "Too Many Requests"];
+    const PREFIXES: [&str; 6] = [
+        "Internal Server Error",
+        "Bad Gateway",
+        "Service Unavailable",
+        "Gateway Timeout",
+        "Conflict",
+        "Too Many Requests",
+    ];
     PREFIXES.iter().any(|prefix| description.starts_with(prefix))
 }
 
@@ -72,7 +77,11 @@ pub(crate) fn is_conflict(error: &RequestError) -> bool {
 }
 
 /// Sends one message as Telegram HTML, falling back to plain text if Telegram refuses the markup.
-pub(crate) async fn send(bot: &Bot, redactor: &Redactor, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
+pub(crate) async fn send(
+    bot: &Bot,
+    redactor: &Redactor,
+    message: &OutboundMessage,
+) -> Result<MessageRef, PlatformError> {
     let context = || format!("send to chat {}", message.chat.chat_id);
     let recipient = recipient(&message.chat)?;
     let thread = thread_id(&message.chat)?;
@@ -119,7 +128,9 @@ pub(crate) async fn edit(bot: &Bot, redactor: &Redactor, target: &MessageRef, te
     match edited {
         Ok(_) => Ok(()),
         Err(error) if is_not_modified(&error) => Ok(()),
-        Err(error) => Err(map_error(&error, &format!("edit message {} in chat {}", id.0, target.chat.chat_id), redactor)),
+        Err(error) => {
+            Err(map_error(&error, &format!("edit message {} in chat {}", id.0, target.chat.chat_id), redactor))
+        }
     }
 }
 
@@ -141,8 +152,10 @@ pub(crate) async fn typing(bot: &Bot, redactor: &Redactor, chat: &ChatRef) -> Re
 }
 
 fn keyboard(buttons: &[Button]) -> InlineKeyboardMarkup {
-    let row: Vec<_> =
-        buttons.iter().map(|button| InlineKeyboardButton::callback(button.label.clone(), button.data.clone())).collect();
+    let row: Vec<_> = buttons
+        .iter()
+        .map(|button| InlineKeyboardButton::callback(button.label.clone(), button.data.clone()))
+        .collect();
     InlineKeyboardMarkup::new([row])
 }
 

@@ -4,7 +4,9 @@ use async_trait::async_trait;
 use sqlx::Row;
 
 use super::{SqliteStore, retry_busy};
-use crate::store::{AccessEntry, AccessStore, PairingApproval, PairingLimits, PairingRequest, StoreResult};
+use crate::store::{
+    AccessEntry, AccessStore, PairingApproval, PairingLimits, PairingRequest, PairingSubject, StoreResult,
+};
 
 #[async_trait]
 impl AccessStore for SqliteStore {
@@ -19,14 +21,12 @@ impl AccessStore for SqliteStore {
 
     async fn request_pairing(
         &self,
-        platform: &str,
-        user_id: &str,
-        user_name: Option<&str>,
-        chat_id: &str,
+        who: &PairingSubject<'_>,
         code_hash: &str,
         limits: &PairingLimits,
         now: i64,
     ) -> StoreResult<PairingRequest> {
+        let PairingSubject { platform, user_id, user_name, chat_id } = *who;
         retry_busy(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             sqlx::query("DELETE FROM pairing_codes WHERE expires_at <= ?").bind(now).execute(&mut *tx).await?;
