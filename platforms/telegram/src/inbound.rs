@@ -32,7 +32,13 @@ impl Rules {
     pub(crate) fn from_settings(settings: &TelegramSettings) -> Self {
         Self {
             require_mention: settings.require_mention,
-            mention_patterns: settings.mention_patterns.iter().map(|p| p.to_lowercase()).collect(),
+            // A blank pattern would match every message; validation rejects it, this ignores it.
+            mention_patterns: settings
+                .mention_patterns
+                .iter()
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| p.to_lowercase())
+                .collect(),
             channel_posts: settings.channel_posts,
             edited_messages: settings.edited_messages,
         }
@@ -186,10 +192,10 @@ fn is_addressed(text: &str, reply_to: Option<&ReplyContext>, bot: &BotIdentity, 
         return true;
     }
     if let Some(command) = text.strip_prefix('/').and_then(|rest| rest.split_whitespace().next()) {
-        match command.split_once('@') {
-            Some((_, target)) => return target.eq_ignore_ascii_case(&bot.username),
-            None if !command.is_empty() => return true,
-            None => {}
+        let (name, target) = command.split_once('@').map_or((command, None), |(name, target)| (name, Some(target)));
+        // Telegram command names are [A-Za-z0-9_]; "/tmp/x is full" is not a command.
+        if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return target.is_none_or(|target| target.eq_ignore_ascii_case(&bot.username));
         }
     }
     let lower = text.to_lowercase();

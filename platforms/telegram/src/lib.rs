@@ -57,6 +57,9 @@ impl TelegramPlatform {
             .parse()
             .map(|url| Bot::new(settings.token.clone()).set_api_url(url))
             .map_err(|error| format!("telegram api_url `{}`: {error}", settings.api_url));
+        if settings.poll_timeout > MAX_POLL_TIMEOUT {
+            tracing::warn!(platform = NAME, requested = ?settings.poll_timeout, used = ?MAX_POLL_TIMEOUT, "poll_timeout clamped");
+        }
         let webhook = matches!(settings.mode, TelegramMode::Webhook { .. });
         Self {
             redactor: Redactor::new(&settings.token),

@@ -181,6 +181,11 @@ fn messages_normalise_per_chat_kind() {
             None,
         ),
         (
+            "a path is not a command",
+            (strict(), update(20, "message", message(22, group(), Some(user(7, "Bob")), "/tmp/x is full"))),
+            None,
+        ),
+        (
             "reply to the bot",
             (gated(), update(10, "message", reply_to_bot)),
             Some(with_reply(

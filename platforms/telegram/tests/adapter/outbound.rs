@@ -13,7 +13,14 @@ fn topic() -> ChatRef {
 }
 
 fn message(chat: ChatRef, text: &str) -> OutboundMessage {
-    OutboundMessage { chat, text: text.into(), reply_to: None, kind: OutboundKind::Reply, buttons: Vec::new(), chunk: (0, 1) }
+    OutboundMessage {
+        chat,
+        text: text.into(),
+        reply_to: None,
+        kind: OutboundKind::Reply,
+        buttons: Vec::new(),
+        chunk: (0, 1),
+    }
 }
 
 async fn platform() -> (FakeBotApi, TelegramPlatform, tempfile::TempDir) {
@@ -79,7 +86,10 @@ async fn edit_treats_not_modified_as_success_and_maps_errors() {
     let blocked = json!({"ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user"});
     fake.answer_next("sendMessage", 1, 403, blocked);
     let outcome = platform.send(&message(dm.clone(), "hi")).await;
-    assert!(matches!(&outcome, Err(PlatformError::Permanent(detail)) if detail.contains("send to chat 42")), "{outcome:?}");
+    assert!(
+        matches!(&outcome, Err(PlatformError::Permanent(detail)) if detail.contains("send to chat 42")),
+        "{outcome:?}"
+    );
 
     let not_found = json!({"ok": false, "error_code": 400, "description": "Bad Request: chat not found"});
     fake.answer_next("sendChatAction", 1, 400, not_found);

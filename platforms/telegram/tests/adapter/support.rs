@@ -9,7 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use hermesd_platform::conformance::RecordingIngress;
 use hermesd_platform::{Accepted, InboundEvent, Ingress, IngressError};
@@ -24,6 +25,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A file the fake serves: its path, the size getFile reports (which may lie), and its bytes.
+type FakeFile = (String, usize, Vec<u8>);
+
 #[derive(Default)]
 struct Fake {
     /// Every call: lowercase method name and JSON body.
@@ -33,8 +37,7 @@ struct Fake {
     new_updates: Notify,
     /// Canned answers (status, body) served before the normal behaviour, per lowercase method.
     canned: Mutex<HashMap<String, VecDeque<(u16, Value)>>>,
-    /// file_id → (file_path, size getFile reports, bytes).
-    files: Mutex<HashMap<String, (String, usize, Vec<u8>)>>,
+    files: Mutex<HashMap<String, FakeFile>>,
     downloads: AtomicUsize,
     next_message_id: AtomicI64,
 }
@@ -99,9 +102,18 @@ impl FakeBotApi {
     }
 }
 
-async fn method(State(fake): State<Arc<Fake>>, Path((bot, method)): Path<(String, String)>, body: String) -> (StatusCode, String) {
+async fn method(
+    State(fake): State<Arc<Fake>>,
+    Path((bot, method)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: String,
+) -> (StatusCode, String) {
     let method = method.to_lowercase();
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let body = match content_type.split_once("boundary=") {
+        Some((_, boundary)) => form_fields(&body, boundary),
+        None => serde_json::from_str(&body).unwrap_or(Value::Null),
+    };
     lock(&fake.calls).push((method.clone(), body.clone()));
     if bot != format!("bot{TOKEN}") {
         return answer(401, json!({"ok": false, "error_code": 401, "description": "Unauthorized"}));
@@ -126,7 +138,12 @@ async fn method(State(fake): State<Arc<Fake>>, Path((bot, method)): Path<(String
             match lock(&fake.files).get(&id) {
                 Some((path, size, _)) => json!({"file_id": id, "file_unique_id": format!("u-{id}"),
                     "file_size": size, "file_path": path}),
-                None => return answer(400, json!({"ok": false, "error_code": 400, "description": "Bad Request: invalid file id"})),
+                None => {
+                    return answer(
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": "Bad Request: invalid file id"}),
+                    );
+                }
             }
         }
         _ => json!(true),
@@ -162,6 +179,20 @@ async fn file(State(fake): State<Arc<Fake>>, Path((_bot, path)): Path<(String, S
         Some((_, _, bytes)) => (StatusCode::OK, bytes.clone()),
         None => (StatusCode::NOT_FOUND, Vec::new()),
     }
+}
+
+/// The fields of a multipart form (teloxide sends `setWebhook` that way), values read as JSON
+/// where they parse and as strings otherwise.
+fn form_fields(body: &str, boundary: &str) -> Value {
+    let mut fields = serde_json::Map::new();
+    for part in body.split(&format!("--{boundary}")) {
+        let Some((head, value)) = part.split_once("\r\n\r\n") else { continue };
+        let Some(name) = head.split("name=\"").nth(1).and_then(|rest| rest.split('"').next()) else { continue };
+        let value = value.strip_suffix("\r\n").unwrap_or(value);
+        let parsed = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()));
+        fields.insert(name.to_owned(), parsed);
+    }
+    Value::Object(fields)
 }
 
 fn answer(status: u16, body: Value) -> (StatusCode, String) {

@@ -23,10 +23,8 @@ async fn webhook_requests_are_verified_and_answered_after_accept() {
     let fake = FakeBotApi::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mode = TelegramMode::Webhook { url: URL.into(), secret: SECRET.into() };
-    let platform = Arc::new(TelegramPlatform::new(hermesd_telegram::TelegramSettings {
-        mode,
-        ..settings(&fake, dir.path())
-    }));
+    let platform =
+        Arc::new(TelegramPlatform::new(hermesd_telegram::TelegramSettings { mode, ..settings(&fake, dir.path()) }));
     assert_eq!(platform.webhook_path().as_deref(), Some("/telegram/webhook"));
     let ingress = FlakyIngress::new(0);
     let ctx = PlatformContext { ingress: ingress.clone() };
@@ -44,7 +42,10 @@ async fn webhook_requests_are_verified_and_answered_after_accept() {
     assert_eq!(registered.len(), 1);
     assert_eq!(registered[0]["url"], URL);
     assert_eq!(registered[0]["secret_token"], SECRET);
-    assert_eq!(registered[0]["allowed_updates"], json!(["message", "edited_message", "channel_post", "callback_query"]));
+    assert_eq!(
+        registered[0]["allowed_updates"],
+        json!(["message", "edited_message", "channel_post", "callback_query"])
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while !platform.health().is_some_and(|h| h.healthy) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
