@@ -42,8 +42,8 @@ pub enum Schedule {
         expr: String,
         /// The zone whose wall clock the expression describes.
         tz: Tz,
-        /// The parsed expression.
-        parsed: Cron,
+        /// The parsed expression (boxed: it is large next to the other variants).
+        parsed: Box<Cron>,
     },
 }
 
@@ -182,7 +182,8 @@ impl Schedule {
                 }
                 Ok(Schedule::Once { at })
             }
-            form => finish(form, now, tz),
+            Form::Every(p) => parse_every(p),
+            Form::Cron(expr) => parse_cron(expr, tz, Some(now)),
         }
     }
 
@@ -193,9 +194,10 @@ impl Schedule {
         match classify(text)? {
             Form::Delay(d) => Err(ScheduleError::RelativeStored { text: d.to_owned() }),
             Form::Time(t) => Ok(Schedule::Once { at: parse_time(t, tz)? }),
-            // A cron expression that never fires again is still a valid stored schedule, so the
-            // never-fires check is anchored at the earliest instant chrono represents.
-            form => finish(form, DateTime::<Utc>::MIN_UTC, tz),
+            Form::Every(p) => parse_every(p),
+            // A stored expression was checked when it was created; whether it fires again is
+            // the caller's business (next_after answers None).
+            Form::Cron(expr) => parse_cron(expr, tz, None),
         }
     }
 
@@ -263,7 +265,8 @@ impl Schedule {
 
     /// Decides about the occurrence `due` when it is noticed at `now` (normally `due <= now`;
     /// an early call counts as on time). However many occurrences were missed, the answer is at
-    /// most one run, and `next` is always the first occurrence strictly after `now`.
+    /// most one run, and `next` is always the first occurrence strictly after both `now` and
+    /// `due`, so a job is never handed a backlog.
     pub fn catch_up(&self, due: DateTime<Utc>, now: DateTime<Utc>) -> CatchUp {
         let on_time = match to_delta(self.grace(due)) {
             Some(grace) => now.signed_duration_since(due) <= grace,
@@ -272,7 +275,7 @@ impl Schedule {
         let next = match self {
             Schedule::Once { .. } => None,
             Schedule::Every { period } => next_in_phase(due, now, *period),
-            Schedule::Cron { .. } => self.next_after(now),
+            Schedule::Cron { .. } => self.next_after(now.max(due)),
         };
         if on_time { CatchUp::RunOnce { next } } else { CatchUp::Skip { next } }
     }
@@ -294,24 +297,22 @@ fn classify(text: &str) -> Result<Form<'_>, ScheduleError> {
     if date_like(first) {
         return Ok(Form::Time(text));
     }
-    if first.len() != text.len() || text.starts_with('@') {
+    let words = text.split_whitespace().count();
+    if words > 2 || text.starts_with('@') {
         return Ok(Form::Cron(text));
     }
-    if text.starts_with(|c: char| c.is_ascii_digit()) {
+    // One or two words starting with a digit: a delay, possibly mistyped as `30 m`.
+    if first.starts_with(|c: char| c.is_ascii_digit()) {
         return Ok(Form::Delay(text));
     }
     Err(ScheduleError::Unrecognised { text: text.to_owned() })
 }
 
-/// Parses the forms whose meaning does not depend on whether `now` is the real present.
-fn finish(form: Form<'_>, now: DateTime<Utc>, tz: Tz) -> Result<Schedule, ScheduleError> {
-    match form {
-        Form::Every("") => Err(ScheduleError::InvalidDuration { text: "every".to_owned() }),
-        Form::Every(p) => Ok(Schedule::Every { period: parse_duration(p)? }),
-        Form::Cron(expr) => parse_cron(expr, now, tz),
-        Form::Delay(d) => Err(ScheduleError::RelativeStored { text: d.to_owned() }),
-        Form::Time(t) => Ok(Schedule::Once { at: parse_time(t, tz)? }),
+fn parse_every(period: &str) -> Result<Schedule, ScheduleError> {
+    if period.is_empty() {
+        return Err(ScheduleError::InvalidDuration { text: "every".to_owned() });
     }
+    Ok(Schedule::Every { period: parse_duration(period)? })
 }
 
 /// Parses `<whole number><s|m|h|d>`.
@@ -340,9 +341,9 @@ fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
     Ok(Duration::from_secs(secs))
 }
 
-/// Parses a 5- or 6-field cron expression (or a croner `@nickname` such as `@daily`) and checks
-/// that it fires at least once after `now`.
-fn parse_cron(expr: &str, now: DateTime<Utc>, tz: Tz) -> Result<Schedule, ScheduleError> {
+/// Parses a 5- or 6-field cron expression (or a croner `@nickname` such as `@daily`) and, given
+/// `now`, checks that it fires at least once after it.
+fn parse_cron(expr: &str, tz: Tz, now: Option<DateTime<Utc>>) -> Result<Schedule, ScheduleError> {
     let fields: Vec<&str> = expr.split_whitespace().collect();
     let invalid = |reason: String| ScheduleError::InvalidCron { expr: expr.to_owned(), reason };
     let nickname = fields.len() == 1 && expr.starts_with('@');
@@ -350,9 +351,9 @@ fn parse_cron(expr: &str, now: DateTime<Utc>, tz: Tz) -> Result<Schedule, Schedu
         return Err(invalid(format!("expected 5 or 6 fields, found {}", fields.len())));
     }
     let parser = CronParser::builder().seconds(Seconds::Optional).year(Year::Disallowed).build();
-    let parsed = parser.parse(expr).map_err(|e| invalid(e.to_string()))?;
-    let schedule = Schedule::Cron { expr: fields.join(" "), tz, parsed };
-    if schedule.next_after(now).is_none() {
+    let parsed = parser.parse(expr).map_err(|e| invalid(tidy(&e.to_string())))?;
+    let schedule = Schedule::Cron { expr: fields.join(" "), tz, parsed: Box::new(parsed) };
+    if now.is_some_and(|now| schedule.next_after(now).is_none()) {
         return Err(invalid("it never fires".to_owned()));
     }
     Ok(schedule)
@@ -402,8 +403,15 @@ fn split_period(period: Duration) -> (u64, &'static str) {
     let secs = period.as_secs();
     [(86_400, "day"), (3600, "hour"), (60, "minute")]
         .into_iter()
-        .find(|(scale, _)| secs > 0 && secs % scale == 0)
+        .find(|(scale, _)| secs > 0 && secs.is_multiple_of(*scale))
         .map_or((secs, "second"), |(scale, unit)| (secs / scale, unit))
+}
+
+/// Brings croner's messages ("Component error: Number out of bounds.") to this crate's style.
+fn tidy(message: &str) -> String {
+    let message = message.trim().trim_end_matches('.');
+    let mut chars = message.chars();
+    chars.next().map_or_else(String::new, |first| first.to_lowercase().chain(chars).collect())
 }
 
 fn to_delta(d: Duration) -> Option<TimeDelta> {

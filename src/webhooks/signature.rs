@@ -1,0 +1,169 @@
+//! Webhook authentication (DESIGN.md §7): GitHub's `X-Hub-Signature-256`, GitLab's shared token,
+//! and a generic HMAC-SHA256 over `"{timestamp}.{body}"` with a ±300 s window. Every comparison
+//! of secret material is constant-time; nothing here does IO or reads the clock.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// How far the generic scheme's timestamp may be from now, either way, in seconds.
+pub const MAX_SKEW_SECS: i64 = 300;
+
+const GITHUB_SIGNATURE: &str = "x-hub-signature-256";
+const GITLAB_TOKEN: &str = "x-gitlab-token";
+const GENERIC_SIGNATURE: &str = "x-webhook-signature";
+const GENERIC_TIMESTAMP: &str = "x-webhook-timestamp";
+/// The length of an HMAC-SHA256 tag in bytes.
+const TAG_LEN: usize = 32;
+
+/// How a route's sender proves it knows the secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// `X-Hub-Signature-256: sha256=<hex>` = HMAC-SHA256(secret, body).
+    GitHub,
+    /// `X-Gitlab-Token` equals the secret.
+    GitLab,
+    /// `X-Webhook-Signature: [sha256=]<hex>` = HMAC-SHA256(secret, "{timestamp}.{body}"), with
+    /// `X-Webhook-Timestamp` in Unix seconds within [`MAX_SKEW_SECS`] of now.
+    Generic,
+}
+
+/// Why a delivery was not authenticated. The HTTP layer answers 401 for all of them (500 for
+/// [`SignatureError::NoSecret`], which is a configuration fault) and logs the detail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// A required header is absent; the value is its lowercase name.
+    #[error("missing header {0}")]
+    Missing(&'static str),
+    /// A header is present but not in the expected form.
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+    /// Well-formed, but signed with another secret or over another body.
+    #[error("signature mismatch")]
+    Mismatch,
+    /// The generic scheme's timestamp is outside the window; positive skew means in the past.
+    #[error("timestamp is {skew_secs} s from now, outside the ±{MAX_SKEW_SECS} s window")]
+    Stale {
+        /// Now minus the timestamp, in seconds.
+        skew_secs: i64,
+    },
+    /// The route's secret is empty, which anyone could forge; config validation should have
+    /// refused it, and this refuses every delivery in case it did not.
+    #[error("route has an empty secret")]
+    NoSecret,
+}
+
+/// Checks a delivery against the route's `secret`. `headers` looks a header up by its lowercase
+/// name, case-insensitively; `body` is the raw request body; `now_unix` is the current Unix time.
+pub fn verify(
+    scheme: Scheme,
+    secret: &[u8],
+    headers: &impl Fn(&str) -> Option<String>,
+    body: &[u8],
+    now_unix: i64,
+) -> Result<(), SignatureError> {
+    if secret.is_empty() {
+        return Err(SignatureError::NoSecret);
+    }
+    let header = |name: &'static str| headers(name).ok_or(SignatureError::Missing(name));
+    match scheme {
+        Scheme::GitHub => {
+            let value = header(GITHUB_SIGNATURE)?;
+            let hex = value
+                .trim()
+                .strip_prefix("sha256=")
+                .ok_or(SignatureError::Malformed("x-hub-signature-256: expected sha256=<hex>"))?;
+            let tag =
+                decode_tag(hex).ok_or(SignatureError::Malformed("x-hub-signature-256: expected 64 hex digits"))?;
+            let mut mac = keyed(secret);
+            mac.update(body);
+            mac.verify_slice(&tag).map_err(|_| SignatureError::Mismatch)
+        }
+        Scheme::GitLab => {
+            let token = header(GITLAB_TOKEN)?;
+            // Comparing tags of both values under a fixed key is constant-time (verify_slice)
+            // and, unlike a byte compare, does not reveal the secret's length.
+            let mut mac = keyed(b"hermesd gitlab token");
+            mac.update(token.as_bytes());
+            mac.verify_slice(&tag_of(b"hermesd gitlab token", secret)).map_err(|_| SignatureError::Mismatch)
+        }
+        Scheme::Generic => {
+            let value = header(GENERIC_SIGNATURE)?;
+            let timestamp = header(GENERIC_TIMESTAMP)?;
+            let hex = value.trim();
+            let hex = hex.strip_prefix("sha256=").unwrap_or(hex);
+            let tag =
+                decode_tag(hex).ok_or(SignatureError::Malformed("x-webhook-signature: expected 64 hex digits"))?;
+            let timestamp = timestamp.trim();
+            let sent: i64 = timestamp
+                .parse()
+                .map_err(|_| SignatureError::Malformed("x-webhook-timestamp: expected Unix seconds"))?;
+            let skew_secs = now_unix.saturating_sub(sent);
+            if skew_secs.unsigned_abs() > MAX_SKEW_SECS.unsigned_abs() {
+                return Err(SignatureError::Stale { skew_secs });
+            }
+            // The timestamp is signed as sent, so a sender's formatting is its own business.
+            let mut mac = keyed(secret);
+            mac.update(timestamp.as_bytes());
+            mac.update(b".");
+            mac.update(body);
+            mac.verify_slice(&tag).map_err(|_| SignatureError::Mismatch)
+        }
+    }
+}
+
+/// The `X-Hub-Signature-256` value GitHub would send: `sha256=<hex>`.
+pub fn sign_github(secret: &[u8], body: &[u8]) -> String {
+    format!("sha256={}", encode_hex(&tag_of(secret, body)))
+}
+
+/// The `X-Webhook-Signature` value for the generic scheme: lowercase hex of
+/// HMAC-SHA256(secret, "{timestamp}.{body}").
+pub fn sign_generic(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
+    let mut mac = keyed(secret);
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    encode_hex(&mac.finalize().into_bytes())
+}
+
+fn keyed(key: &[u8]) -> HmacSha256 {
+    HmacSha256::new_from_slice(key).expect("HMAC accepts keys of any length")
+}
+
+fn tag_of(key: &[u8], message: &[u8]) -> [u8; TAG_LEN] {
+    let mut mac = keyed(key);
+    mac.update(message);
+    mac.finalize().into_bytes().into()
+}
+
+/// Decodes exactly 64 hex digits (either case) into a tag.
+fn decode_tag(hex: &str) -> Option<[u8; TAG_LEN]> {
+    let bytes = hex.as_bytes();
+    if bytes.len() != 2 * TAG_LEN {
+        return None;
+    }
+    let mut tag = [0u8; TAG_LEN];
+    for (out, pair) in tag.iter_mut().zip(bytes.chunks_exact(2)) {
+        *out = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(tag)
+}
+
+fn nibble(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn encode_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    bytes.iter().flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0xf)]]).map(char::from).collect()
+}
+
+#[cfg(test)]
+mod tests;
