@@ -69,6 +69,8 @@ async fn run(
     let mut typing = tokio::time::interval(settings.typing_every);
     let mut notice = tokio::time::interval_at(Instant::now() + settings.notice_every, settings.notice_every);
     let mut flush = tokio::time::interval(settings.progress_every);
+    // A late tick must not be followed by a burst of catch-up ticks (edits would come too fast).
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             event = events.recv() => {
@@ -125,12 +127,17 @@ async fn update_progress(
     // Keep the message short: the latest lines only.
     let start = progress.lines.len().saturating_sub(8);
     let text = progress.lines[start..].join("\n");
-    if text == progress.shown || progress.last_edit.is_some_and(|t| t.elapsed() < settings.progress_every) {
+    // The timer paces edits; this check only guards against ticks arriving early. Edits are timed
+    // from when they start, and a little slack keeps a tick that lands a hair early from being
+    // skipped (which would halve the edit rate).
+    let floor = settings.progress_every.saturating_sub(Duration::from_millis(50));
+    if text == progress.shown || progress.last_edit.is_some_and(|t| t.elapsed() < floor) {
         return;
     }
+    let started = Instant::now();
     if let Some(sent) = outbox.progress(chat, progress.message.as_ref(), &text, Some(reply_to)).await {
         progress.message = Some(sent);
         progress.shown = text;
-        progress.last_edit = Some(Instant::now());
+        progress.last_edit = Some(started);
     }
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod fake_llm;
+pub mod fake_telegram;
 pub mod recording_platform;
 
 use std::collections::HashMap;
