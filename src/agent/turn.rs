@@ -27,7 +27,7 @@ use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
-use crate::store::{EventState, SessionInfo, SessionKey, Store, StoreError, TurnEnd};
+use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TurnEnd};
 
 /// A message waiting for its turn.
 #[derive(Debug, Clone)]
@@ -435,8 +435,19 @@ impl TurnRunner {
             prompt_tokens: ending.prompt_tokens,
             also_done: ending.steered,
         };
-        self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
-        outbox.deliver(&job.message.chat, &format!("evt:{}", job.seq));
+        let ids = self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
+        let turn_id = format!("evt:{}", job.seq);
+        if ids.len() == reply.len() {
+            let rows = ids
+                .into_iter()
+                .zip(reply)
+                .map(|(id, message)| PendingOutbound { id, turn_id: turn_id.clone(), message, attempts: 0 })
+                .collect();
+            outbox.deliver_rows(&job.message.chat, &turn_id, rows);
+        } else {
+            // Some chunks were queued before (a retried write): read back what is still pending.
+            outbox.deliver(&job.message.chat, &turn_id);
+        }
         Ok(())
     }
 }

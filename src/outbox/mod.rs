@@ -190,12 +190,21 @@ impl Outbox {
     /// Deliver the pending chunks of `turn_id` to `chat`, after any turn queued before it for
     /// the same chat.
     pub fn deliver(&self, chat: &ChatRef, turn_id: &str) {
+        self.enqueue_delivery(chat, turn_id, None);
+    }
+
+    /// Like `deliver`, with the chunks the caller just stored (saves reading them back).
+    pub fn deliver_rows(&self, chat: &ChatRef, turn_id: &str, rows: Vec<PendingOutbound>) {
+        self.enqueue_delivery(chat, turn_id, Some(rows));
+    }
+
+    fn enqueue_delivery(&self, chat: &ChatRef, turn_id: &str, rows: Option<Vec<PendingOutbound>>) {
         let platform = self.platforms.get(&chat.platform).map(|p| p.capabilities());
         let (rate, burst) = platform.map_or((1.0, 1), |c| (chat_rate(&c, chat), c.per_chat_burst));
         let pacer = self.pacers.get(&chat.key(), rate, burst);
         let start_drainer = {
             let mut lane = pacer.lane.lock().expect("lane lock poisoned");
-            lane.0.push_back(turn_id.to_owned());
+            lane.0.push_back((turn_id.to_owned(), rows));
             !std::mem::replace(&mut lane.1, true)
         };
         if start_drainer {
@@ -237,12 +246,16 @@ impl Outbox {
                     }
                 }
             };
-            let rows = match self.store.pending_for_turn(&next).await {
-                Ok(rows) => rows,
-                Err(e) => {
-                    tracing::error!(error = %e, turn = next, "load reply chunks");
-                    continue;
-                }
+            let (turn, preloaded) = next;
+            let rows = match preloaded {
+                Some(rows) => rows,
+                None => match self.store.pending_for_turn(&turn).await {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        tracing::error!(error = %e, turn, "load reply chunks");
+                        continue;
+                    }
+                },
             };
             for row in rows {
                 if !self.deliver_chunk(&pacer, row).await {

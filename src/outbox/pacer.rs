@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::store::PendingOutbound;
+
 /// Pacer entries kept before idle ones are pruned.
 const PRUNE_ABOVE: usize = 4096;
 /// An entry idle this long (and not paused) may be pruned.
@@ -45,12 +47,16 @@ impl Bucket {
     }
 }
 
+/// A turn waiting for delivery: its id, and its chunks when the caller already has them.
+pub(super) type LaneEntry = (String, Option<Vec<PendingOutbound>>);
+
 /// One chat's pacer plus its ordered delivery lane.
 #[derive(Debug)]
 pub struct ChatPacer {
     bucket: Mutex<Bucket>,
-    /// Turns waiting to be delivered to this chat, in order, and whether a drainer runs.
-    pub(super) lane: Mutex<(VecDeque<String>, bool)>,
+    /// Turns waiting to be delivered to this chat, in order (with their chunks when the caller
+    /// already has them), and whether a drainer runs.
+    pub(super) lane: Mutex<(VecDeque<LaneEntry>, bool)>,
 }
 
 impl ChatPacer {

@@ -274,8 +274,8 @@ pub trait SessionStore: Send + Sync {
     /// Returns the attempt number.
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32>;
     /// In one transaction: append the turn's messages, queue its reply chunks, close the event,
-    /// and reset the session's crash counter.
-    async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<()>;
+    /// and reset the session's crash counter. Returns the ids of the chunks queued, in order.
+    async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<Vec<i64>>;
     /// Store the session's system prompt (built on its first turn, rebuilt after compaction).
     async fn set_system_prompt(&self, session_id: &str, prompt: &str) -> StoreResult<()>;
     /// Compact in place: archive a span of live messages (still searchable), insert the summary

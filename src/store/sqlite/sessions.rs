@@ -186,11 +186,7 @@ impl SessionStore for SqliteStore {
             .fetch_one(&mut *tx)
             .await?;
             insert_message(&mut tx, session_id, user, Some(seq), now).await?;
-            sqlx::query("UPDATE sessions SET updated_at = ? WHERE id = ?")
-                .bind(now)
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await?;
+            // The session's activity time is written when the turn finishes.
             tx.commit().await?;
             Ok(attempts)
         })
@@ -198,7 +194,7 @@ impl SessionStore for SqliteStore {
         Ok(attempts.try_into().unwrap_or(u32::MAX))
     }
 
-    async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<()> {
+    async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<Vec<i64>> {
         let turn_id = &format!("evt:{seq}");
         let TurnEnd { messages, reply, state, error, prompt_tokens, also_done } = *end;
         let prompt_tokens = prompt_tokens.and_then(|t| i64::try_from(t).ok());
@@ -207,7 +203,7 @@ impl SessionStore for SqliteStore {
             for message in messages {
                 insert_message(&mut tx, session_id, message, Some(seq), now).await?;
             }
-            insert_outbound(&mut tx, turn_id, reply, now).await?;
+            let ids = insert_outbound(&mut tx, turn_id, reply, now).await?;
             sqlx::query("UPDATE inbound_events SET state = ?, error = ?, finished_at = ? WHERE seq = ?")
                 .bind(state.as_str())
                 .bind(error)
@@ -231,7 +227,8 @@ impl SessionStore for SqliteStore {
             .bind(session_id)
             .execute(&mut *tx)
             .await?;
-            tx.commit().await
+            tx.commit().await?;
+            Ok(ids)
         })
         .await
     }
