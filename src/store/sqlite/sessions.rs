@@ -175,19 +175,20 @@ impl SessionStore for SqliteStore {
     }
 
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32> {
+        // Two statements without a transaction: each is idempotent on a rerun (the user message is
+        // written once per event), so a crash between them loses nothing, and the turn start
+        // costs two round trips to the writer instead of four.
         let attempts: i64 = retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.acquire().await?;
             let (attempts,): (i64,) = sqlx::query_as(
                 "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ? \
                  WHERE seq = ? RETURNING attempts",
             )
             .bind(session_id)
             .bind(seq)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut *conn)
             .await?;
-            insert_message(&mut tx, session_id, user, Some(seq), now).await?;
-            // The session's activity time is written when the turn finishes.
-            tx.commit().await?;
+            insert_message(&mut conn, session_id, user, Some(seq), now).await?;
             Ok(attempts)
         })
         .await?;
