@@ -54,6 +54,9 @@ pub(super) type LaneEntry = (String, Option<Vec<PendingOutbound>>);
 #[derive(Debug)]
 pub struct ChatPacer {
     bucket: Mutex<Bucket>,
+    /// Waiters queue here (tokio's mutex is fair): only the first sleeps on the bucket, so a busy
+    /// shared bucket (the bot-wide one) wakes one task per token instead of all of them.
+    turn: tokio::sync::Mutex<()>,
     /// Turns waiting to be delivered to this chat, in order (with their chunks when the caller
     /// already has them), and whether a drainer runs.
     pub(super) lane: Mutex<(VecDeque<LaneEntry>, bool)>,
@@ -71,11 +74,13 @@ impl ChatPacer {
                 paused_until: None,
             }),
             lane: Mutex::new((VecDeque::new(), false)),
+            turn: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// Wait for a token and take it.
+    /// Wait for a token and take it; waiters are served in arrival order.
     pub async fn acquire(&self) {
+        let _turn = self.turn.lock().await;
         loop {
             let wait = {
                 let mut bucket = self.bucket.lock().expect("pacer lock poisoned");
