@@ -12,6 +12,8 @@ pub mod files;
 pub mod memory;
 pub mod session_search;
 pub mod terminal;
+#[cfg(test)]
+mod test_support;
 pub mod todo;
 pub mod web_fetch;
 

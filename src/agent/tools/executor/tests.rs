@@ -1,19 +1,15 @@
 //! Executor tests with small in-test tools: ordering, concurrency, panics, hangs, bad JSON.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hermesd_platform::{ChatRef, ChatType};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-use super::super::{Nobody, Registry, Tool, ToolContext, ToolError, ToolSpec};
+use super::super::{Nobody, Registry, Tool, ToolContext, ToolError, ToolSpec, test_support};
 use super::{ExecutorLimits, cap, parse_arguments, run_calls};
 use crate::agent::message::ToolCall;
-use crate::store::SqliteStore;
 
 enum Behaviour {
     Sleep(Duration),
@@ -94,18 +90,7 @@ async fn fixture() -> Fixture {
         }));
     }
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap();
-    let ctx = ToolContext {
-        session_id: "s".into(),
-        session_key: "agent:main:api:dm:c".into(),
-        chat: ChatRef::new("api", "c", ChatType::Dm),
-        user_id: "u".into(),
-        workdir: PathBuf::from(dir.path()),
-        data_dir: PathBuf::from(dir.path()),
-        store: Arc::new(store),
-        human: Arc::new(Nobody),
-        cancel: CancellationToken::new(),
-    };
+    let ctx = test_support::context(dir.path(), dir.path().into(), dir.path().into(), Arc::new(Nobody)).await;
     Fixture { registry, peak, ctx, _dir: dir }
 }
 

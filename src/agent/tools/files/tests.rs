@@ -2,34 +2,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use async_trait::async_trait;
-use hermesd_platform::{ChatRef, ChatType};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::agent::tools::test_support::{self, FixedHuman};
 use crate::agent::tools::{Human, Nobody};
-use crate::store::SqliteStore;
-
-/// Answers every approval the same way and remembers what it was asked.
-struct FixedHuman {
-    answer: Approval,
-    asked: Mutex<Vec<String>>,
-}
-
-#[async_trait]
-impl Human for FixedHuman {
-    async fn approve(&self, action: &str, _timeout: Duration) -> Approval {
-        self.asked.lock().unwrap().push(action.to_string());
-        self.answer
-    }
-
-    async fn clarify(&self, _question: &str, _choices: &[String], _timeout: Duration) -> Option<String> {
-        None
-    }
-}
 
 struct Fixture {
     ctx: ToolContext,
@@ -43,18 +21,7 @@ async fn fixture(human: Arc<dyn Human>) -> Fixture {
     let (work, outside) = (dir.path().join("work"), dir.path().join("outside"));
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
-    let store = SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap();
-    let ctx = ToolContext {
-        session_id: "s".into(),
-        session_key: "agent:main:api:dm:c".into(),
-        chat: ChatRef::new("api", "c", ChatType::Dm),
-        user_id: "u".into(),
-        workdir: work.clone(),
-        data_dir: dir.path().join("data"),
-        store: Arc::new(store),
-        human,
-        cancel: CancellationToken::new(),
-    };
+    let ctx = test_support::context(dir.path(), work.clone(), dir.path().join("data"), human).await;
     Fixture { ctx, work, outside, _dir: dir }
 }
 

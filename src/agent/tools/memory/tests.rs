@@ -1,29 +1,15 @@
 //! Memory tool tests: the entry format on disk, the caps, ambiguity errors and the snapshot.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use hermesd_platform::{ChatRef, ChatType};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::agent::tools::Nobody;
-use crate::store::SqliteStore;
+use crate::agent::tools::test_support;
 
 async fn context(dir: &tempfile::TempDir) -> ToolContext {
-    let store = SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap();
-    ToolContext {
-        session_id: "s".into(),
-        session_key: "agent:main:api:dm:c".into(),
-        chat: ChatRef::new("api", "c", ChatType::Dm),
-        user_id: "u".into(),
-        workdir: dir.path().to_path_buf(),
-        data_dir: dir.path().join("home"),
-        store: Arc::new(store),
-        human: Arc::new(Nobody),
-        cancel: CancellationToken::new(),
-    }
+    test_support::context(dir.path(), dir.path().to_path_buf(), dir.path().join("home"), Arc::new(Nobody)).await
 }
 
 async fn call(tool: &MemoryTool, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {

@@ -1,49 +1,17 @@
 //! Terminal tests: real `sh` runs (output, exit codes, timeouts, cancel, env scrubbing), the
 //! approval paths with a fixed-answer `Human`, and a table of dangerous and harmless commands.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use async_trait::async_trait;
-use hermesd_platform::{ChatRef, ChatType};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::agent::tools::test_support::{self, FixedHuman};
 use crate::agent::tools::{Human, Nobody};
-use crate::store::SqliteStore;
-
-struct FixedHuman {
-    answer: Approval,
-    asked: Mutex<Vec<String>>,
-}
-
-#[async_trait]
-impl Human for FixedHuman {
-    async fn approve(&self, action: &str, _timeout: Duration) -> Approval {
-        self.asked.lock().unwrap().push(action.to_string());
-        self.answer
-    }
-
-    async fn clarify(&self, _question: &str, _choices: &[String], _timeout: Duration) -> Option<String> {
-        None
-    }
-}
 
 async fn context(dir: &tempfile::TempDir, human: Arc<dyn Human>) -> ToolContext {
-    let store = SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap();
-    ToolContext {
-        session_id: "s".into(),
-        session_key: "agent:main:api:dm:c".into(),
-        chat: ChatRef::new("api", "c", ChatType::Dm),
-        user_id: "u".into(),
-        workdir: PathBuf::from(dir.path()),
-        data_dir: PathBuf::from(dir.path()),
-        store: Arc::new(store),
-        human,
-        cancel: CancellationToken::new(),
-    }
+    test_support::context(dir.path(), dir.path().into(), dir.path().into(), human).await
 }
 
 async fn run_cmd(ctx: &ToolContext, args: Value) -> Result<String, ToolError> {

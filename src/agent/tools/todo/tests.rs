@@ -1,29 +1,17 @@
 //! Todo tool tests: replace, merge, validation, the cap and the file name sanitising.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use hermesd_platform::{ChatRef, ChatType};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::agent::tools::Nobody;
-use crate::store::SqliteStore;
+use crate::agent::tools::test_support;
 
 async fn context(dir: &tempfile::TempDir, session_id: &str) -> ToolContext {
-    let store = SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap();
-    ToolContext {
-        session_id: session_id.into(),
-        session_key: "agent:main:api:dm:c".into(),
-        chat: ChatRef::new("api", "c", ChatType::Dm),
-        user_id: "u".into(),
-        workdir: dir.path().to_path_buf(),
-        data_dir: dir.path().join("home"),
-        store: Arc::new(store),
-        human: Arc::new(Nobody),
-        cancel: CancellationToken::new(),
-    }
+    let home = dir.path().join("home");
+    let ctx = test_support::context(dir.path(), dir.path().to_path_buf(), home, Arc::new(Nobody)).await;
+    ToolContext { session_id: session_id.into(), ..ctx }
 }
 
 #[tokio::test]

@@ -2,19 +2,16 @@
 //! checks as unit tests.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Redirect};
 use axum::routing::get;
-use hermesd_platform::{ChatRef, ChatType};
-use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::agent::tools::Nobody;
-use crate::store::SqliteStore;
+use crate::agent::tools::test_support;
 
 const PAGE: &str = "<!DOCTYPE html><html><head><title>Test &amp; Page</title>\
     <style>body { color: red }</style><script>alert('x < y')</script></head>\
@@ -43,18 +40,7 @@ fn client() -> reqwest::Client {
 }
 
 async fn context(dir: &tempfile::TempDir) -> ToolContext {
-    let store = SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap();
-    ToolContext {
-        session_id: "s".into(),
-        session_key: "agent:main:api:dm:c".into(),
-        chat: ChatRef::new("api", "c", ChatType::Dm),
-        user_id: "u".into(),
-        workdir: PathBuf::from(dir.path()),
-        data_dir: PathBuf::from(dir.path()),
-        store: Arc::new(store),
-        human: Arc::new(Nobody),
-        cancel: CancellationToken::new(),
-    }
+    test_support::context(dir.path(), dir.path().into(), dir.path().into(), Arc::new(Nobody)).await
 }
 
 #[tokio::test]
