@@ -136,7 +136,7 @@ impl Daemon {
             delivery_cancel.clone(),
         );
         let http = crate::http_client::build().context("build HTTP client")?;
-        let chain = build_chain(&config, &env, &http)?;
+        let chain = build_chain(&config, &env, &http)?.with_metrics(metrics.clone());
         drop(http);
         let workdir = paths.workdir(&config.tools);
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;

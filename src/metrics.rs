@@ -16,6 +16,8 @@ pub const OUTBOUND_TOTAL: &str = "hermesd_outbound_messages_total";
 pub const TURNS_TOTAL: &str = "hermesd_turns_total";
 /// Turn wall time, accept to reply stored.
 pub const TURN_SECONDS: &str = "hermesd_turn_duration_seconds";
+/// Wall time of single model calls (one attempt each), the model time inside a turn.
+pub const MODEL_SECONDS: &str = "hermesd_model_call_duration_seconds";
 /// Errors by kind (`provider`, `store`, `delivery`, `panic`).
 pub const ERRORS_TOTAL: &str = "hermesd_errors_total";
 
@@ -28,11 +30,25 @@ struct Histogram {
     sum: f64,
 }
 
+impl Histogram {
+    fn observe(&mut self, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if secs <= *bound {
+                self.counts[i] += 1;
+            }
+        }
+        self.count += 1;
+        self.sum += secs;
+    }
+}
+
 /// The registry. Cheap enough for the hot path: one uncontended lock per update.
 #[derive(Default)]
 pub struct Metrics {
     counters: Mutex<BTreeMap<(&'static str, String), u64>>,
     turn_seconds: Mutex<Histogram>,
+    model_seconds: Mutex<Histogram>,
     /// Messages waiting in session mailboxes.
     pub queue_depth: AtomicI64,
     /// Turns running now.
@@ -57,15 +73,12 @@ impl Metrics {
 
     /// Record one turn's duration.
     pub fn observe_turn(&self, elapsed: Duration) {
-        let secs = elapsed.as_secs_f64();
-        let mut h = self.turn_seconds.lock().expect("metrics lock poisoned");
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if secs <= *bound {
-                h.counts[i] += 1;
-            }
-        }
-        h.count += 1;
-        h.sum += secs;
+        self.turn_seconds.lock().expect("metrics lock poisoned").observe(elapsed);
+    }
+
+    /// Record one model call's duration.
+    pub fn observe_model_call(&self, elapsed: Duration) {
+        self.model_seconds.lock().expect("metrics lock poisoned").observe(elapsed);
     }
 
     /// The value of a counter (tests and `/status`).
@@ -86,15 +99,15 @@ impl Metrics {
             }
             let _ = writeln!(out, "{name}{{{labels}}} {value}");
         }
-        {
-            let h = self.turn_seconds.lock().expect("metrics lock poisoned");
-            let _ = writeln!(out, "# TYPE {TURN_SECONDS} histogram");
+        for (name, histogram) in [(TURN_SECONDS, &self.turn_seconds), (MODEL_SECONDS, &self.model_seconds)] {
+            let h = histogram.lock().expect("metrics lock poisoned");
+            let _ = writeln!(out, "# TYPE {name} histogram");
             for (bound, count) in BUCKETS.iter().zip(h.counts) {
-                let _ = writeln!(out, "{TURN_SECONDS}_bucket{{le=\"{bound}\"}} {count}");
+                let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
             }
-            let _ = writeln!(out, "{TURN_SECONDS}_bucket{{le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(out, "{TURN_SECONDS}_sum {}", h.sum);
-            let _ = writeln!(out, "{TURN_SECONDS}_count {}", h.count);
+            let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
+            let _ = writeln!(out, "{name}_sum {}", h.sum);
+            let _ = writeln!(out, "{name}_count {}", h.count);
         }
         for (name, gauge) in [
             ("hermesd_queue_depth", &self.queue_depth),

@@ -141,6 +141,13 @@ pub(crate) struct Metrics {
     pub(crate) peak_rss_mb: f64,
     pub(crate) llm_calls_per_turn: f64,
     pub(crate) store_bytes_per_turn: f64,
+    /// Mean model time per turn as the daemon measured it (`hermesd_model_call_duration_seconds`):
+    /// the loopback call to the fake model, which DESIGN §12 excludes from gateway overhead.
+    pub(crate) model_ms_per_turn: f64,
+    /// p50 latency minus the mean model time per turn.
+    pub(crate) overhead_p50_ms: f64,
+    /// p99 latency minus the mean model time per turn.
+    pub(crate) overhead_p99_ms: f64,
 }
 
 impl Metrics {
@@ -160,6 +167,9 @@ impl Metrics {
             peak_rss_mb: m(|r| r.peak_rss_mb),
             llm_calls_per_turn: m(|r| r.llm_calls_per_turn),
             store_bytes_per_turn: m(|r| r.store_bytes_per_turn),
+            model_ms_per_turn: m(|r| r.model_ms_per_turn),
+            overhead_p50_ms: m(|r| r.overhead_p50_ms),
+            overhead_p99_ms: m(|r| r.overhead_p99_ms),
         }
     }
 }
@@ -204,7 +214,9 @@ impl Bench<'_> {
         let own_ticks_before = cpu_ticks("self");
         let store_before = store_bytes(self.daemon.home());
         let calls_before = self.llm.calls();
+        let model_before = self.model_seconds().await;
         let (mut outcome, wall) = drive(self.client, &self.daemon.base, label, sessions, messages, pace).await;
+        let model_s = self.model_seconds().await - model_before;
         let ticks = cpu_ticks(pid) - ticks_before;
         let own_ticks = cpu_ticks("self") - own_ticks_before;
         let store_growth = store_bytes(self.daemon.home()) as f64 - store_before as f64;
@@ -212,13 +224,18 @@ impl Bench<'_> {
         outcome.latencies.sort();
         let turns = outcome.latencies.len() as f64;
         let cpu_ms = ticks as f64 * 1000.0 / self.ticks_per_s;
+        let model_ms_per_turn = model_s * 1000.0 / turns;
+        let (p50_ms, p99_ms) = (percentile_ms(&outcome.latencies, 50.0), percentile_ms(&outcome.latencies, 99.0));
         let metrics = Metrics {
             turns,
             errors: outcome.errors as f64,
             wall_s: wall.as_secs_f64(),
             turns_per_s: turns / wall.as_secs_f64(),
-            p50_ms: percentile_ms(&outcome.latencies, 50.0),
-            p99_ms: percentile_ms(&outcome.latencies, 99.0),
+            p50_ms,
+            p99_ms,
+            model_ms_per_turn,
+            overhead_p50_ms: p50_ms - model_ms_per_turn,
+            overhead_p99_ms: p99_ms - model_ms_per_turn,
             cpu_ms_per_turn: cpu_ms / turns,
             cpu_ms_per_call: cpu_ms / calls,
             bench_cpu_ms_per_turn: own_ticks as f64 * 1000.0 / self.ticks_per_s / turns,
@@ -227,5 +244,18 @@ impl Bench<'_> {
             store_bytes_per_turn: store_growth / turns,
         };
         (metrics, outcome.first_error)
+    }
+
+    /// Total model-call seconds the daemon has recorded so far (`/metrics`).
+    async fn model_seconds(&self) -> f64 {
+        let url = format!("{}/metrics", self.daemon.base);
+        let text = match self.client.get(&url).send().await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        text.lines()
+            .find_map(|l| l.strip_prefix("hermesd_model_call_duration_seconds_sum "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
     }
 }

@@ -475,13 +475,14 @@ pub struct StoreConfig {
     pub path: PathBuf,
     /// How long a connection waits for a lock before SQLITE_BUSY.
     pub busy_timeout: HumanDuration,
-    /// Read-only connections in the reader pool.
+    /// Read-only connections in the reader pool. One is fastest on small machines (each
+    /// connection is a thread to wake); more help only with many cores and heavy searching.
     pub readers: u32,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { path: PathBuf::from("state.db"), busy_timeout: HumanDuration::secs(5), readers: 4 }
+        Self { path: PathBuf::from("state.db"), busy_timeout: HumanDuration::secs(5), readers: 1 }
     }
 }
 

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::provider::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError};
+use crate::metrics::Metrics;
 
 /// Retry limits.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +44,7 @@ impl Default for RetryPolicy {
 pub struct ProviderChain {
     providers: Vec<Arc<dyn Provider>>,
     policy: RetryPolicy,
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// Where one turn is in the chain.
@@ -83,7 +85,13 @@ impl ProviderChain {
     /// A chain; `providers` must not be empty.
     pub fn new(providers: Vec<Arc<dyn Provider>>, policy: RetryPolicy) -> Self {
         assert!(!providers.is_empty(), "a provider chain needs at least one provider");
-        Self { providers, policy }
+        Self { providers, policy, metrics: None }
+    }
+
+    /// Record every model call's duration in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The primary provider.
@@ -131,8 +139,14 @@ impl ProviderChain {
                 let seen = Mutex::new(String::new());
                 let sink = |delta: Delta| forward_new(delta, &seen, &forwarded, deltas);
                 let sink_ref: Option<DeltaSink<'_>> = deltas.map(|_| &sink as DeltaSink<'_>);
+                let started = Instant::now();
                 let result = tokio::select! {
-                    result = provider.complete(request, sink_ref) => result,
+                    result = provider.complete(request, sink_ref) => {
+                        if let Some(metrics) = &self.metrics {
+                            metrics.observe_model_call(started.elapsed());
+                        }
+                        result
+                    }
                     _ = cancel.cancelled() => return Err(ChainError::Cancelled),
                     _ = tokio::time::sleep_until(state.deadline) => {
                         return Err(ChainError::Deadline { budget: self.policy.deadline, last: "timed out".into() });
