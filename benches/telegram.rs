@@ -1,6 +1,6 @@
 //! Telegram throughput benchmark of the real `hermesd` binary against a fake Bot API.
 //!
-//! The fake Bot API (`tests/support/fake_telegram.rs`: real getUpdates offset and long-poll
+//! The fake Bot API (`tests/support/fake_telegram/`: real getUpdates offset and long-poll
 //! semantics) feeds U users × M messages as private DMs (default 100 × 10), texts unique
 //! ("u{u} m{m}"); the release `hermesd` polls it (`mode = "polling"`, `poll_timeout = "1s"`) and
 //! talks to an instant fake LLM (`tests/support/fake_llm.rs`) that answers "echo: <last user
@@ -34,7 +34,7 @@
 #[path = "../tests/support/fake_llm.rs"]
 mod fake_llm;
 #[allow(dead_code, unreachable_pub)]
-#[path = "../tests/support/fake_telegram.rs"]
+#[path = "../tests/support/fake_telegram/mod.rs"]
 mod fake_telegram;
 
 use std::collections::HashMap;
