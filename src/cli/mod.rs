@@ -114,6 +114,21 @@ pub fn main() -> ExitCode {
     })
 }
 
+/// Open the store for a one-shot command; prints why and gives the exit code when it cannot.
+async fn open_store(loaded: &Loaded) -> Result<crate::store::SqliteStore, ExitCode> {
+    let path = loaded.paths.database(&loaded.config.store);
+    crate::store::SqliteStore::open(&path, loaded.config.store.busy_timeout.get(), 1).await.map_err(|e| {
+        eprintln!("hermesd: open {}: {e}", path.display());
+        ExitCode::from(EXIT_TEMPFAIL)
+    })
+}
+
+/// A Unix-ms time as `YYYY-MM-DD HH:MM[:SS]` UTC.
+fn format_time(ms: i64, seconds: bool) -> String {
+    let format = if seconds { "%Y-%m-%d %H:%M:%S" } else { "%Y-%m-%d %H:%M" };
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms).map(|t| t.format(format).to_string()).unwrap_or_default()
+}
+
 fn check(loaded: &Loaded) -> ExitCode {
     let problems = loaded.config.validate(&loaded.env);
     if problems.is_empty() {

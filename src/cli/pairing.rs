@@ -2,13 +2,12 @@
 
 use std::process::ExitCode;
 
-use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
-use super::{EXIT_TEMPFAIL, Loaded};
+use super::Loaded;
 use crate::access;
 use crate::clock::now_ms;
-use crate::store::{AccessStore, PairingApproval, SqliteStore};
+use crate::store::{AccessStore, PairingApproval};
 
 /// `hermesd pairing …`.
 #[derive(Debug, Subcommand)]
@@ -32,17 +31,13 @@ pub enum PairingCommand {
 }
 
 fn time(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%d %H:%M").to_string()).unwrap_or_default()
+    super::format_time(ms, false)
 }
 
 pub(super) async fn run(loaded: Loaded, command: PairingCommand) -> ExitCode {
-    let path = loaded.paths.database(&loaded.config.store);
-    let store = match SqliteStore::open(&path, loaded.config.store.busy_timeout.get(), 1).await {
+    let store = match super::open_store(&loaded).await {
         Ok(store) => store,
-        Err(e) => {
-            eprintln!("hermesd: open {}: {e}", path.display());
-            return ExitCode::from(EXIT_TEMPFAIL);
-        }
+        Err(code) => return code,
     };
     let code = match command {
         PairingCommand::List => match store.access_entries(now_ms()).await {

@@ -3,11 +3,10 @@
 
 use std::process::ExitCode;
 
-use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
-use super::{EXIT_TEMPFAIL, Loaded};
-use crate::store::{SessionStore, SqliteStore};
+use super::Loaded;
+use crate::store::SessionStore;
 
 /// `hermesd sessions …`.
 #[derive(Debug, Subcommand)]
@@ -37,17 +36,13 @@ pub enum SessionsCommand {
 }
 
 fn time(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_default()
+    super::format_time(ms, true)
 }
 
 pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
-    let path = loaded.paths.database(&loaded.config.store);
-    let store = match SqliteStore::open(&path, loaded.config.store.busy_timeout.get(), 1).await {
+    let store = match super::open_store(&loaded).await {
         Ok(store) => store,
-        Err(e) => {
-            eprintln!("hermesd: open {}: {e}", path.display());
-            return ExitCode::from(EXIT_TEMPFAIL);
-        }
+        Err(code) => return code,
     };
     let result = match command {
         SessionsCommand::List { limit } => store.list_sessions(limit).await.map(|sessions| {

@@ -83,11 +83,14 @@ struct WireResponse {
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum WireBlock {
+pub(super) enum WireBlock {
     Text {
+        // Empty when a streamed block starts; its text follows in deltas.
+        #[serde(default)]
         text: String,
     },
     Thinking {
+        #[serde(default)]
         thinking: String,
     },
     ToolUse {

@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{WireUsage, arguments_text, classify_event};
+use super::{WireBlock, WireUsage, arguments_text, classify_event};
 use crate::agent::message::{Message, Role, ToolCall};
 use crate::agent::provider::sse::{self, SseEvent, StreamEnd};
 use crate::agent::provider::{ChatResponse, Delta, DeltaSink, ProviderError, Usage};
@@ -34,7 +34,7 @@ enum WireEvent {
     },
     ContentBlockStart {
         index: u64,
-        content_block: StartedBlock,
+        content_block: WireBlock,
     },
     ContentBlockDelta {
         index: u64,
@@ -58,27 +58,6 @@ enum WireEvent {
 struct StartedMessage {
     #[serde(default)]
     usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum StartedBlock {
-    Text {
-        #[serde(default)]
-        text: String,
-    },
-    Thinking {
-        #[serde(default)]
-        thinking: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Value,
-    },
-    #[serde(other)]
-    Other,
 }
 
 #[derive(Deserialize)]
@@ -133,22 +112,20 @@ impl Assembly {
             WireEvent::MessageStart { message } => self.usage(message.usage),
             WireEvent::ContentBlockStart { index, content_block } => {
                 let block = match content_block {
-                    StartedBlock::Text { text } => {
+                    WireBlock::Text { text } => {
                         if !text.is_empty() {
                             emit(Delta::Text(text.clone()));
                         }
                         Block::Text(text)
                     }
-                    StartedBlock::Thinking { thinking } => {
+                    WireBlock::Thinking { thinking } => {
                         if !thinking.is_empty() {
                             emit(Delta::Reasoning(thinking.clone()));
                         }
                         Block::Thinking(thinking)
                     }
-                    StartedBlock::ToolUse { id, name, input } => {
-                        Block::ToolUse { id, name, input, json: String::new() }
-                    }
-                    StartedBlock::Other => Block::Other,
+                    WireBlock::ToolUse { id, name, input } => Block::ToolUse { id, name, input, json: String::new() },
+                    WireBlock::Other => Block::Other,
                 };
                 self.blocks.insert(index, block);
             }
