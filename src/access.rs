@@ -1,6 +1,7 @@
 //! Access control, default deny: who may talk to the agent on each chat platform.
 //!
 //! Allowed: users in `<PLATFORM>_ALLOWED_USERS` or `GATEWAY_ALLOWED_USERS` (comma-separated ids),
+//! holders of a role in `<PLATFORM>_ALLOWED_ROLES` (Discord),
 //! everyone when `<PLATFORM>_ALLOW_ALL_USERS` or `GATEWAY_ALLOW_ALL_USERS` is true, and users an
 //! operator approved with `hermesd pairing approve`. An unknown user in a DM gets a pairing code;
 //! in a group they are ignored without a reply. The HTTP API (bearer key) and the terminal (the
@@ -30,6 +31,8 @@ pub const LIMITS: PairingLimits =
 #[derive(Debug, Default, Clone)]
 struct Rule {
     users: HashSet<String>,
+    /// Role ids whose holders are allowed (`<PLATFORM>_ALLOWED_ROLES`; Discord).
+    roles: HashSet<String>,
     all: bool,
 }
 
@@ -69,6 +72,7 @@ impl Access {
     pub fn from_env<'a>(env: &Env, platforms: impl IntoIterator<Item = &'a str>, store: Arc<dyn Store>) -> Self {
         let rule = |prefix: &str| Rule {
             users: parse_users(env.var(&format!("{prefix}_ALLOWED_USERS"))),
+            roles: parse_users(env.var(&format!("{prefix}_ALLOWED_ROLES"))),
             all: parse_bool(env.var(&format!("{prefix}_ALLOW_ALL_USERS"))),
         };
         let rules = platforms.into_iter().map(|p| (p.to_owned(), rule(&p.to_ascii_uppercase()))).collect();
@@ -84,7 +88,7 @@ impl Access {
         sender: &Sender,
     ) -> Result<Decision, StoreError> {
         if trusted(platform)
-            || self.listed(platform, &sender.id)
+            || self.listed(platform, sender)
             || self.store.is_approved(platform, &sender.id).await?
         {
             return Ok(Decision::Allow);
@@ -110,12 +114,12 @@ impl Access {
         }))
     }
 
-    /// Whether allowlists (not approvals) admit the user.
-    fn listed(&self, platform: &str, user_id: &str) -> bool {
-        let platform_rule = self.rules.get(platform);
-        self.gateway.all
-            || self.gateway.users.contains(user_id)
-            || platform_rule.is_some_and(|r| r.all || r.users.contains(user_id))
+    /// Whether allowlists (not approvals) admit the user, by id or by a role they hold.
+    fn listed(&self, platform: &str, sender: &Sender) -> bool {
+        let admits = |rule: &Rule| {
+            rule.all || rule.users.contains(&sender.id) || sender.roles.iter().any(|r| rule.roles.contains(r))
+        };
+        admits(&self.gateway) || self.rules.get(platform).is_some_and(admits)
     }
 }
 
@@ -147,7 +151,7 @@ mod tests {
     use crate::store::SqliteStore;
 
     fn sender(id: &str) -> Sender {
-        Sender { id: id.into(), name: Some("Ann".into()), is_bot: false }
+        Sender { id: id.into(), name: Some("Ann".into()), is_bot: false, roles: Vec::new() }
     }
 
     async fn access(vars: &[(&str, &str)]) -> (Access, Arc<dyn Store>, tempfile::TempDir) {
@@ -171,6 +175,7 @@ mod tests {
             ("TELEGRAM_ALLOWED_USERS", "1, 2"),
             ("GATEWAY_ALLOWED_USERS", "9"),
             ("SLACK_ALLOW_ALL_USERS", "true"),
+            ("TELEGRAM_ALLOWED_ROLES", "mods"),
         ])
         .await;
         let check = |p: &'static str, t, id: &'static str| {
@@ -183,6 +188,10 @@ mod tests {
         assert_eq!(check("api", ChatType::Dm, "anyone").await, Decision::Allow);
         assert_eq!(check("telegram", ChatType::Group, "7").await, Decision::Ignore);
         assert!(matches!(check("telegram", ChatType::Dm, "7").await, Decision::Pair(_)));
+        let moderator = Sender { roles: vec!["mods".into()], ..sender("8") };
+        assert_eq!(access.check("telegram", "c", ChatType::Group, &moderator).await.unwrap(), Decision::Allow);
+        let other = Sender { roles: vec!["guests".into()], ..sender("8") };
+        assert_eq!(access.check("telegram", "c", ChatType::Group, &other).await.unwrap(), Decision::Ignore);
     }
 
     #[tokio::test]

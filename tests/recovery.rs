@@ -16,7 +16,7 @@ fn event(id: &str) -> InboundEvent {
         message: InboundMessage {
             message_id: id.into(),
             chat: ChatRef::new("api", "r1", ChatType::Dm),
-            sender: Sender { id: "u".into(), name: None, is_bot: false },
+            sender: Sender { id: "u".into(), name: None, is_bot: false, roles: Vec::new() },
             text: format!("text of {id}"),
             attachments: vec![],
             reply_to: None,

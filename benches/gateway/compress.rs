@@ -193,7 +193,7 @@ fn event(id: &str, chat_id: &str, text: &str) -> InboundEvent {
         message: InboundMessage {
             message_id: id.into(),
             chat: ChatRef::new("api", chat_id, ChatType::Dm),
-            sender: Sender { id: "bench-user".into(), name: None, is_bot: false },
+            sender: Sender { id: "bench-user".into(), name: None, is_bot: false, roles: Vec::new() },
             text: text.into(),
             attachments: vec![],
             reply_to: None,

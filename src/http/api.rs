@@ -198,7 +198,7 @@ pub(super) async fn chat_completions(
         message: InboundMessage {
             message_id: request_id.clone(),
             chat,
-            sender: Sender { id: user_id, name: None, is_bot: false },
+            sender: Sender { id: user_id, name: None, is_bot: false, roles: Vec::new() },
             text,
             attachments: Vec::new(),
             reply_to: None,

@@ -147,7 +147,7 @@ impl Outbox {
         reply_to: Option<&str>,
     ) -> Option<MessageRef> {
         let (platform, pacer) = self.platform_and_pacer(chat)?;
-        if !platform.capabilities().edits || !pacer.try_acquire() {
+        if !platform.capabilities().edits || !platform.shows_progress(chat) || !pacer.try_acquire() {
             return None;
         }
         let result = match current {

@@ -99,7 +99,7 @@ impl Platform for TerminalPlatform {
                 message: InboundMessage {
                     message_id: id,
                     chat: self.chat(),
-                    sender: Sender { id: self.user.clone(), name: None, is_bot: false },
+                    sender: Sender { id: self.user.clone(), name: None, is_bot: false, roles: Vec::new() },
                     text: text.to_owned(),
                     attachments: Vec::new(),
                     reply_to: None,

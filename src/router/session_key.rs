@@ -56,7 +56,7 @@ mod tests {
     use super::*;
 
     fn sender() -> Sender {
-        Sender { id: "u7".into(), name: None, is_bot: false }
+        Sender { id: "u7".into(), name: None, is_bot: false, roles: Vec::new() }
     }
 
     #[test]

@@ -64,7 +64,7 @@ impl RecordingPlatform {
             event_id: event_id.into(),
             action: InboundAction {
                 chat: ChatRef::new("rec", user, ChatType::Dm),
-                sender: Sender { id: user.into(), name: None, is_bot: false },
+                sender: Sender { id: user.into(), name: None, is_bot: false, roles: Vec::new() },
                 message_id: message_id.into(),
                 data: data.into(),
             },
@@ -85,7 +85,7 @@ impl RecordingPlatform {
             message: InboundMessage {
                 message_id: event_id.into(),
                 chat: ChatRef::new("rec", user, ChatType::Dm),
-                sender: Sender { id: user.into(), name: None, is_bot: false },
+                sender: Sender { id: user.into(), name: None, is_bot: false, roles: Vec::new() },
                 text: text.into(),
                 attachments: vec![],
                 reply_to: None,

@@ -249,7 +249,7 @@ mod tests {
         let message = InboundMessage {
             message_id: format!("msg-{id}"),
             chat: ChatRef::new(platform, "chat-1", ChatType::Dm),
-            sender: Sender { id: "user-1".into(), name: None, is_bot: false },
+            sender: Sender { id: "user-1".into(), name: None, is_bot: false, roles: Vec::new() },
             text: "hi".into(),
             attachments: Vec::new(),
             reply_to: None,

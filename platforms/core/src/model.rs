@@ -71,6 +71,9 @@ pub struct Sender {
     /// Whether the sender is a bot (adapters normally drop bot messages before this point).
     #[serde(default)]
     pub is_bot: bool,
+    /// Role ids the sender holds in this chat's server (Discord), for role-based allowlists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
 }
 
 /// What kind of file came with a message.

@@ -197,6 +197,12 @@ pub trait Platform: Send + Sync {
         WebhookResponse { status: 404, body: String::new() }
     }
 
+    /// Whether tool progress messages should be shown in `chat` (some platforms keep busy
+    /// channels free of them). The final reply is always sent.
+    fn shows_progress(&self, _chat: &ChatRef) -> bool {
+        true
+    }
+
     /// The adapter's health, judged by inbound progress. `None`: nothing to report.
     fn health(&self) -> Option<PlatformHealth> {
         None

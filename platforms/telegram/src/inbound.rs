@@ -85,7 +85,7 @@ fn normalise_message(message: &Message, edited: bool, bot: &BotIdentity, rules: 
         // Only channel posts come without a user; they speak as the channel.
         None if chat.chat_type == ChatType::Channel => {
             let channel = message.sender_chat.as_ref().unwrap_or(&message.chat);
-            Sender { id: channel.id.0.to_string(), name: channel.title().map(str::to_owned), is_bot: false }
+            Sender { id: channel.id.0.to_string(), name: channel.title().map(str::to_owned), is_bot: false, roles: Vec::new() }
         }
         None => return None,
     };
@@ -170,7 +170,7 @@ fn user_sender(user: &User, bot: &BotIdentity) -> Option<Sender> {
         return None;
     }
     let name = user.username.clone().unwrap_or_else(|| user.first_name.clone());
-    Some(Sender { id: user.id.0.to_string(), name: Some(name), is_bot: false })
+    Some(Sender { id: user.id.0.to_string(), name: Some(name), is_bot: false, roles: Vec::new() })
 }
 
 fn reply_context(message: &Message, bot: &BotIdentity) -> Option<ReplyContext> {

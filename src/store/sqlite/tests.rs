@@ -20,7 +20,7 @@ fn event(id: &str, text: &str) -> InboundEvent {
         message: InboundMessage {
             message_id: id.into(),
             chat: ChatRef::new("api", "c1", ChatType::Dm),
-            sender: Sender { id: "u1".into(), name: None, is_bot: false },
+            sender: Sender { id: "u1".into(), name: None, is_bot: false, roles: Vec::new() },
             text: text.into(),
             attachments: vec![],
             reply_to: None,

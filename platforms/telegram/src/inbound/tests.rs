@@ -59,7 +59,7 @@ fn text_event(event_id: &str, chat: ChatRef, sender: (&str, &str), text: &str, a
         message: InboundMessage {
             message_id,
             chat,
-            sender: Sender { id: sender.0.into(), name: Some(sender.1.into()), is_bot: false },
+            sender: Sender { id: sender.0.into(), name: Some(sender.1.into()), is_bot: false, roles: Vec::new() },
             text: text.into(),
             attachments: Vec::new(),
             reply_to: None,
@@ -121,7 +121,7 @@ fn messages_normalise_per_chat_kind() {
     let channel_event = InboundEvent::Message {
         event_id: "-1002:40".into(),
         message: InboundMessage {
-            sender: Sender { id: "-1002".into(), name: Some("News".into()), is_bot: false },
+            sender: Sender { id: "-1002".into(), name: Some("News".into()), is_bot: false, roles: Vec::new() },
             ..message_of(text_event("-1002:40", chat("-1002", ChatType::Channel), ann, "breaking", true))
         },
     };
@@ -252,7 +252,7 @@ fn callback_queries_become_actions() {
         "inline_message_id": "im"});
     let action = InboundAction {
         chat: chat("42", ChatType::Dm),
-        sender: Sender { id: "42".into(), name: Some("ann".into()), is_bot: false },
+        sender: Sender { id: "42".into(), name: Some("ann".into()), is_bot: false, roles: Vec::new() },
         message_id: "55".into(),
         data: "approve:7".into(),
     };
