@@ -121,6 +121,12 @@ impl Daemon {
                 .map_err(|e| anyhow::anyhow!("telegram: {e}"))?;
             platforms.insert(telegram);
         }
+        #[cfg(feature = "slack")]
+        if config.platforms.slack.enabled {
+            let slack = crate::platforms::slack::build(&config.platforms.slack, &env, &paths.home)
+                .map_err(|e| anyhow::anyhow!("slack: {e}"))?;
+            platforms.insert(slack);
+        }
         for platform in &options.extra_platforms {
             platforms.insert(platform.clone());
         }

@@ -126,7 +126,11 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     let platforms = &config.platforms;
     // Adapters not compiled into this build (or not written yet): say so rather than start
     // without them.
-    let built = |name: &str| name == "telegram" && cfg!(feature = "telegram");
+    let built = |name: &str| match name {
+        "telegram" => cfg!(feature = "telegram"),
+        "slack" => cfg!(feature = "slack"),
+        _ => false,
+    };
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
         ("discord", platforms.discord.enabled),
@@ -163,6 +167,29 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     }
     if !matches!(platforms.slack.mode, ReceiveMode::Socket | ReceiveMode::Events) {
         problems.push("platforms.slack.mode: must be \"socket\" or \"events\"".into());
+    }
+    let slack = &platforms.slack;
+    if slack.enabled && built("slack") {
+        let second = if slack.mode == ReceiveMode::Events { "SLACK_SIGNING_SECRET" } else { "SLACK_APP_TOKEN" };
+        for var in ["SLACK_BOT_TOKEN", second] {
+            match env.secret(var) {
+                Ok(Some(_)) => {}
+                Ok(None) => problems.push(format!("platforms.slack: {var} is not set")),
+                Err(e) => problems.push(format!("platforms.slack: {e}")),
+            }
+        }
+        if !(slack.api_url.starts_with("http://") || slack.api_url.starts_with("https://")) {
+            problems.push(format!("platforms.slack.api_url: {:?} is not an http(s) URL", slack.api_url));
+        }
+        if slack.max_file_mb == 0 {
+            problems.push("platforms.slack.max_file_mb: must be positive".into());
+        }
+        if slack.allowed_channels.iter().any(|c| c.trim().is_empty()) {
+            problems.push("platforms.slack.allowed_channels: blank entries are not allowed".into());
+        }
+        if slack.socket_idle_reconnect.get() < std::time::Duration::from_secs(60) {
+            problems.push("platforms.slack.socket_idle_reconnect: must be at least 1m".into());
+        }
     }
 }
 
