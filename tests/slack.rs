@@ -6,6 +6,11 @@
 
 mod support;
 
+#[path = "slack/adapter.rs"]
+mod adapter;
+#[path = "slack/interactive.rs"]
+mod interactive;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +19,8 @@ use hermesd_platform::conformance::{check_reports_rate_limit, check_run_honours_
 use hermesd_platform::{ChatRef, ChatType, OutboundKind, OutboundMessage, Platform};
 use hermesd_slack::{SlackMode, SlackPlatform, SlackSettings};
 use serde_json::{Value, json};
-use support::fake_slack::{BOT_USER, EventPost, FakeSlack, post_event};
+use support::fake_slack::events::{EventPost, post_event};
+use support::fake_slack::{BOT_USER, FakeSlack};
 use support::{FakeLlm, TestDaemon, config_for, eventually, start_daemon};
 
 const BOT_TOKEN: &str = "xoxb-test-bot-token";

@@ -18,11 +18,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use serde_json::{Value, json};
 
-mod events;
-mod socket;
-
-pub use events::{EventPost, post_event, post_interaction};
-pub use socket::{Envelope, SocketControl};
+pub mod events;
+pub mod socket;
 
 /// The bot's user id, as `auth.test` reports it.
 pub const BOT_USER: &str = "UBOT";
