@@ -152,3 +152,33 @@ async fn files_are_downloaded_with_the_bot_token_under_a_size_cap() {
     assert_eq!(slack.downloads(), ["F1/notes.txt"], "the oversized file was never fetched");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_replies_count_as_addressed_only_in_threads_the_bot_is_in() {
+    let llm = FakeLlm::echo().await;
+    let slack = FakeSlack::start(BOT_TOKEN, APP_TOKEN).await;
+    let home = tempfile::tempdir().unwrap();
+    let config = slack_config(&llm, &slack, "");
+    let d = start(home.path(), &config, &[]).await;
+    let mention = slack.user_message("C1", "U1", &format!("<@{}> start", super::BOT_USER), None);
+    let ts = mention["ts"].as_str().unwrap().to_owned();
+    slack.push_event(mention);
+    assert!(eventually(WAIT, || slack.texts("C1").len() == 1).await, "{:?}", slack.posted());
+    d.daemon.stop().await;
+
+    // A fresh adapter remembers no threads: Slack is asked who posted in each one.
+    let d = start(home.path(), &config, &[]).await;
+    let elsewhere = slack.user_message("C1", "U2", "a thread without the bot", None);
+    let elsewhere_ts = elsewhere["ts"].as_str().unwrap().to_owned();
+    let stray = slack.push_event(slack.user_message("C1", "U1", "reply elsewhere", Some(&elsewhere_ts)));
+    slack.push_event(slack.user_message("C1", "U1", "still there?", Some(&ts)));
+    assert!(eventually(WAIT, || slack.texts("C1").len() == 2).await, "{:?}", slack.posted());
+    assert_eq!(slack.posted_to("C1")[1].thread_ts.as_deref(), Some(ts.as_str()));
+    assert!(eventually(WAIT, || slack.sockets().acked(&stray)).await);
+    settle().await;
+    let asked: Vec<_> = slack.calls("conversations.replies").iter().map(|c| c["ts"].clone()).collect();
+    assert!(asked.contains(&json!(ts)) && asked.contains(&json!(elsewhere_ts)), "{asked:?}");
+    assert_eq!(slack.texts("C1"), ["echo: start", "echo: still there?"]);
+    assert!(!llm.requests().iter().any(|r| r.to_string().contains("reply elsewhere")));
+    d.daemon.stop().await;
+}

@@ -54,7 +54,8 @@ pub(crate) fn verify(secret: &str, request: &WebhookRequest, now: i64) -> Result
 }
 
 /// The `x-slack-signature` value Slack would send for `body` at `timestamp`.
-pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
+#[cfg(test)]
+fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     let mut mac = keyed(secret);
     mac.update(format!("v0:{timestamp}:").as_bytes());
     mac.update(body);

@@ -26,7 +26,6 @@ use slack_morphism::prelude::SlackApiToken;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{EVENTS_PATH, SlackMode, SlackSettings};
-pub use events::sign as sign_request;
 
 use api::{Client, Redactor};
 use health::HealthTracker;

@@ -136,6 +136,11 @@ pub(crate) async fn run(
             End::Refresh(why) => {
                 tracing::info!(platform = NAME, reason = %why, "opening a fresh socket mode connection");
                 platform.health.disconnected(format!("reconnecting: {why}"));
+                // A socket told to go before it said hello, or Socket Mode switched off for the
+                // app, must not turn into a tight reconnect loop.
+                if (!said_hello || why == "link_disabled") && !backoff.wait(cancel).await {
+                    return Ok(());
+                }
             }
             End::Dropped(why) => {
                 tracing::warn!(platform = NAME, reason = %why, "socket mode connection lost; reconnecting");
