@@ -3,14 +3,15 @@
 //! The host reads the environment and files; nothing here does IO, and no token or signing
 //! secret is ever part of a validation message.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where the host's HTTP server routes Slack's Events API requests.
 pub const EVENTS_PATH: &str = "/slack/events";
 
-/// How events reach the adapter.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How events reach the adapter. `Debug` never shows the token or secret.
+#[derive(Clone, PartialEq, Eq)]
 pub enum SlackMode {
     /// One Socket Mode websocket per app token (`xapp-…`).
     Socket {
@@ -25,7 +26,8 @@ pub enum SlackMode {
 }
 
 /// Everything the Slack adapter needs; the host fills it from config and the environment.
-#[derive(Debug, Clone)]
+/// `Debug` never shows the tokens.
+#[derive(Clone)]
 pub struct SlackSettings {
     /// The bot token (`xoxb-…`, from `SLACK_BOT_TOKEN`); never logged.
     pub bot_token: String,
@@ -70,6 +72,33 @@ impl Default for SlackSettings {
             socket_idle_reconnect: Duration::from_secs(30 * 60),
             socket_ping_interval: Duration::from_secs(10),
         }
+    }
+}
+
+impl fmt::Debug for SlackMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SlackMode::Socket { .. } => f.write_str("Socket { app_token: <redacted> }"),
+            SlackMode::Events { .. } => f.write_str("Events { signing_secret: <redacted> }"),
+        }
+    }
+}
+
+impl fmt::Debug for SlackSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlackSettings")
+            .field("bot_token", &"<redacted>")
+            .field("api_url", &self.api_url)
+            .field("mode", &self.mode)
+            .field("require_mention", &self.require_mention)
+            .field("allowed_channels", &self.allowed_channels)
+            .field("progress_in_channels", &self.progress_in_channels)
+            .field("edited_messages", &self.edited_messages)
+            .field("media_dir", &self.media_dir)
+            .field("max_file_bytes", &self.max_file_bytes)
+            .field("socket_idle_reconnect", &self.socket_idle_reconnect)
+            .field("socket_ping_interval", &self.socket_ping_interval)
+            .finish()
     }
 }
 
@@ -156,6 +185,14 @@ mod tests {
         assert!(problems.iter().all(|p| !p.contains("secret")), "{problems:#?}");
         let empty = SlackSettings { mode: SlackMode::Events { signing_secret: String::new() }, ..valid() };
         assert_eq!(empty.validate().err().map(|p| p.len()), Some(1));
+    }
+
+    #[test]
+    fn debug_output_hides_every_secret() {
+        let shown = format!("{:?}", valid());
+        assert!(!shown.contains("secret") && shown.contains("<redacted>"), "{shown}");
+        let events = SlackSettings { mode: SlackMode::Events { signing_secret: "s3cret".into() }, ..valid() };
+        assert!(!format!("{events:?}").contains("s3cret"));
     }
 
     #[test]
