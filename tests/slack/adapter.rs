@@ -102,6 +102,33 @@ async fn a_socket_slack_stopped_feeding_is_replaced_though_it_answers_pings() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_that_stops_answering_pings_is_replaced() {
+    let slack = FakeSlack::start(BOT_TOKEN, APP_TOKEN).await;
+    let quick = SlackSettings {
+        socket_ping_interval: Duration::from_millis(200),
+        // Far away: only the unanswered pings can end the socket in this test.
+        socket_idle_reconnect: Duration::from_secs(600),
+        ..settings(&slack)
+    };
+    let platform = Arc::new(SlackPlatform::new(quick));
+    let cancel = CancellationToken::new();
+    let ingress = RecordingIngress::new();
+    let run = tokio::spawn({
+        let (platform, cancel, ingress) = (platform.clone(), cancel.clone(), ingress.clone());
+        async move { platform.run(PlatformContext { ingress }, cancel).await }
+    });
+    assert!(eventually(WAIT, || slack.sockets().hellos() == 1).await);
+    slack.sockets().mute_all();
+    assert!(eventually(WAIT, || slack.sockets().hellos() == 2).await, "a new socket replaced the silent one");
+    let report = platform.health().expect("health once run started");
+    assert!(report.seconds_since_progress.is_some(), "{report:?}");
+    slack.push_event(slack.user_message("D1", "U1", "are you back?", None));
+    assert_eq!(ingress.wait_for(1, WAIT).await.len(), 1);
+    cancel.cancel();
+    assert!(matches!(tokio::time::timeout(WAIT, run).await, Ok(Ok(Ok(())))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_consumer_of_the_app_token_is_reported_by_readyz() {
     let llm = FakeLlm::echo().await;
     let slack = FakeSlack::start(BOT_TOKEN, APP_TOKEN).await;

@@ -30,6 +30,8 @@ enum Out {
     Frame(String),
     /// Drop the TCP connection without a close frame.
     Drop,
+    /// Keep the connection open but stop reading it, so pings go unanswered.
+    Mute,
 }
 
 struct Conn {
@@ -132,6 +134,15 @@ async fn serve(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
                     }
                 }
                 Some(Out::Drop) | None => break,
+                Some(Out::Mute) => {
+                    // Hold the socket open without reading: no pongs, no acks, until dropped.
+                    while let Some(out) = rx.recv().await {
+                        if matches!(out, Out::Drop) {
+                            break;
+                        }
+                    }
+                    break;
+                }
             },
             frame = source.next() => match frame {
                 Some(Ok(Message::Text(text))) => {
@@ -246,6 +257,13 @@ impl SocketControl {
     pub fn drop_all(&self) {
         for conn in &self.shared.lock().socket.conns {
             let _ = conn.tx.send(Out::Drop);
+        }
+    }
+
+    /// Keeps every open socket open but silent: nothing is read, so pings go unanswered.
+    pub fn mute_all(&self) {
+        for conn in &self.shared.lock().socket.conns {
+            let _ = conn.tx.send(Out::Mute);
         }
     }
 
