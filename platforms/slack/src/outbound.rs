@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use hermesd_platform::{Button, ChatRef, MessageRef, OutboundMessage, PlatformError};
+use hermesd_platform::chunk::chunk;
+use hermesd_platform::{Button, ChatRef, LengthUnit, MessageRef, OutboundMessage, PlatformError};
 use slack_morphism::prelude::*;
 use tokio::time::Instant;
 
@@ -25,6 +26,9 @@ const STATUS_TEXT: &str = "is thinking…";
 
 /// Entries kept in each bounded map before it is pruned.
 const MAX_TRACKED: usize = 4096;
+
+/// The most characters Slack takes in a message's `text`.
+pub(crate) const SLACK_TEXT_LIMIT: usize = 40_000;
 
 /// Slack's limit for the text of one section block.
 const SECTION_LIMIT: usize = 3000;
@@ -92,7 +96,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Posts one message into the chat (and its thread), with buttons as an actions block.
+/// Posts one message into the chat (and its thread), with buttons as an actions block under its
+/// last part. A chunk whose mrkdwn outgrew Slack's limit (escaping lengthens `&`, `<`, `>`) goes
+/// out in several posts rather than being refused; the first post's id is returned.
 pub(crate) async fn send(
     client: &Client,
     token: &SlackApiToken,
@@ -101,25 +107,56 @@ pub(crate) async fn send(
     message: &OutboundMessage,
 ) -> Result<MessageRef, PlatformError> {
     let channel = &message.chat.chat_id;
-    let text = markdown_to_mrkdwn(&message.text);
-    let mut content = SlackMessageContent::new().with_text(text.clone());
-    if !message.buttons.is_empty() {
-        content = content.with_blocks(blocks(&text, &message.buttons));
+    let parts = mrkdwn_parts(&message.text);
+    let last = parts.len().saturating_sub(1);
+    let mut first = None;
+    for (index, text) in parts.into_iter().enumerate() {
+        let mut content = SlackMessageContent::new().with_text(text.clone());
+        if index == last && !message.buttons.is_empty() {
+            content = content.with_blocks(blocks(&text, &message.buttons));
+        }
+        let mut request = SlackApiChatPostMessageRequest::new(SlackChannelId(channel.clone()), content);
+        if let Some(thread) = &message.chat.thread_id {
+            request = request.with_thread_ts(SlackTs(thread.clone()));
+        }
+        let sent = client
+            .open_session(token)
+            .chat_post_message(&request)
+            .await
+            .map_err(|e| map_error(&e, &format!("chat.postMessage to {channel}"), redactor))?;
+        state.changes(channel, &sent.ts.0, &text);
+        first.get_or_insert(sent.ts.0);
     }
-    let mut request = SlackApiChatPostMessageRequest::new(SlackChannelId(channel.clone()), content);
-    if let Some(thread) = &message.chat.thread_id {
-        request = request.with_thread_ts(SlackTs(thread.clone()));
-    }
-    let sent = client
-        .open_session(token)
-        .chat_post_message(&request)
-        .await
-        .map_err(|e| map_error(&e, &format!("chat.postMessage to {channel}"), redactor))?;
     if let Some(thread) = &message.chat.thread_id {
         state.joined_thread(channel, thread);
     }
-    state.changes(channel, &sent.ts.0, &text);
-    Ok(MessageRef { chat: message.chat.clone(), message_id: sent.ts.0 })
+    let message_id = first.ok_or_else(|| PlatformError::Permanent(format!("nothing to send to {channel}")))?;
+    Ok(MessageRef { chat: message.chat.clone(), message_id })
+}
+
+/// The mrkdwn of `markdown` in parts of at most [`SLACK_TEXT_LIMIT`] characters: one part
+/// unless escaping made it longer, then the markdown is split (fences kept balanced) until every
+/// part fits.
+fn mrkdwn_parts(markdown: &str) -> Vec<String> {
+    let mut limit = markdown.chars().count().max(1);
+    loop {
+        let parts: Vec<String> =
+            chunk(markdown, limit, LengthUnit::Chars).iter().map(|piece| markdown_to_mrkdwn(piece)).collect();
+        if limit <= 64 || parts.iter().all(|p| p.chars().count() <= SLACK_TEXT_LIMIT) {
+            return if parts.is_empty() { vec![markdown_to_mrkdwn(markdown)] } else { parts };
+        }
+        limit /= 2;
+    }
+}
+
+/// `text` cut to Slack's limit, for edits of progress lines (never final replies).
+fn fit(text: String) -> String {
+    if text.chars().count() <= SLACK_TEXT_LIMIT {
+        return text;
+    }
+    let mut cut: String = text.chars().take(SLACK_TEXT_LIMIT - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// Replaces a sent message's text, at most one edit per channel per [`EDIT_SPACING`]; an edit
@@ -133,7 +170,7 @@ pub(crate) async fn edit(
     text: &str,
 ) -> Result<(), PlatformError> {
     let channel = &target.chat.chat_id;
-    let text = markdown_to_mrkdwn(text);
+    let text = fit(markdown_to_mrkdwn(text));
     if !state.changes(channel, &target.message_id, &text) {
         return Ok(());
     }
@@ -266,6 +303,20 @@ mod tests {
         assert_eq!(json[2]["elements"][1]["value"], "deny");
         assert_eq!(json[2]["elements"][0]["text"]["text"], "Approve");
         assert_eq!(json[2]["elements"][0]["action_id"], "hermesd:0");
+    }
+
+    #[test]
+    fn text_that_escaping_lengthened_is_split_to_fit() {
+        assert_eq!(mrkdwn_parts("**hi** & bye"), ["*hi* &amp; bye"]);
+        let angle = "<tag> & ".repeat(4_000);
+        let parts = mrkdwn_parts(&angle);
+        assert!(parts.len() > 1, "{} parts", parts.len());
+        assert!(parts.iter().all(|p| p.chars().count() <= SLACK_TEXT_LIMIT));
+        let rejoined: String = parts.concat();
+        assert_eq!(rejoined.matches("&lt;tag&gt;").count(), 4_000, "nothing was lost");
+        let long = fit("x".repeat(SLACK_TEXT_LIMIT + 5));
+        assert_eq!(long.chars().count(), SLACK_TEXT_LIMIT);
+        assert!(long.ends_with('…'));
     }
 
     #[test]
