@@ -98,7 +98,8 @@ impl Daemon {
         let started = Instant::now();
         // reqwest is built without a default crypto provider; install ring once per process.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let problems = config.validate(&env);
+        let extra: Vec<&str> = options.extra_platforms.iter().map(|p| p.name()).collect();
+        let problems = config.validate_with(&env, &extra);
         if !problems.is_empty() {
             return Err(ConfigError { problems }.into());
         }

@@ -9,6 +9,12 @@ use super::{Config, Env, ModelConfig, ReceiveMode, ResetMode};
 impl Config {
     /// List every problem, checking the secrets this config needs against `env`. Empty: valid.
     pub fn validate(&self, env: &Env) -> Vec<String> {
+        self.validate_with(env, &[])
+    }
+
+    /// `validate`, with `extra` platforms (the terminal of `hermesd chat`, or an embedder's own)
+    /// counted as running for delivery targets.
+    pub fn validate_with(&self, env: &Env, extra: &[&str]) -> Vec<String> {
         let mut problems = Vec::new();
         let listen = self.http.listen.parse::<SocketAddr>();
         match &listen {
@@ -73,7 +79,7 @@ impl Config {
             problems.push(format!("compression.threshold: {threshold} is not between 0.1 and 0.99"));
         }
         check_platforms(self, env, &mut problems);
-        check_webhooks(self, env, &mut problems);
+        check_webhooks(self, env, extra, &mut problems);
         if self.cron.tick.get().as_millis() < 1000 {
             problems.push("cron.tick: must be at least 1s".into());
         }
@@ -83,7 +89,7 @@ impl Config {
                 self.cron.timezone
             ));
         }
-        if let Err(e) = self.check_target(&self.cron.default_deliver, true) {
+        if let Err(e) = self.check_target_with(&self.cron.default_deliver, true, extra) {
             problems.push(format!("cron.default_deliver: {e}"));
         }
         let sessions = &self.sessions;
@@ -167,7 +173,7 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     }
 }
 
-fn check_webhooks(config: &Config, env: &Env, problems: &mut Vec<String>) {
+fn check_webhooks(config: &Config, env: &Env, extra: &[&str], problems: &mut Vec<String>) {
     let mut seen = std::collections::HashSet::new();
     for (i, hook) in config.webhooks.iter().enumerate() {
         let at = format!("webhooks[{i}]");
@@ -188,7 +194,7 @@ fn check_webhooks(config: &Config, env: &Env, problems: &mut Vec<String>) {
         if hook.prompt.trim().is_empty() {
             problems.push(format!("{at}.prompt: must not be empty"));
         }
-        if let Err(e) = config.check_target(&hook.deliver, false) {
+        if let Err(e) = config.check_target_with(&hook.deliver, false, extra) {
             problems.push(format!("{at}.deliver: {e}"));
         }
         if hook.rate_limit_per_minute == 0 {
@@ -207,6 +213,11 @@ impl Config {
     /// Check a delivery target's form and that its platform is enabled; `origin` only where the
     /// sender has an originating chat.
     pub fn check_target(&self, text: &str, origin_allowed: bool) -> Result<(), String> {
+        self.check_target_with(text, origin_allowed, &[])
+    }
+
+    /// `check_target`, with `extra` platforms counted as running.
+    pub fn check_target_with(&self, text: &str, origin_allowed: bool, extra: &[&str]) -> Result<(), String> {
         let target = crate::delivery::Target::parse(text).map_err(|e| e.to_string())?;
         let platform = match &target {
             crate::delivery::Target::Origin if origin_allowed => return Ok(()),
@@ -219,7 +230,7 @@ impl Config {
             "discord" => self.platforms.discord.enabled,
             "slack" => self.platforms.slack.enabled,
             "local" => true,
-            _ => false,
+            other => extra.contains(&other),
         };
         if enabled { Ok(()) } else { Err(format!("{text}: platform {platform:?} is not enabled in this config")) }
     }

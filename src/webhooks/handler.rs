@@ -67,11 +67,6 @@ pub async fn receive(
         tracing::info!(route = %name, error = %e, "webhook signature refused");
         return answer(StatusCode::UNAUTHORIZED, json!({ "error": "invalid signature" }));
     }
-    if let Err(wait) = route.admit(Instant::now()) {
-        let secs = wait.as_secs().max(1).to_string();
-        let body = json!({ "error": "rate limit exceeded for this route" });
-        return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, secs)], Json(body)).into_response();
-    }
     let payload: Value = match serde_json::from_slice(&body) {
         Ok(payload) => payload,
         Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": format!("body is not JSON: {e}") })),
@@ -79,6 +74,11 @@ pub async fn receive(
     let event_type = template::event_type(&lookup);
     if !route.wants(&event_type) {
         return answer(StatusCode::OK, json!({ "status": "ignored", "event_type": event_type }));
+    }
+    if let Err(wait) = route.admit(Instant::now()) {
+        let secs = wait.as_secs().max(1).to_string();
+        let body = json!({ "error": "rate limit exceeded for this route" });
+        return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, secs)], Json(body)).into_response();
     }
     let delivery = delivery_id(&lookup, &body);
     let text = template::render(&route.config.prompt, &payload, &event_type, route.config.max_value_chars);
