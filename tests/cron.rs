@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use hermesd::cron::jobs::{JobSpec, prepare};
+use hermesd::cron::jobs::{JobRules, JobSpec, prepare};
 use hermesd::daemon::DaemonOptions;
 use hermesd::store::{CronStore, JobUpdate, SqliteStore};
 use hermesd_platform::Accepted;
@@ -40,7 +40,8 @@ async fn add_job(home: &Path, schedule: &str, prompt: &str, deliver: &str) -> St
         deliver: Some(deliver.into()),
         ..Default::default()
     };
-    let job = prepare(spec, chrono_tz::Tz::UTC, "local", Utc::now(), &|_| Ok(())).unwrap();
+    let rules = JobRules { tz: chrono_tz::Tz::UTC, default_deliver: "local", models: &[], check_target: &|_| Ok(()) };
+    let job = prepare(spec, &rules, Utc::now()).unwrap();
     let store = store(home).await;
     let job = store.create_job(&job, Utc::now().timestamp_millis()).await.unwrap();
     store.close().await;

@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use super::{EXIT_CONFIG, Loaded};
 use crate::clock::now_ms;
-use crate::cron::jobs::{JobSpec, describe, next_from_now, prepare};
+use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 use crate::delivery::Target;
 use crate::store::{CronStore, JobState, JobUpdate};
 
@@ -33,6 +33,12 @@ pub enum CronCommand {
         /// Stop after this many runs.
         #[arg(long)]
         repeat: Option<i64>,
+        /// A configured model the runs start on (default: the primary).
+        #[arg(long)]
+        model: Option<String>,
+        /// Toolsets the runs get, comma-separated (default: those of the `cron` platform).
+        #[arg(long, value_delimiter = ',')]
+        toolsets: Option<Vec<String>>,
     },
     /// Delete a job (its run history stays).
     Remove {
@@ -77,15 +83,17 @@ pub(super) async fn run(loaded: Loaded, command: CronCommand) -> ExitCode {
                 jobs.iter().map(|j| describe(j, tz)).collect::<Vec<_>>().join("\n")
             }
         }),
-        CronCommand::Add { schedule, prompt, name, deliver, repeat } => {
+        CronCommand::Add { schedule, prompt, name, deliver, repeat, model, toolsets } => {
             // There is no originating chat on the command line: `origin` means `local` here.
             let default = match loaded.config.cron.default_deliver.as_str() {
                 "origin" => "local",
                 other => other,
             };
-            let spec = JobSpec { schedule, prompt, name, deliver, repeat, ..JobSpec::default() };
+            let spec = JobSpec { schedule, prompt, name, deliver, repeat, model, toolsets, origin: None };
             let check = |target: &Target| loaded.config.check_target(&target.to_string(), false);
-            match prepare(spec, tz, default, now, &check) {
+            let models: Vec<String> = loaded.config.model_chain().iter().map(|m| m.name.clone()).collect();
+            let rules = JobRules { tz, default_deliver: default, models: &models, check_target: &check };
+            match prepare(spec, &rules, now) {
                 Ok(job) => store
                     .create_job(&job, now_ms())
                     .await

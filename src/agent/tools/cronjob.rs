@@ -14,7 +14,7 @@ use super::files::parse_args;
 use super::{Tool, ToolContext, ToolError, ToolSpec};
 use crate::clock::now_ms;
 use crate::config::CronConfig;
-use crate::cron::jobs::{JobSpec, describe, next_from_now, prepare};
+use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 use crate::cron::scan::scan_prompt;
 use crate::cron::schedule::Schedule;
 use crate::delivery::{Target, Targets};
@@ -24,12 +24,14 @@ use crate::store::{JobState, JobUpdate};
 pub struct CronJobTool {
     cron: CronConfig,
     targets: Targets,
+    models: Vec<String>,
 }
 
 impl CronJobTool {
-    /// A tool creating jobs in `cron.timezone`, checking targets against `targets`.
-    pub fn new(cron: CronConfig, targets: Targets) -> Self {
-        Self { cron, targets }
+    /// A tool creating jobs in `cron.timezone`, checking targets against `targets` and models
+    /// against the configured `models`.
+    pub fn new(cron: CronConfig, targets: Targets, models: Vec<String>) -> Self {
+        Self { cron, targets, models }
     }
 
     fn tz(&self) -> Tz {
@@ -56,6 +58,8 @@ struct Args {
     name: Option<String>,
     deliver: Option<String>,
     repeat: Option<i64>,
+    model: Option<String>,
+    toolsets: Option<Vec<String>>,
 }
 
 fn invalid(text: impl Into<String>) -> ToolError {
@@ -86,7 +90,9 @@ impl Tool for CronJobTool {
                     "prompt": {"type": "string", "description": "Self-contained instructions for the run"},
                     "name": {"type": "string"},
                     "deliver": {"type": "string"},
-                    "repeat": {"type": "integer", "minimum": 1, "description": "Stop after this many runs"}
+                    "repeat": {"type": "integer", "minimum": 1, "description": "Stop after this many runs"},
+                    "model": {"type": "string", "description": "A configured model to run on (default: the primary)"},
+                    "toolsets": {"type": "array", "items": {"type": "string"}, "description": "Toolsets the runs get"}
                 },
                 "required": ["action"],
                 "additionalProperties": false
@@ -117,10 +123,20 @@ impl Tool for CronJobTool {
                     deliver: args.deliver.clone(),
                     repeat: args.repeat,
                     origin: Some(ctx.chat.clone()),
-                    ..JobSpec::default()
+                    model: args.model.clone(),
+                    toolsets: args.toolsets.clone(),
                 };
-                let job = prepare(spec, self.tz(), &self.cron.default_deliver, now, &|t| self.check(ctx, t))
-                    .map_err(ToolError::InvalidArguments)?;
+                // The rules borrow a non-Send closure: keep them out of the awaits below.
+                let job = {
+                    let check = |t: &Target| self.check(ctx, t);
+                    let rules = JobRules {
+                        tz: self.tz(),
+                        default_deliver: &self.cron.default_deliver,
+                        models: &self.models,
+                        check_target: &check,
+                    };
+                    prepare(spec, &rules, now).map_err(ToolError::InvalidArguments)?
+                };
                 let job = store.create_job(&job, now_ms()).await.map_err(failed)?;
                 Ok(format!("Created cron job {}", describe(&job, self.tz())))
             }
