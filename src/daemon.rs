@@ -243,6 +243,13 @@ impl Daemon {
             let app = crate::http::router(state, config.http.max_body_bytes);
             let stop = http_cancel.clone();
             tasks.spawn(async move {
+                // Replies and SSE deltas are small writes that must leave at once, not wait for
+                // Nagle's algorithm to coalesce them with the next.
+                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                    if let Err(e) = tcp.set_nodelay(true) {
+                        tracing::debug!(error = %e, "TCP_NODELAY not set");
+                    }
+                });
                 let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
                 if let Err(e) = serve.await {
                     tracing::error!(error = %e, "http server failed");
