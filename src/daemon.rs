@@ -24,6 +24,10 @@ use crate::agent::runtime::prompt::PromptBuilder;
 use crate::agent::tools;
 use crate::agent::turn::{RunnerParts, RunnerSettings, TurnRunner};
 use crate::config::{Config, ConfigError, Env, Paths, ProviderKind};
+use crate::cron::tick::Scheduler;
+use crate::delivery::Targets;
+use crate::delivery::local::LocalPlatform;
+use crate::delivery::turns::Routing;
 use crate::http::{AppState, Readiness};
 use crate::ingress::HostIngress;
 use crate::metrics::Metrics;
@@ -33,6 +37,8 @@ use crate::recovery::{RecoveryReport, recover};
 use crate::router::{Router, RouterSettings};
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::systemd;
+use crate::webhooks::handler::WebhookState;
+use crate::webhooks::route::WebhookRoutes;
 
 /// How long pending deliveries may run after turns have drained.
 const DELIVERY_GRACE: Duration = Duration::from_secs(5);
@@ -92,7 +98,8 @@ impl Daemon {
         let started = Instant::now();
         // reqwest is built without a default crypto provider; install ring once per process.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let problems = config.validate(&env);
+        let extra: Vec<&str> = options.extra_platforms.iter().map(|p| p.name()).collect();
+        let problems = config.validate_with(&env, &extra);
         if !problems.is_empty() {
             return Err(ConfigError { problems }.into());
         }
@@ -110,22 +117,10 @@ impl Daemon {
         let store: Arc<dyn Store> = Arc::new(store);
         let metrics = Arc::new(Metrics::default());
 
-        let mut platforms = PlatformRegistry::default();
+        let mut platforms = build_platforms(&config, &env, &paths)?;
         let api = config.platforms.api.enabled.then(|| Arc::new(ApiPlatform::default()));
         if let Some(api) = &api {
             platforms.insert(api.clone());
-        }
-        #[cfg(feature = "telegram")]
-        if config.platforms.telegram.enabled {
-            let telegram = crate::platforms::telegram::build(&config.platforms.telegram, &env, &paths.home)
-                .map_err(|e| anyhow::anyhow!("telegram: {e}"))?;
-            platforms.insert(telegram);
-        }
-        #[cfg(feature = "slack")]
-        if config.platforms.slack.enabled {
-            let slack = crate::platforms::slack::build(&config.platforms.slack, &env, &paths.home)
-                .map_err(|e| anyhow::anyhow!("slack: {e}"))?;
-            platforms.insert(slack);
         }
         for platform in &options.extra_platforms {
             platforms.insert(platform.clone());
@@ -146,9 +141,13 @@ impl Daemon {
         drop(http);
         let workdir = paths.workdir(&config.tools);
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
+        let webhooks = Arc::new(WebhookRoutes::build(&config.webhooks, &env).map_err(|e| anyhow::anyhow!(e))?);
+        let targets = Targets::new(store.clone(), platforms.clone(), &env);
+        let routing = Routing::new(store.clone(), targets.clone(), webhooks.clone(), &paths.home);
         let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone());
         let fetcher = crate::http_client::build_fetcher().context("build HTTP client")?;
-        let registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts);
+        let extras = tools::ExtraTools { cron: config.cron.clone(), targets: targets.clone(), outbox: outbox.clone() };
+        let registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
         let runner = Arc::new(TurnRunner::new(
             RunnerParts {
                 store: store.clone(),
@@ -160,6 +159,7 @@ impl Daemon {
                 prompts,
                 workdir,
                 data_dir: paths.home.clone(),
+                routing,
             },
             RunnerSettings {
                 sessions: config.sessions.clone(),
@@ -217,6 +217,10 @@ impl Daemon {
             });
         }
         ready.platforms_started.store(true, Ordering::SeqCst);
+        if config.cron.enabled && !options.no_http {
+            let scheduler = Scheduler::new(store.clone(), ingress.clone(), &paths.home, config.cron.tick.get());
+            tasks.spawn(scheduler.run(platform_cancel.clone()));
+        }
 
         let http_cancel = CancellationToken::new();
         if let Some(listener) = listener {
@@ -231,10 +235,21 @@ impl Daemon {
                 sse_keepalive: config.http.sse_keepalive.get(),
                 platforms: platforms.clone(),
                 platform_ctx: ctx.clone(),
+                webhooks: WebhookState { routes: webhooks.clone(), ingress: ingress.clone() },
+                targets: targets.clone(),
+                outbox: outbox.clone(),
+                loopback: addr.is_some_and(|a| a.ip().is_loopback()),
             };
             let app = crate::http::router(state, config.http.max_body_bytes);
             let stop = http_cancel.clone();
             tasks.spawn(async move {
+                // Replies and SSE deltas are small writes that must leave at once, not wait for
+                // Nagle's algorithm to coalesce them with the next.
+                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                    if let Err(e) = tcp.set_nodelay(true) {
+                        tracing::debug!(error = %e, "TCP_NODELAY not set");
+                    }
+                });
                 let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
                 if let Err(e) = serve.await {
                     tracing::error!(error = %e, "http server failed");
@@ -298,6 +313,27 @@ impl Daemon {
         self.shutdown();
         self.wait().await;
     }
+}
+
+/// The chat platforms the config enables, plus the `local` delivery target; nothing is started.
+/// (`hermesd send` uses this to deliver without a running daemon.)
+#[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_variables))]
+pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Result<PlatformRegistry> {
+    let mut platforms = PlatformRegistry::default();
+    #[cfg(feature = "telegram")]
+    if config.platforms.telegram.enabled {
+        let telegram = crate::platforms::telegram::build(&config.platforms.telegram, env, &paths.home)
+            .map_err(|e| anyhow::anyhow!("telegram: {e}"))?;
+        platforms.insert(telegram);
+    }
+    #[cfg(feature = "slack")]
+    if config.platforms.slack.enabled {
+        let slack = crate::platforms::slack::build(&config.platforms.slack, env, &paths.home)
+            .map_err(|e| anyhow::anyhow!("slack: {e}"))?;
+        platforms.insert(slack);
+    }
+    platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
+    Ok(platforms)
 }
 
 /// The primary model and its fallbacks, each with retries owned by the runtime.

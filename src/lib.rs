@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod cron;
 pub mod daemon;
+pub mod delivery;
 pub mod http;
 pub mod http_client;
 pub mod ingress;

@@ -452,7 +452,8 @@ async fn the_offset_confirms_only_updates_the_daemon_received() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forum_topics_are_threads_and_files_are_downloaded() {
-    let llm = FakeLlm::echo().await;
+    // The model takes a moment, as real ones do, so the turn lives long enough to show typing.
+    let llm = FakeLlm::builder().latency(Duration::from_millis(300)).start().await;
     let tg = fake_telegram().await;
     let home = tempfile::tempdir().unwrap();
     let d = start(home.path(), &telegram_config(&llm, &tg, "", ""), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;

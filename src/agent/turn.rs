@@ -24,6 +24,7 @@ use super::runtime::prompt::PromptBuilder;
 use super::tools::{Registry, ToolContext};
 use crate::clock::now_ms;
 use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
+use crate::delivery::turns::{Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
@@ -130,6 +131,8 @@ pub struct RunnerParts {
     pub workdir: PathBuf,
     /// `HERMESD_HOME`.
     pub data_dir: PathBuf,
+    /// Where replies of cron runs and webhook deliveries go.
+    pub routing: Routing,
 }
 
 /// Turn limits and policies.
@@ -179,6 +182,24 @@ impl TurnRunner {
     /// The approval broker.
     pub fn approvals(&self) -> &Arc<Approvals> {
         &self.parts.approvals
+    }
+
+    /// Reply routing and delivery targets.
+    pub fn routing(&self) -> &Routing {
+        &self.parts.routing
+    }
+
+    /// The context window of `model` (a configured one), else of the primary.
+    pub fn context_length(&self, model: Option<&str>) -> u64 {
+        match model {
+            Some(name) => self.parts.chain.starting_with(name).primary().context_length(),
+            None => self.parts.chain.primary().context_length(),
+        }
+    }
+
+    /// The names of the configured models, primary first.
+    pub fn models(&self) -> Vec<String> {
+        self.parts.chain.models()
     }
 
     /// Limits for restart recovery.
@@ -257,21 +278,41 @@ impl TurnRunner {
     ) -> Result<(), StoreError> {
         let store = &self.parts.store;
         let session = self.resolve_session(&job.key).await?;
+        let origin = self.parts.routing.origin(&job.message).await?;
         if session.suspended {
             let text = format!(
                 "This session is suspended: its turn stopped hermesd {} times in a row. Send /new to start a fresh session.",
                 session.restart_count
             );
             let ending = Ending { state: EventState::Failed, error: Some("session suspended"), ..Ending::default() };
-            self.finish(job, &session.id, &text, OutboundKind::Error, ending).await?;
+            self.finish(job, &session.id, &text, OutboundKind::Error, ending, &origin).await?;
             self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "rejected")]);
+            return Ok(());
+        }
+        if let TurnOrigin::Webhook(route) = &origin
+            && route.config.deliver_only
+        {
+            // A notification route: the rendered template is the message; no model runs.
+            let user = Message::text(Role::User, job.message.text.clone());
+            store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
+            let text = job.message.text.clone();
+            self.finish(job, &session.id, &text, OutboundKind::Reply, Ending::default(), &origin).await?;
+            self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
             return Ok(());
         }
         let user = Message::text(Role::User, user_text(&job.message));
         store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
 
         let platform_name = job.key.platform.as_str();
-        let tools = self.parts.registry.select(self.settings.tools.toolsets_for(platform_name));
+        let toolsets = self.parts.routing.toolsets(&origin, self.settings.tools.toolsets_for(platform_name));
+        let tools = self.parts.registry.select(&toolsets);
+        // A model chosen by `/model` (or a cron job) goes first; the rest of the chain stays as
+        // its fallbacks.
+        let chosen = session.model.as_deref().or_else(|| self.parts.routing.model(&origin));
+        let chain = match chosen {
+            Some(name) => self.parts.chain.starting_with(name),
+            None => self.parts.chain.clone(),
+        };
         let specs = tools.specs();
         let mut system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
@@ -297,13 +338,13 @@ impl TurnRunner {
         );
 
         // Between turns: compact first when the last call (or this prompt) crossed the threshold.
-        let context = self.parts.chain.primary().context_length();
+        let context = chain.primary().context_length();
         let mut request = vec![Message::text(Role::System, system.clone())];
         request.extend(transcript.iter().cloned());
         let estimate = estimate_tokens(&request, &[]).max(session.last_prompt_tokens);
         if compressor.over_threshold(estimate, context) {
-            let mut state = self.parts.chain.start_turn();
-            match compressor.compact(&self.parts.chain, &mut state, &stop.token, false).await {
+            let mut state = chain.start_turn();
+            match compressor.compact(&chain, &mut state, &stop.token, false).await {
                 Ok(Some(done)) => {
                     let _ = watcher.try_send(TurnEvent::Compressed { archived: done.archived });
                     system = done.system_prompt;
@@ -344,7 +385,7 @@ impl TurnRunner {
             }
         };
         let agent = AgentLoop {
-            chain: &self.parts.chain,
+            chain: &chain,
             tools: &tools,
             ctx: &ctx,
             compressor: &compressor,
@@ -386,7 +427,7 @@ impl TurnRunner {
                     prompt_tokens: result.prompt_tokens,
                     steered: &steered,
                 };
-                self.finish(job, &session.id, text, OutboundKind::Reply, ending).await?;
+                self.finish(job, &session.id, text, OutboundKind::Reply, ending, &origin).await?;
                 self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
                 return Ok(());
             }
@@ -394,7 +435,7 @@ impl TurnRunner {
         let steered = stop.steer.taken();
         let ending =
             Ending { messages: &result.appended, state, error, prompt_tokens: result.prompt_tokens, steered: &steered };
-        self.finish(job, &session.id, &result.text, kind, ending).await?;
+        self.finish(job, &session.id, &result.text, kind, ending, &origin).await?;
         self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
         self.parts.metrics.observe_turn(job.accepted_at.elapsed());
         Ok(())
@@ -424,29 +465,35 @@ impl TurnRunner {
         text: &str,
         kind: OutboundKind,
         ending: Ending<'_>,
+        origin: &TurnOrigin,
     ) -> Result<(), StoreError> {
         let outbox = &self.parts.outbox;
-        let reply = outbox.compose(&job.message.chat, text, kind, Some(&job.message.message_id));
+        let routed = self.parts.routing.route(outbox, &job.message, origin, text, kind).await;
+        let reply = &routed.messages;
         let end = TurnEnd {
             messages: ending.messages,
-            reply: &reply,
+            reply,
             state: ending.state,
             error: ending.error,
             prompt_tokens: ending.prompt_tokens,
             also_done: ending.steered,
         };
         let ids = self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
+        self.parts.routing.record(&routed).await;
         let turn_id = format!("evt:{}", job.seq);
+        if reply.is_empty() {
+            return Ok(());
+        }
         if ids.len() == reply.len() {
             let rows = ids
                 .into_iter()
-                .zip(reply)
+                .zip(routed.messages)
                 .map(|(id, message)| PendingOutbound { id, turn_id: turn_id.clone(), message, attempts: 0 })
                 .collect();
-            outbox.deliver_rows(&job.message.chat, &turn_id, rows);
+            outbox.deliver_rows(&routed.chat, &turn_id, rows);
         } else {
             // Some chunks were queued before (a retried write): read back what is still pending.
-            outbox.deliver(&job.message.chat, &turn_id);
+            outbox.deliver(&routed.chat, &turn_id);
         }
         Ok(())
     }

@@ -1,8 +1,10 @@
-//! The command line: `hermesd run | check | chat | sessions`. Every subcommand reads
+//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 
+mod cron;
 mod pairing;
 mod run;
+mod send;
 mod sessions;
 
 use std::path::PathBuf;
@@ -50,6 +52,19 @@ pub enum Command {
         /// What to show.
         #[command(subcommand)]
         command: sessions::SessionsCommand,
+    },
+    /// Deliver a message to a target: local, <platform>, <platform>:<chat_id>[:<thread_id>].
+    Send {
+        /// Where it goes.
+        target: String,
+        /// The text (markdown).
+        text: String,
+    },
+    /// Manage scheduled prompts.
+    Cron {
+        /// What to do.
+        #[command(subcommand)]
+        command: cron::CronCommand,
     },
     /// Approve or revoke chat users (DM pairing).
     Pairing {
@@ -110,6 +125,8 @@ pub fn main() -> ExitCode {
             Command::Chat { user } => run::chat(loaded, &user).await,
             Command::Sessions { command } => sessions::run(loaded, command).await,
             Command::Pairing { command } => pairing::run(loaded, command).await,
+            Command::Send { target, text } => send::run(loaded, &target, &text).await,
+            Command::Cron { command } => cron::run(loaded, command).await,
         }
     })
 }

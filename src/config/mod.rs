@@ -186,7 +186,7 @@ impl Default for CompressionConfig {
 
 /// Every built-in toolset, the default for each platform.
 pub const ALL_TOOLSETS: &[&str] =
-    &["memory", "session_search", "todo", "clarify", "files", "terminal", "web", "delegate"];
+    &["memory", "session_search", "todo", "clarify", "files", "terminal", "web", "delegate", "cron", "messaging"];
 
 /// `[tools]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -380,29 +380,60 @@ impl Default for SlackConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
-    /// Served at `/webhooks/{route}`.
+    /// Served at `/webhooks/{route}` (letters, digits, `-` and `_`).
     pub route: String,
-    /// Name of the variable holding the signing secret.
+    /// Name of the variable holding the signing secret (GitHub HMAC, GitLab token or generic HMAC).
     pub secret_env: String,
-    /// Prompt template with `{dot.path}` placeholders.
+    /// Prompt template with `{dot.path}`, `{event_type}` and `{__raw__}` placeholders.
     pub prompt: String,
-    /// Delivery target of the reply.
+    /// Delivery target of the reply: `local`, `<platform>` or `<platform>:<chat_id>[:<thread_id>]`.
     pub deliver: String,
+    /// Event types to act on (from `X-GitHub-Event`, `X-Gitlab-Event` or `X-Event-Type`); empty: all.
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// Send the rendered template to the target as it is, without running the agent.
+    #[serde(default)]
+    pub deliver_only: bool,
+    /// Accepted deliveries per minute on this route (429 above it).
+    #[serde(default = "default_webhook_rate")]
+    pub rate_limit_per_minute: u32,
+    /// Largest body accepted on this route, in bytes (413 above it).
+    #[serde(default = "default_webhook_body")]
+    pub max_body_bytes: usize,
+    /// Longest value inserted for one placeholder, in characters.
+    #[serde(default = "default_webhook_value_chars")]
+    pub max_value_chars: usize,
+}
+
+fn default_webhook_rate() -> u32 {
+    30
+}
+
+fn default_webhook_body() -> usize {
+    1024 * 1024
+}
+
+fn default_webhook_value_chars() -> usize {
+    2_000
 }
 
 /// `[cron]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CronConfig {
+    /// Run the scheduler in this daemon.
+    pub enabled: bool,
     /// Interval between scheduler ticks.
     pub tick: HumanDuration,
-    /// Time zone for cron expressions.
+    /// Time zone (IANA name) for cron expressions and ISO times without an offset.
     pub timezone: String,
+    /// Delivery target of jobs created without one.
+    pub default_deliver: String,
 }
 
 impl Default for CronConfig {
     fn default() -> Self {
-        Self { tick: HumanDuration::secs(60), timezone: "UTC".into() }
+        Self { enabled: true, tick: HumanDuration::secs(60), timezone: "UTC".into(), default_deliver: "origin".into() }
     }
 }
 

@@ -9,6 +9,12 @@ use super::{Config, Env, ModelConfig, ReceiveMode, ResetMode};
 impl Config {
     /// List every problem, checking the secrets this config needs against `env`. Empty: valid.
     pub fn validate(&self, env: &Env) -> Vec<String> {
+        self.validate_with(env, &[])
+    }
+
+    /// `validate`, with `extra` platforms (the terminal of `hermesd chat`, or an embedder's own)
+    /// counted as running for delivery targets.
+    pub fn validate_with(&self, env: &Env, extra: &[&str]) -> Vec<String> {
         let mut problems = Vec::new();
         let listen = self.http.listen.parse::<SocketAddr>();
         match &listen {
@@ -73,17 +79,18 @@ impl Config {
             problems.push(format!("compression.threshold: {threshold} is not between 0.1 and 0.99"));
         }
         check_platforms(self, env, &mut problems);
-        if !self.webhooks.is_empty() {
-            problems.push(
-                "webhooks: webhook ingestion is not available in this version of hermesd; remove the [[webhooks]] tables"
-                    .into(),
-            );
-        }
+        check_webhooks(self, env, extra, &mut problems);
         if self.cron.tick.get().as_millis() < 1000 {
             problems.push("cron.tick: must be at least 1s".into());
         }
-        if self.cron.timezone.trim().is_empty() {
-            problems.push("cron.timezone: must name a time zone such as \"UTC\"".into());
+        if self.cron.timezone.parse::<chrono_tz::Tz>().is_err() {
+            problems.push(format!(
+                "cron.timezone: {:?} is not an IANA time zone such as \"UTC\" or \"Europe/Berlin\"",
+                self.cron.timezone
+            ));
+        }
+        if let Err(e) = self.check_target_with(&self.cron.default_deliver, true, extra) {
+            problems.push(format!("cron.default_deliver: {e}"));
         }
         let sessions = &self.sessions;
         if sessions.at_hour > 23 || sessions.overrides.iter().any(|o| o.at_hour.is_some_and(|h| h > 23)) {
@@ -198,6 +205,69 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
         if slack.socket_idle_reconnect.get() < std::time::Duration::from_secs(60) {
             problems.push("platforms.slack.socket_idle_reconnect: must be at least 1m".into());
         }
+    }
+}
+
+fn check_webhooks(config: &Config, env: &Env, extra: &[&str], problems: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, hook) in config.webhooks.iter().enumerate() {
+        let at = format!("webhooks[{i}]");
+        let valid_name = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if hook.route.is_empty() || !hook.route.chars().all(valid_name) {
+            problems.push(format!("{at}.route: {:?} must be letters, digits, '-' or '_'", hook.route));
+        } else if !seen.insert(hook.route.as_str()) {
+            problems.push(format!("{at}.route: {:?} is defined twice", hook.route));
+        }
+        match env.secret(&hook.secret_env) {
+            Ok(Some(secret)) if secret.expose().len() >= 8 => {}
+            Ok(Some(_)) => {
+                problems.push(format!("{at}.secret_env: the secret in {} is shorter than 8 bytes", hook.secret_env))
+            }
+            Ok(None) => problems.push(format!("{at}.secret_env: the variable {} is not set", hook.secret_env)),
+            Err(e) => problems.push(format!("{at}.secret_env: {e}")),
+        }
+        if hook.prompt.trim().is_empty() {
+            problems.push(format!("{at}.prompt: must not be empty"));
+        }
+        if let Err(e) = config.check_target_with(&hook.deliver, false, extra) {
+            problems.push(format!("{at}.deliver: {e}"));
+        }
+        if hook.rate_limit_per_minute == 0 {
+            problems.push(format!("{at}.rate_limit_per_minute: must be at least 1"));
+        }
+        if hook.max_body_bytes < 1024 || hook.max_body_bytes > config.http.max_body_bytes {
+            problems.push(format!(
+                "{at}.max_body_bytes: must be between 1024 and http.max_body_bytes ({})",
+                config.http.max_body_bytes
+            ));
+        }
+    }
+}
+
+impl Config {
+    /// Check a delivery target's form and that its platform is enabled; `origin` only where the
+    /// sender has an originating chat.
+    pub fn check_target(&self, text: &str, origin_allowed: bool) -> Result<(), String> {
+        self.check_target_with(text, origin_allowed, &[])
+    }
+
+    /// `check_target`, with `extra` platforms counted as running.
+    pub fn check_target_with(&self, text: &str, origin_allowed: bool, extra: &[&str]) -> Result<(), String> {
+        let target = crate::delivery::Target::parse(text).map_err(|e| e.to_string())?;
+        let platform = match &target {
+            crate::delivery::Target::Origin if origin_allowed => return Ok(()),
+            crate::delivery::Target::Origin => return Err("origin: there is no originating chat here".into()),
+            crate::delivery::Target::Local => return Ok(()),
+            crate::delivery::Target::Home(p) | crate::delivery::Target::Chat { platform: p, .. } => p.as_str(),
+        };
+        let enabled = match platform {
+            "telegram" => self.platforms.telegram.enabled,
+            "discord" => self.platforms.discord.enabled,
+            "slack" => self.platforms.slack.enabled,
+            "local" => true,
+            other => extra.contains(&other),
+        };
+        if enabled { Ok(()) } else { Err(format!("{text}: platform {platform:?} is not enabled in this config")) }
     }
 }
 

@@ -1,6 +1,8 @@
-//! Cron building blocks: schedule parsing and next-run arithmetic, and the prompt scanner that
-//! guards job prompts at create time and run time. Pure: nothing here reads the clock or does IO;
-//! the tick task that claims and runs due jobs (DESIGN.md §8) wires these together.
+//! Cron (DESIGN.md §8): schedule parsing and next-run arithmetic, the prompt scanner that guards
+//! job prompts at create time and run time, job creation shared by the tool and the CLI, and
+//! the tick that claims due jobs under the file lock and runs them as turns.
 
+pub mod jobs;
 pub mod scan;
 pub mod schedule;
+pub mod tick;

@@ -61,7 +61,7 @@ fn content_text(content: &Value) -> String {
     }
 }
 
-fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
+pub(super) fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
     let Some(key) = &state.api_key else { return true };
     let Some(given) = headers
         .get(axum::http::header::AUTHORIZATION)

@@ -1,6 +1,7 @@
 //! The one HTTP server (axum): health, readiness, metrics and the OpenAI-compatible API. Later
 //! webhook and platform callback routes mount here too; they all enter through the ingress.
 
+mod admin;
 mod api;
 mod health;
 mod webhook;
@@ -14,11 +15,13 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 use crate::config::Secret;
+use crate::delivery::Targets;
 use crate::ingress::HostIngress;
 use crate::metrics::Metrics;
-use crate::outbox::PlatformRegistry;
+use crate::outbox::{Outbox, PlatformRegistry};
 use crate::platforms::api::ApiPlatform;
 use crate::store::Store;
+use crate::webhooks::handler::WebhookState;
 use hermesd_platform::PlatformContext;
 
 /// What `/readyz` reports.
@@ -60,6 +63,14 @@ pub struct AppState {
     pub platforms: PlatformRegistry,
     /// What webhook handlers hand events to.
     pub platform_ctx: PlatformContext,
+    /// `[[webhooks]]` routes.
+    pub webhooks: WebhookState,
+    /// Delivery targets (`POST /admin/send`).
+    pub targets: Targets,
+    /// The outbox (`POST /admin/send`).
+    pub outbox: Outbox,
+    /// Whether the server listens on loopback only (admin routes then need no key).
+    pub loopback: bool,
 }
 
 /// The application's routes.
@@ -74,6 +85,13 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             app = app.route(&path, post(move |headers, body| webhook::handle(platform, ctx, headers, body)));
         }
     }
+    if !state.webhooks.routes.is_empty() {
+        let hooks = Router::new()
+            .route("/webhooks/{route}", post(crate::webhooks::handler::receive))
+            .with_state(state.webhooks.clone());
+        app = app.merge(hooks);
+    }
+    app = app.route("/admin/send", post(admin::send));
     if state.api.is_some() {
         app = app
             .route("/v1/chat/completions", post(api::chat_completions))

@@ -20,6 +20,37 @@ pub enum ChatCommand {
     Approve,
     /// Deny the pending action
     Deny,
+    /// Run your last message again (its old answer is removed)
+    Retry,
+    /// Remove the last exchange from the conversation
+    Undo,
+    /// Show the model, or switch this session to another configured one
+    Model {
+        /// A configured model name; `default` goes back to the primary.
+        name: Option<String>,
+    },
+    /// Show this session's title, or set it
+    Title {
+        /// The new title.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
+    /// Make this chat the platform's home channel for deliveries
+    Sethome,
+    /// Queue a message behind the running turn, whatever the busy policy
+    Queue {
+        /// The message.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
+    /// Add a message to the running turn (or start one)
+    Steer {
+        /// The message.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
+    /// Show this session's context and message usage
+    Usage,
     /// List the commands
     Help,
 }
@@ -61,6 +92,12 @@ pub fn parse(text: &str, prefix: char) -> Parsed {
     }
 }
 
+/// The text after the command word, as typed (`/queue  a  b` → `a  b`).
+pub fn rest(text: &str) -> &str {
+    let text = text.trim();
+    text.find(char::is_whitespace).map_or("", |at| text[at..].trim())
+}
+
 /// The `/help` text, from the variants' doc comments.
 pub fn help(prefix: char) -> String {
     let mut out = String::from("Commands:\n");
@@ -85,12 +122,38 @@ mod tests {
         assert_eq!(parse("/unknown thing", '/'), Parsed::NotACommand);
         assert_eq!(parse("hello /stop", '/'), Parsed::NotACommand);
         assert!(matches!(parse("/stop now please", '/'), Parsed::Invalid(_)));
+        assert_eq!(parse("/model", '/'), Parsed::Command(ChatCommand::Model { name: None }));
+        assert_eq!(
+            parse("/model qwen3:8b", '/'),
+            Parsed::Command(ChatCommand::Model { name: Some("qwen3:8b".into()) })
+        );
+        assert!(matches!(parse("/queue -v do it", '/'), Parsed::Command(ChatCommand::Queue { .. })));
+        assert!(matches!(parse("!steer also check x", '!'), Parsed::Command(ChatCommand::Steer { .. })));
+        assert_eq!(parse("/sethome", '/'), Parsed::Command(ChatCommand::Sethome));
+        assert_eq!(rest("/queue   look  at this "), "look  at this");
+        assert_eq!(rest("/usage"), "");
     }
 
     #[test]
     fn help_lists_every_command() {
         let text = help('/');
-        for name in ["/new", "/stop", "/status", "/help"] {
+        for name in [
+            "/new",
+            "/stop",
+            "/status",
+            "/compress",
+            "/retry",
+            "/undo",
+            "/model",
+            "/title",
+            "/sethome",
+            "/approve",
+            "/deny",
+            "/queue",
+            "/steer",
+            "/usage",
+            "/help",
+        ] {
             assert!(text.contains(name), "{text}");
         }
     }

@@ -6,6 +6,7 @@
 
 mod actor;
 pub mod commands;
+mod control;
 pub mod session_key;
 
 use std::collections::HashMap;
@@ -26,7 +27,7 @@ use crate::config::BusyPolicy;
 use crate::metrics::Metrics;
 use crate::store::{EventState, SessionKey};
 use actor::{ActorState, actor_loop};
-use commands::{ChatCommand, Parsed};
+use commands::Parsed;
 
 /// Router settings from `[agent]` and `[sessions]`.
 #[derive(Debug, Clone)]
@@ -129,7 +130,7 @@ impl Router {
                 match commands::parse(&message.text, prefix) {
                     Parsed::Command(command) => self.control(seq, &key, &message, command, prefix).await,
                     Parsed::Invalid(error) => self.answer(seq, &message, &error).await,
-                    Parsed::NotACommand => self.enqueue(seq, key, message).await,
+                    Parsed::NotACommand => self.enqueue(seq, key, message, self.inner.settings.busy_policy).await,
                 }
             }
             InboundEvent::Action { action, .. } => {
@@ -158,14 +159,14 @@ impl Router {
         }
     }
 
-    async fn enqueue(&self, seq: i64, key: SessionKey, message: InboundMessage) {
+    async fn enqueue(&self, seq: i64, key: SessionKey, message: InboundMessage, policy: BusyPolicy) {
         // A question a tool asked is answered by the next message, on the control lane.
         if self.inner.runner.approvals().answer(&key.key, &message.text) == Answered::Yes {
             self.close(seq, &message.chat, &[]).await;
             return;
         }
         let job = TurnJob { seq, message, key, accepted_at: Instant::now() };
-        if self.inner.settings.busy_policy == BusyPolicy::Steer {
+        if policy == BusyPolicy::Steer {
             let state =
                 self.inner.actors.lock().expect("router lock poisoned").get(&job.key.key).map(|a| a.state.clone());
             if let Some(state) = state {
@@ -186,7 +187,7 @@ impl Router {
             let waiting = actor.state.waiting.fetch_add(1, Ordering::SeqCst) + 1;
             self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
             match actor.tx.try_send(job.clone()) {
-                Ok(()) => match (busy, self.inner.settings.busy_policy) {
+                Ok(()) => match (busy, policy) {
                     (false, _) => Followup::None,
                     (true, BusyPolicy::Interrupt) => {
                         actor.state.stop_running(StopReason::Interrupted);
@@ -238,65 +239,6 @@ impl Router {
         let (key, actor_state) = (key.to_owned(), state.clone());
         self.inner.tracker.spawn(actor_loop(inner, key, rx, actor_state));
         Actor { tx, state }
-    }
-
-    async fn control(&self, seq: i64, key: &SessionKey, message: &InboundMessage, command: ChatCommand, prefix: char) {
-        let state = {
-            let actors = self.inner.actors.lock().expect("router lock poisoned");
-            actors.get(&key.key).map(|a| a.state.clone())
-        };
-        let text = match command {
-            ChatCommand::Stop => match state.as_ref().filter(|s| s.is_running()) {
-                Some(state) => {
-                    state.stop_running(StopReason::Stopped);
-                    // The stopped turn answers "Stopped." itself; this command needs no reply
-                    // of its own beyond the acknowledgement.
-                    "Stopping the current turn.".to_owned()
-                }
-                None => "Nothing is running.".to_owned(),
-            },
-            ChatCommand::New => match self.inner.runner.store().start_session(key, now_ms()).await {
-                Ok(session) => format!("Started a new session ({}).", short(&session.id)),
-                Err(e) => {
-                    tracing::error!(error = %e, "start session for /new");
-                    "Could not start a new session; see the hermesd logs.".to_owned()
-                }
-            },
-            ChatCommand::Status => self.status(key, state.as_deref()).await,
-            ChatCommand::Compress => match state.as_ref().filter(|s| s.is_running()) {
-                Some(_) => "A turn is running; send /compress after it finishes.".to_owned(),
-                None => self.inner.runner.compress_now(key).await,
-            },
-            ChatCommand::Approve | ChatCommand::Deny => {
-                let approve = command == ChatCommand::Approve;
-                match self.inner.runner.approvals().decide(&key.key, approve) {
-                    Answered::Yes if approve => "Approved.".to_owned(),
-                    Answered::Yes => "Denied.".to_owned(),
-                    Answered::NothingPending => "Nothing is waiting for approval.".to_owned(),
-                }
-            }
-            ChatCommand::Help => commands::help(prefix),
-        };
-        self.answer(seq, message, &text).await;
-    }
-
-    async fn status(&self, key: &SessionKey, state: Option<&ActorState>) -> String {
-        let store = self.inner.runner.store();
-        let routed = match store.route(&key.key).await {
-            Ok(Some(s)) => store.session(&s.id).await,
-            other => other,
-        };
-        let session = match routed {
-            Ok(Some(s)) => format!("session {} · {} messages", short(&s.id), s.message_count),
-            Ok(None) => "no session yet".to_owned(),
-            Err(e) => format!("session unknown ({e})"),
-        };
-        let running = match state.and_then(ActorState::running_for) {
-            Some(elapsed) => format!("running for {}s", elapsed.as_secs()),
-            None => "idle".to_owned(),
-        };
-        let waiting = state.map_or(0, |s| s.waiting.load(Ordering::SeqCst));
-        format!("{session}\nmodel: {}\nturn: {running} · {waiting} queued", self.inner.runner.model())
     }
 
     async fn answer(&self, seq: i64, message: &InboundMessage, text: &str) {

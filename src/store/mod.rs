@@ -4,10 +4,11 @@
 //! The trait is split by concern so each backend file stays small; `Store` is all of them.
 //! A PostgreSQL backend for scale-out is a second implementation of the same traits.
 
+mod cron;
 mod sqlite;
 
 use async_trait::async_trait;
-use hermesd_platform::{ChatType, InboundEvent, OutboundMessage};
+use hermesd_platform::{ChatRef, ChatType, InboundEvent, OutboundMessage};
 use serde::Serialize;
 
 use crate::agent::message::Message;
@@ -151,6 +152,8 @@ pub struct SessionInfo {
     pub system_prompt: Option<String>,
     /// Prompt tokens of the session's last model call.
     pub last_prompt_tokens: u64,
+    /// The model `/model` chose for this session; `None`: the configured primary.
+    pub model: Option<String>,
 }
 
 /// A stored transcript message.
@@ -402,7 +405,40 @@ pub trait AccessStore: Send + Sync {
     async fn revoke_user(&self, platform: &str, user_id: &str) -> StoreResult<bool>;
 }
 
-/// Everything durable hermesd keeps.
-pub trait Store: InboundStore + SessionStore + OutboxStore + AccessStore {}
+pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 
-impl<T: InboundStore + SessionStore + OutboxStore + AccessStore> Store for T {}
+/// Per-session choices made by chat commands, and the platforms' home channels.
+#[async_trait]
+pub trait ExtrasStore: Send + Sync {
+    /// Set (or clear) a session's title.
+    async fn set_title(&self, session_id: &str, title: Option<&str>) -> StoreResult<()>;
+    /// Set (or clear) the model a session starts its turns on.
+    async fn set_session_model(&self, session_id: &str, model: Option<&str>) -> StoreResult<()>;
+    /// Archive the session's last exchange (its last user message and everything after it);
+    /// returns that user message's text, or `None` when there is nothing to undo. Archived rows
+    /// stay searchable.
+    async fn undo_last_exchange(&self, session_id: &str) -> StoreResult<Option<String>>;
+    /// Make `chat` the platform's home channel (the `<platform>` delivery target).
+    async fn set_home_channel(&self, chat: &ChatRef, now: i64) -> StoreResult<()>;
+    /// The platform's home channel set by `/sethome`.
+    async fn home_channel(&self, platform: &str) -> StoreResult<Option<ChatRef>>;
+    /// Whether an outbound message of `turn_id` is still waiting for its platform; with the
+    /// platform message ids of those that were delivered.
+    async fn turn_receipts(&self, turn_id: &str) -> StoreResult<TurnReceipts>;
+}
+
+/// Delivery state of one turn's outbound messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnReceipts {
+    /// Platform message ids of delivered chunks, in chunk order.
+    pub delivered: Vec<String>,
+    /// Chunks still waiting.
+    pub pending: usize,
+    /// Chunks that failed for good, with the last error.
+    pub failed: Vec<String>,
+}
+
+/// Everything the daemon keeps.
+pub trait Store: InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore {}
+
+impl<T: InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore> Store for T {}

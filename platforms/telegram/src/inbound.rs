@@ -85,7 +85,12 @@ fn normalise_message(message: &Message, edited: bool, bot: &BotIdentity, rules: 
         // Only channel posts come without a user; they speak as the channel.
         None if chat.chat_type == ChatType::Channel => {
             let channel = message.sender_chat.as_ref().unwrap_or(&message.chat);
-            Sender { id: channel.id.0.to_string(), name: channel.title().map(str::to_owned), is_bot: false, roles: Vec::new() }
+            Sender {
+                id: channel.id.0.to_string(),
+                name: channel.title().map(str::to_owned),
+                is_bot: false,
+                roles: Vec::new(),
+            }
         }
         None => return None,
     };

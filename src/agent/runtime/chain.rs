@@ -99,6 +99,22 @@ impl ProviderChain {
         &self.providers[0]
     }
 
+    /// The model names of the chain, primary first.
+    pub fn models(&self) -> Vec<String> {
+        self.providers.iter().map(|p| p.model().to_owned()).collect()
+    }
+
+    /// The same chain with the provider serving `model` moved to the front (the others keep
+    /// their order as its fallbacks); unchanged when no provider serves it.
+    pub fn starting_with(&self, model: &str) -> ProviderChain {
+        let mut providers = self.providers.clone();
+        if let Some(at) = providers.iter().position(|p| p.model() == model) {
+            let chosen = providers.remove(at);
+            providers.insert(0, chosen);
+        }
+        ProviderChain { providers, policy: self.policy, metrics: self.metrics.clone() }
+    }
+
     /// A fresh per-turn state, starting on the primary.
     pub fn start_turn(&self) -> ChainState {
         ChainState { current: 0, deadline: Instant::now() + self.policy.deadline, fallbacks: 0 }

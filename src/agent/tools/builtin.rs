@@ -4,16 +4,30 @@ use std::sync::Arc;
 
 use super::Registry;
 use super::clarify::ClarifyTool;
+use super::cronjob::CronJobTool;
 use super::delegate::DelegateTool;
 use super::files::{PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool};
 use super::memory::MemoryTool;
+use super::send_message::SendMessageTool;
 use super::session_search::SessionSearchTool;
 use super::terminal::TerminalTool;
 use super::todo::TodoTool;
 use super::web_fetch::WebFetchTool;
 use crate::agent::runtime::chain::ProviderChain;
 use crate::agent::runtime::prompt::PromptBuilder;
-use crate::config::{AgentConfig, ToolsConfig};
+use crate::config::{AgentConfig, CronConfig, ToolsConfig};
+use crate::delivery::Targets;
+use crate::outbox::Outbox;
+
+/// Tools that reach into the rest of the daemon: cron jobs and deliveries.
+pub struct ExtraTools {
+    /// `[cron]`: time zone and default target of new jobs.
+    pub cron: CronConfig,
+    /// Delivery targets.
+    pub targets: Targets,
+    /// The outbox `send_message` delivers through.
+    pub outbox: Outbox,
+}
 
 /// Every built-in tool. `delegate_task` children get all the others except `clarify`.
 pub fn builtin(
@@ -22,6 +36,7 @@ pub fn builtin(
     http: reqwest::Client,
     chain: &ProviderChain,
     prompts: &PromptBuilder,
+    extras: ExtraTools,
 ) -> Registry {
     let approval = tools.approval_timeout.get();
     let mut registry = Registry::default();
@@ -35,6 +50,8 @@ pub fn builtin(
     registry.register(Arc::new(TerminalTool::new(approval)));
     registry.register(Arc::new(WebFetchTool::new(http, tools.web_allow_private)));
     let child_tools = registry.clone();
+    registry.register(Arc::new(CronJobTool::new(extras.cron, extras.targets.clone(), chain.models())));
+    registry.register(Arc::new(SendMessageTool::new(extras.targets, extras.outbox)));
     registry.register(Arc::new(ClarifyTool::new(tools.clarify_timeout.get())));
     registry.register(Arc::new(DelegateTool::new(
         chain.clone(),

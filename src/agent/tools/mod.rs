@@ -6,10 +6,12 @@
 
 mod builtin;
 pub mod clarify;
+pub mod cronjob;
 pub mod delegate;
 mod executor;
 pub mod files;
 pub mod memory;
+pub mod send_message;
 pub mod session_search;
 pub mod terminal;
 #[cfg(test)]
@@ -29,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::Store;
 
-pub use builtin::builtin;
+pub use builtin::{ExtraTools, builtin};
 pub use executor::{ExecutorLimits, run_calls};
 
 /// What a tool is, as the model and the runtime see it.

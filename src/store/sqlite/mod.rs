@@ -4,6 +4,8 @@
 //! Only this folder writes SQL. Schema changes go through `migrations/`, never ad hoc DDL here.
 
 mod access;
+mod cron;
+mod extras;
 mod inbound;
 mod outbox;
 mod sessions;
@@ -26,6 +28,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "initial", include_str!("../../../migrations/0001_initial.sql")),
     (2, "runtime", include_str!("../../../migrations/0002_runtime.sql")),
     (3, "access", include_str!("../../../migrations/0003_access.sql")),
+    (4, "cron", include_str!("../../../migrations/0004_cron.sql")),
 ];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.

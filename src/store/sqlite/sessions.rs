@@ -12,12 +12,12 @@ use crate::store::{
 };
 
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, \
-     s.system_prompt, s.last_prompt_tokens, \
+     s.system_prompt, s.last_prompt_tokens, s.model, \
      (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.archived = 0) AS message_count";
 
 /// The per-turn lookup skips the message count: it is only shown by `/status` and the CLI.
 const ROUTE_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, s.system_prompt, \
-     s.last_prompt_tokens, -1 AS message_count";
+     s.last_prompt_tokens, s.model, -1 AS message_count";
 
 fn session_from_row(row: &SqliteRow) -> SessionInfo {
     SessionInfo {
@@ -31,6 +31,7 @@ fn session_from_row(row: &SqliteRow) -> SessionInfo {
         message_count: row.get("message_count"),
         system_prompt: row.get("system_prompt"),
         last_prompt_tokens: row.get::<i64, _>("last_prompt_tokens").try_into().unwrap_or(0),
+        model: row.get("model"),
     }
 }
 
@@ -137,6 +138,7 @@ impl SessionStore for SqliteStore {
             message_count: 0,
             system_prompt: None,
             last_prompt_tokens: 0,
+            model: None,
         })
     }
 

@@ -1,0 +1,200 @@
+//! The `cronjob` tool: create, list, update, pause, resume, run and remove scheduled prompts
+//! from a chat. A job created here remembers the chat as its origin, so `origin` delivers back
+//! to it. Prompts are scanned and targets checked before anything is stored.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use chrono_tz::Tz;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::files::parse_args;
+use super::{Tool, ToolContext, ToolError, ToolSpec};
+use crate::clock::now_ms;
+use crate::config::CronConfig;
+use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
+use crate::cron::scan::scan_prompt;
+use crate::cron::schedule::Schedule;
+use crate::delivery::{Target, Targets};
+use crate::store::{JobState, JobUpdate};
+
+/// Manages cron jobs.
+pub struct CronJobTool {
+    cron: CronConfig,
+    targets: Targets,
+    models: Vec<String>,
+}
+
+impl CronJobTool {
+    /// A tool creating jobs in `cron.timezone`, checking targets against `targets` and models
+    /// against the configured `models`.
+    pub fn new(cron: CronConfig, targets: Targets, models: Vec<String>) -> Self {
+        Self { cron, targets, models }
+    }
+
+    fn tz(&self) -> Tz {
+        self.cron.timezone.parse().unwrap_or(Tz::UTC)
+    }
+
+    fn check(&self, ctx: &ToolContext, target: &Target) -> Result<(), String> {
+        match target {
+            Target::Origin => self.targets.check(&ctx.chat.platform).map(drop).map_err(|_| {
+                format!("this chat ({}) cannot receive deliveries; name a target such as local", ctx.chat.platform)
+            }),
+            other => self.targets.check(&other.to_string()).map(drop).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    action: String,
+    job_id: Option<String>,
+    schedule: Option<String>,
+    prompt: Option<String>,
+    name: Option<String>,
+    deliver: Option<String>,
+    repeat: Option<i64>,
+    model: Option<String>,
+    toolsets: Option<Vec<String>>,
+}
+
+fn invalid(text: impl Into<String>) -> ToolError {
+    ToolError::InvalidArguments(text.into())
+}
+
+fn failed(e: impl std::fmt::Display) -> ToolError {
+    ToolError::Failed(e.to_string())
+}
+
+#[async_trait]
+impl Tool for CronJobTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "cronjob",
+            description: "Schedule prompts that run later as fresh agent turns, with their output delivered to a \
+                          target. Actions: create (schedule + prompt, optional name, deliver, repeat), list, update \
+                          (job_id + fields to change), pause, resume, run (now), remove. Schedules: '30m' (once, \
+                          after a delay), 'every 2h', a cron expression like '0 9 * * 1-5', or an ISO time. \
+                          deliver: 'origin' (this chat, the default), 'local', '<platform>' (its home channel) or \
+                          '<platform>:<chat_id>[:<thread_id>]'. A run that answers exactly [SILENT] delivers nothing.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "action": {"type": "string", "enum": ["create", "list", "update", "pause", "resume", "run", "remove"]},
+                    "job_id": {"type": "string", "description": "The job, for every action but create and list"},
+                    "schedule": {"type": "string"},
+                    "prompt": {"type": "string", "description": "Self-contained instructions for the run"},
+                    "name": {"type": "string"},
+                    "deliver": {"type": "string"},
+                    "repeat": {"type": "integer", "minimum": 1, "description": "Stop after this many runs"},
+                    "model": {"type": "string", "description": "A configured model to run on (default: the primary)"},
+                    "toolsets": {"type": "array", "items": {"type": "string"}, "description": "Toolsets the runs get"}
+                },
+                "required": ["action"],
+                "additionalProperties": false
+            }),
+            toolset: "cron",
+            parallel_safe: false,
+            max_result_chars: 20_000,
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let args: Args = parse_args(args)?;
+        let store = &ctx.store;
+        let now = Utc::now();
+        let job_id = || args.job_id.as_deref().ok_or_else(|| invalid(format!("{} needs job_id", args.action)));
+        let missing = |id: &str| ToolError::Failed(format!("no cron job {id}; use action list to see the jobs"));
+        let update = |update: JobUpdate| async move {
+            let id = job_id()?;
+            store.update_job(id, &update, now_ms()).await.map_err(failed)?.ok_or_else(|| missing(id))
+        };
+        match args.action.as_str() {
+            "create" => {
+                let spec = JobSpec {
+                    schedule: args.schedule.clone().ok_or_else(|| invalid("create needs schedule"))?,
+                    prompt: args.prompt.clone().ok_or_else(|| invalid("create needs prompt"))?,
+                    name: args.name.clone(),
+                    deliver: args.deliver.clone(),
+                    repeat: args.repeat,
+                    origin: Some(ctx.chat.clone()),
+                    model: args.model.clone(),
+                    toolsets: args.toolsets.clone(),
+                };
+                // The rules borrow a non-Send closure: keep them out of the awaits below.
+                let job = {
+                    let check = |t: &Target| self.check(ctx, t);
+                    let rules = JobRules {
+                        tz: self.tz(),
+                        default_deliver: &self.cron.default_deliver,
+                        models: &self.models,
+                        check_target: &check,
+                    };
+                    prepare(spec, &rules, now).map_err(ToolError::InvalidArguments)?
+                };
+                let job = store.create_job(&job, now_ms()).await.map_err(failed)?;
+                Ok(format!("Created cron job {}", describe(&job, self.tz())))
+            }
+            "list" => {
+                let jobs = store.list_jobs().await.map_err(failed)?;
+                if jobs.is_empty() {
+                    return Ok("No cron jobs.".into());
+                }
+                Ok(jobs.iter().map(|j| describe(j, self.tz())).collect::<Vec<_>>().join("\n"))
+            }
+            "update" => {
+                let mut change = JobUpdate { name: args.name.clone(), ..JobUpdate::default() };
+                if let Some(prompt) = &args.prompt {
+                    scan_prompt(prompt).map_err(|e| invalid(format!("refused: {e}")))?;
+                    change.prompt = Some(prompt.trim().to_owned());
+                }
+                if let Some(deliver) = &args.deliver {
+                    let target = Target::parse(deliver).map_err(|e| invalid(e.to_string()))?;
+                    self.check(ctx, &target).map_err(invalid)?;
+                    change.deliver = Some(target.to_string());
+                }
+                if let Some(text) = &args.schedule {
+                    let schedule = Schedule::parse(text, now, self.tz()).map_err(|e| invalid(e.to_string()))?;
+                    let next =
+                        schedule.next_after(now).ok_or_else(|| invalid("the schedule has no future occurrence"))?;
+                    change.schedule = Some((schedule.canonical(), next.timestamp_millis()));
+                }
+                let job = update(change).await?;
+                Ok(format!("Updated {}", describe(&job, self.tz())))
+            }
+            "pause" => {
+                let job = update(JobUpdate { state: Some((JobState::Paused, None)), ..JobUpdate::default() }).await?;
+                Ok(format!("Paused {}", describe(&job, self.tz())))
+            }
+            "resume" => {
+                let id = job_id()?;
+                let job = store.job(id).await.map_err(failed)?.ok_or_else(|| missing(id))?;
+                let next = next_from_now(&job.schedule, &job.timezone, now).map_err(failed)?;
+                let Some(next) = next else {
+                    return Err(failed("the schedule is spent; update it with a new schedule"));
+                };
+                let job =
+                    update(JobUpdate { state: Some((JobState::Active, Some(next))), ..JobUpdate::default() }).await?;
+                Ok(format!("Resumed {}", describe(&job, self.tz())))
+            }
+            "run" => {
+                let job = update(JobUpdate { due_now: Some(now_ms()), ..JobUpdate::default() }).await?;
+                Ok(format!("Job {} will run at the next scheduler tick", job.id))
+            }
+            "remove" => {
+                let id = job_id()?;
+                if store.remove_job(id).await.map_err(failed)? {
+                    Ok(format!("Removed cron job {id}"))
+                } else {
+                    Err(missing(id))
+                }
+            }
+            other => Err(invalid(format!("unknown action {other:?}"))),
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Target parsing and resolution.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermesd_platform::ChatType;
+
+use super::*;
+use crate::delivery::local::LocalPlatform;
+use crate::store::SqliteStore;
+
+#[test]
+fn parses_every_form_and_prints_it_back() {
+    for (text, target) in [
+        ("origin", Target::Origin),
+        ("local", Target::Local),
+        ("telegram", Target::Home("telegram".into())),
+        ("telegram:-100123", Target::Chat { platform: "telegram".into(), chat_id: "-100123".into(), thread_id: None }),
+        (
+            "slack:C01:1700000000.000100",
+            Target::Chat {
+                platform: "slack".into(),
+                chat_id: "C01".into(),
+                thread_id: Some("1700000000.000100".into()),
+            },
+        ),
+    ] {
+        assert_eq!(Target::parse(text).unwrap(), target, "{text}");
+        assert_eq!(target.to_string(), text);
+    }
+    for bad in ["", "Telegram", "telegram:", "telegram::5", "tele gram:1", "telegram:1:"] {
+        assert!(Target::parse(bad).is_err(), "{bad:?} should be refused");
+    }
+}
+
+#[tokio::test]
+async fn resolves_homes_from_store_then_env_and_refuses_what_it_cannot_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
+    let mut platforms = PlatformRegistry::default();
+    platforms.insert(Arc::new(LocalPlatform::new(dir.path().join("d"))));
+    let env = Env::from_map(HashMap::from([("LOCAL_HOME_CHANNEL".to_owned(), "ops".to_owned())]));
+    let targets = Targets::new(store.clone(), platforms, &env);
+
+    let home = targets.resolve(&Target::parse("local:x").unwrap(), None).await.unwrap();
+    assert_eq!((home.platform.as_str(), home.chat_id.as_str()), ("local", "x"));
+    // The env home, until /sethome stores one.
+    let env_home = targets.resolve(&Target::Home("local".into()), None).await.unwrap();
+    assert_eq!(env_home.chat_id, "ops");
+    let chosen = ChatRef::new("local", "chosen", ChatType::Group);
+    store.set_home_channel(&chosen, 1).await.unwrap();
+    assert_eq!(targets.resolve(&Target::Home("local".into()), None).await.unwrap(), chosen);
+
+    assert_eq!(targets.resolve(&Target::Origin, None).await.unwrap_err(), TargetError::NoOrigin);
+    assert_eq!(targets.resolve(&Target::Origin, Some(&chosen)).await.unwrap(), chosen);
+    let err = targets.resolve(&Target::parse("telegram:5").unwrap(), None).await.unwrap_err();
+    assert!(err.to_string().contains("not enabled (running: local)"), "{err}");
+    assert!(targets.check("discord").is_err());
+}
+
+#[test]
+fn explicit_chats_get_a_type_from_their_id() {
+    assert_eq!(explicit_chat("telegram".into(), "-100".into(), None).chat_type, ChatType::Group);
+    assert_eq!(explicit_chat("telegram".into(), "42".into(), None).chat_type, ChatType::Dm);
+    assert_eq!(explicit_chat("slack".into(), "D1".into(), None).chat_type, ChatType::Dm);
+    assert_eq!(explicit_chat("discord".into(), "1".into(), Some("2".into())).chat_type, ChatType::Thread);
+}

@@ -1,0 +1,205 @@
+//! Turns that do not answer the chat they came from: cron runs and webhook deliveries. Their
+//! events arrive on the `cron` and `webhook` pseudo-platforms (one session per run or delivery);
+//! their replies go to the job's or route's delivery target, with a header naming the source.
+//!
+//! A target that cannot be resolved never loses the output: it goes to `local` with the reason,
+//! and the run is recorded as failed with that reason.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use hermesd_platform::{ChatRef, InboundMessage, OutboundKind, OutboundMessage};
+
+use super::{Target, Targets, local};
+use crate::clock::now_ms;
+use crate::outbox::Outbox;
+use crate::store::{CronRun, RunStatus, Store, StoreError};
+use crate::webhooks::handler::PLATFORM as WEBHOOK;
+use crate::webhooks::route::{WebhookRoute, WebhookRoutes};
+
+/// The platform name cron runs carry.
+pub const CRON: &str = "cron";
+/// A cron reply of exactly this suppresses delivery.
+pub const SILENT: &str = "[SILENT]";
+/// Toolsets a cron run never gets: nobody can answer a question, and a job must not spawn jobs.
+const NOT_FOR_CRON: [&str; 2] = ["clarify", "cron"];
+
+/// Where a turn came from, as far as its reply is concerned.
+#[derive(Debug, Clone)]
+pub enum TurnOrigin {
+    /// A chat message: the reply goes back to its chat.
+    Chat,
+    /// A cron run.
+    Cron(Box<CronRun>),
+    /// A run whose job was removed before it ran.
+    RemovedJob,
+    /// A webhook delivery on this route.
+    Webhook(Arc<WebhookRoute>),
+}
+
+/// A reply addressed: the chat it goes to and its chunks.
+pub struct Routed {
+    /// Destination.
+    pub chat: ChatRef,
+    /// Chunks (empty: nothing to deliver).
+    pub messages: Vec<OutboundMessage>,
+    /// What to record about a cron run once the turn is stored.
+    pub run: Option<(i64, RunStatus, Option<String>, Option<String>)>,
+}
+
+/// Resolves origins and routes replies.
+#[derive(Clone)]
+pub struct Routing {
+    store: Arc<dyn Store>,
+    targets: Targets,
+    webhooks: Arc<WebhookRoutes>,
+    output_dir: PathBuf,
+}
+
+impl Routing {
+    /// Routing with cron output files under `home/cron/output`.
+    pub fn new(store: Arc<dyn Store>, targets: Targets, webhooks: Arc<WebhookRoutes>, home: &std::path::Path) -> Self {
+        Self { store, targets, webhooks, output_dir: home.join("cron").join("output") }
+    }
+
+    /// The targets, for tools and commands.
+    pub fn targets(&self) -> &Targets {
+        &self.targets
+    }
+
+    /// Where `message` came from.
+    pub async fn origin(&self, message: &InboundMessage) -> Result<TurnOrigin, StoreError> {
+        match message.chat.platform.as_str() {
+            CRON => {
+                let run_id = message.chat.thread_id.as_deref().and_then(|t| t.parse().ok());
+                let Some(run_id) = run_id else { return Ok(TurnOrigin::RemovedJob) };
+                Ok(self.store.run(run_id).await?.map_or(TurnOrigin::RemovedJob, |r| TurnOrigin::Cron(Box::new(r))))
+            }
+            WEBHOOK => {
+                Ok(self.webhooks.get(&message.chat.chat_id).cloned().map_or(TurnOrigin::Chat, TurnOrigin::Webhook))
+            }
+            _ => Ok(TurnOrigin::Chat),
+        }
+    }
+
+    /// The toolsets of a turn: a cron job's own, else the platform's; cron runs never get the
+    /// interactive or job-creating ones.
+    pub fn toolsets(&self, origin: &TurnOrigin, platform_default: &[String]) -> Vec<String> {
+        match origin {
+            TurnOrigin::Cron(run) => run
+                .job
+                .toolsets
+                .clone()
+                .unwrap_or_else(|| platform_default.to_vec())
+                .into_iter()
+                .filter(|set| !NOT_FOR_CRON.contains(&set.as_str()))
+                .collect(),
+            _ => platform_default.to_vec(),
+        }
+    }
+
+    /// A model the turn starts on, when its origin chose one.
+    pub fn model<'a>(&self, origin: &'a TurnOrigin) -> Option<&'a str> {
+        match origin {
+            TurnOrigin::Cron(run) => run.job.model.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Address the reply `text` of a turn from `message`.
+    pub async fn route(
+        &self,
+        outbox: &Outbox,
+        message: &InboundMessage,
+        origin: &TurnOrigin,
+        text: &str,
+        kind: OutboundKind,
+    ) -> Routed {
+        match origin {
+            TurnOrigin::Chat => Routed {
+                chat: message.chat.clone(),
+                messages: outbox.compose(&message.chat, text, kind, Some(&message.message_id)),
+                run: None,
+            },
+            TurnOrigin::RemovedJob => Routed { chat: local::inbox(), messages: Vec::new(), run: None },
+            TurnOrigin::Webhook(route) => {
+                let header = format!("🔔 Webhook {}", route.config.route);
+                let (chat, body, _) = self.resolve(&route.config.deliver, None, &header, text).await;
+                Routed { messages: outbox.compose(&chat, &body, kind, None), chat, run: None }
+            }
+            TurnOrigin::Cron(run) => {
+                let job = &run.job;
+                let output = self.save_output(run, text);
+                if kind == OutboundKind::Reply && text.trim() == SILENT {
+                    return Routed {
+                        chat: local::inbox(),
+                        messages: Vec::new(),
+                        run: Some((run.run_id, RunStatus::Silent, output, None)),
+                    };
+                }
+                let header = format!("⏰ Cron job \"{}\" ({})", job.name, job.id);
+                let (chat, body, error) = self.resolve(&job.deliver, job.origin.as_ref(), &header, text).await;
+                let (status, error) = match (kind, error) {
+                    (OutboundKind::Error, _) => (RunStatus::Failed, Some(text.to_owned())),
+                    (_, Some(error)) => (RunStatus::Failed, Some(error)),
+                    (_, None) => (RunStatus::Ok, None),
+                };
+                Routed {
+                    messages: outbox.compose(&chat, &body, kind, None),
+                    chat,
+                    run: Some((run.run_id, status, output, error)),
+                }
+            }
+        }
+    }
+
+    /// Record a cron run's end, once its turn is stored.
+    pub async fn record(&self, routed: &Routed) {
+        if let Some((run_id, status, output, error)) = &routed.run
+            && let Err(e) = self.store.finish_run(*run_id, *status, output.as_deref(), error.as_deref(), now_ms()).await
+        {
+            tracing::error!(error = %e, run_id, "record cron run");
+        }
+    }
+
+    /// The chat for `target`, and the text to send there; a failure falls back to `local`
+    /// with the reason in the text and returned.
+    async fn resolve(
+        &self,
+        target: &str,
+        origin: Option<&ChatRef>,
+        header: &str,
+        text: &str,
+    ) -> (ChatRef, String, Option<String>) {
+        let resolved = match Target::parse(target) {
+            Ok(target) => self.targets.resolve(&target, origin).await,
+            Err(e) => Err(e),
+        };
+        match resolved {
+            Ok(chat) => (chat, format!("{header}\n\n{text}"), None),
+            Err(e) => {
+                tracing::warn!(error = %e, "delivery target unusable; delivered to local instead");
+                let error = e.to_string();
+                (local::inbox(), format!("{header}\n(could not deliver: {error})\n\n{text}"), Some(error))
+            }
+        }
+    }
+
+    /// Keep a run's full output as a file; returns its path.
+    fn save_output(&self, run: &CronRun, text: &str) -> Option<String> {
+        let dir = self.output_dir.join(safe(&run.job.id));
+        let path = dir.join(format!("{}.md", run.run_id));
+        let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text));
+        match written {
+            Ok(()) => Some(path.display().to_string()),
+            Err(e) => {
+                tracing::warn!(error = %e, path = %path.display(), "cron output not saved");
+                None
+            }
+        }
+    }
+}
+
+fn safe(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}

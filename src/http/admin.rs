@@ -1,0 +1,54 @@
+//! `POST /admin/send` — what `hermesd send` calls on a running daemon: `{"target", "text"}` is
+//! delivered through this daemon's outbox. Needs the `API_SERVER_KEY` bearer when one is set;
+//! without a key it answers only on a loopback listener.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::AppState;
+use crate::delivery::send::{SendOutcome, send as deliver};
+
+/// How long the request waits for the platform's receipt before answering "queued".
+const WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SendRequest {
+    target: String,
+    text: String,
+}
+
+fn answer(status: StatusCode, body: serde_json::Value) -> Response {
+    (status, Json(body)).into_response()
+}
+
+pub(super) async fn send(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Json<SendRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let authorised = if state.api_key.is_some() { super::api::authorized(&state, &headers) } else { state.loopback };
+    if !authorised {
+        return answer(StatusCode::UNAUTHORIZED, json!({ "error": "missing or wrong bearer key" }));
+    }
+    let Json(request) = match body {
+        Ok(body) => body,
+        Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e.body_text() })),
+    };
+    match deliver(state.store.as_ref(), &state.outbox, &state.targets, &request.target, None, &request.text, WAIT).await
+    {
+        Ok((chat, SendOutcome::Delivered(ids))) => {
+            answer(StatusCode::OK, json!({ "status": "delivered", "chat": chat.key(), "message_ids": ids }))
+        }
+        Ok((chat, SendOutcome::Queued)) => {
+            answer(StatusCode::ACCEPTED, json!({ "status": "queued", "chat": chat.key() }))
+        }
+        Err(e) => answer(StatusCode::BAD_REQUEST, json!({ "error": e })),
+    }
+}

@@ -1,0 +1,222 @@
+//! The control lane: chat commands answered at once, never queued behind a running turn.
+//! Commands that change the transcript (`/retry`, `/undo`, `/compress`) refuse while a turn
+//! runs and say so; `/queue` and `/steer` turn their text into a turn of their own.
+
+use std::sync::atomic::Ordering;
+
+use hermesd_platform::{InboundEvent, InboundMessage};
+
+use super::actor::ActorState;
+use super::commands::{self, ChatCommand};
+use super::{Router, short};
+use crate::agent::approvals::Answered;
+use crate::agent::turn::StopReason;
+use crate::clock::now_ms;
+use crate::config::BusyPolicy;
+use crate::store::{AcceptOutcome, SessionInfo, SessionKey};
+
+const BUSY: &str = "A turn is running; send this again after it finishes (or /stop it).";
+
+impl Router {
+    pub(super) async fn control(
+        &self,
+        seq: i64,
+        key: &SessionKey,
+        message: &InboundMessage,
+        command: ChatCommand,
+        prefix: char,
+    ) {
+        let state = {
+            let actors = self.inner.actors.lock().expect("router lock poisoned");
+            actors.get(&key.key).map(|a| a.state.clone())
+        };
+        let running = state.as_ref().is_some_and(|s| s.is_running());
+        let text = match command {
+            ChatCommand::Stop => match state.as_ref().filter(|_| running) {
+                Some(state) => {
+                    state.stop_running(StopReason::Stopped);
+                    // The stopped turn answers "Stopped." itself; this is only the acknowledgement.
+                    "Stopping the current turn.".to_owned()
+                }
+                None => "Nothing is running.".to_owned(),
+            },
+            ChatCommand::New => match self.inner.runner.store().start_session(key, now_ms()).await {
+                Ok(session) => format!("Started a new session ({}).", short(&session.id)),
+                Err(e) => {
+                    tracing::error!(error = %e, "start session for /new");
+                    "Could not start a new session; see the hermesd logs.".to_owned()
+                }
+            },
+            ChatCommand::Status => self.status(key, state.as_deref()).await,
+            ChatCommand::Compress if running => BUSY.to_owned(),
+            ChatCommand::Compress => self.inner.runner.compress_now(key).await,
+            ChatCommand::Approve | ChatCommand::Deny => {
+                let approve = command == ChatCommand::Approve;
+                match self.inner.runner.approvals().decide(&key.key, approve) {
+                    Answered::Yes if approve => "Approved.".to_owned(),
+                    Answered::Yes => "Denied.".to_owned(),
+                    Answered::NothingPending => "Nothing is waiting for approval.".to_owned(),
+                }
+            }
+            ChatCommand::Retry | ChatCommand::Undo if running => BUSY.to_owned(),
+            ChatCommand::Retry => match self.retry(seq, key, message).await {
+                Ok(true) => return,
+                Ok(false) => "There is nothing to retry yet.".to_owned(),
+                Err(e) => e,
+            },
+            ChatCommand::Undo => match self.undo(key).await {
+                Ok(Some(removed)) => format!("Removed the last exchange (your message: \"{}\").", preview(&removed)),
+                Ok(None) => "There is nothing to undo.".to_owned(),
+                Err(e) => e,
+            },
+            ChatCommand::Model { name } => self.model(key, name.as_deref()).await,
+            ChatCommand::Title { words } => self.title(key, &words.join(" ")).await,
+            ChatCommand::Sethome => match self.inner.runner.store().set_home_channel(&message.chat, now_ms()).await {
+                Ok(()) => format!(
+                    "This chat is now the {platform} home channel: deliveries to \"{platform}\" (cron jobs, webhooks, \
+                     send_message) arrive here.",
+                    platform = message.chat.platform
+                ),
+                Err(e) => format!("Could not save the home channel: {e}"),
+            },
+            ChatCommand::Queue { .. } | ChatCommand::Steer { .. } => {
+                let text = commands::rest(&message.text);
+                if text.is_empty() {
+                    format!("Usage: {prefix}queue <message> or {prefix}steer <message>")
+                } else {
+                    let policy = if matches!(command, ChatCommand::Queue { .. }) {
+                        BusyPolicy::Queue
+                    } else {
+                        BusyPolicy::Steer
+                    };
+                    let message = InboundMessage { text: text.to_owned(), ..message.clone() };
+                    self.enqueue(seq, key.clone(), message, policy).await;
+                    return;
+                }
+            }
+            ChatCommand::Usage => self.usage(key).await,
+            ChatCommand::Help => commands::help(prefix),
+        };
+        self.answer(seq, message, &text).await;
+    }
+
+    pub(super) async fn status(&self, key: &SessionKey, state: Option<&ActorState>) -> String {
+        let store = self.inner.runner.store();
+        let routed = match store.route(&key.key).await {
+            Ok(Some(s)) => store.session(&s.id).await,
+            other => other,
+        };
+        let (session, model) = match routed {
+            Ok(Some(s)) => {
+                let title = s.title.as_deref().map(|t| format!(" \"{t}\"")).unwrap_or_default();
+                (format!("session {}{title} · {} messages", short(&s.id), s.message_count), s.model)
+            }
+            Ok(None) => ("no session yet".to_owned(), None),
+            Err(e) => (format!("session unknown ({e})"), None),
+        };
+        let running = match state.and_then(ActorState::running_for) {
+            Some(elapsed) => format!("running for {}s", elapsed.as_secs()),
+            None => "idle".to_owned(),
+        };
+        let waiting = state.map_or(0, |s| s.waiting.load(Ordering::SeqCst));
+        let model = model.unwrap_or_else(|| self.inner.runner.model().to_owned());
+        format!("{session}\nmodel: {model}\nturn: {running} · {waiting} queued")
+    }
+
+    /// The session of `key`, started when there is none yet.
+    async fn session(&self, key: &SessionKey) -> Result<SessionInfo, String> {
+        self.inner.runner.resolve_session(key).await.map_err(|e| format!("Could not read the session: {e}"))
+    }
+
+    /// Undo the last exchange and run its message again as a new event; false: nothing to redo.
+    async fn retry(&self, seq: i64, key: &SessionKey, message: &InboundMessage) -> Result<bool, String> {
+        let Some(text) = self.undo(key).await? else { return Ok(false) };
+        let again = InboundMessage { text, ..message.clone() };
+        let event = InboundEvent::Message { event_id: format!("retry:{seq}"), message: again.clone() };
+        let store = self.inner.runner.store();
+        match store.accept_inbound(&event, now_ms()).await {
+            Ok(AcceptOutcome::New { seq: retry_seq }) => {
+                self.close(seq, &message.chat, &[]).await;
+                self.enqueue(retry_seq, key.clone(), again, BusyPolicy::Queue).await;
+                Ok(true)
+            }
+            Ok(AcceptOutcome::Duplicate) => Ok(true),
+            Err(e) => Err(format!("Could not queue the retry: {e}")),
+        }
+    }
+
+    async fn undo(&self, key: &SessionKey) -> Result<Option<String>, String> {
+        let store = self.inner.runner.store();
+        let Some(session) = store.route(&key.key).await.map_err(|e| format!("Could not read the session: {e}"))? else {
+            return Ok(None);
+        };
+        store.undo_last_exchange(&session.id).await.map_err(|e| format!("Could not undo: {e}"))
+    }
+
+    async fn model(&self, key: &SessionKey, name: Option<&str>) -> String {
+        let models = self.inner.runner.models();
+        let session = match self.session(key).await {
+            Ok(session) => session,
+            Err(e) => return e,
+        };
+        let Some(name) = name else {
+            let current = session.model.as_deref().unwrap_or(&models[0]);
+            return format!("model: {current}\nconfigured: {} (first is the default)", models.join(", "));
+        };
+        let chosen = match name {
+            "default" | "primary" => None,
+            name if models.iter().any(|m| m == name) => Some(name),
+            name => return format!("{name} is not a configured model; choose one of: {}", models.join(", ")),
+        };
+        match self.inner.runner.store().set_session_model(&session.id, chosen).await {
+            Ok(()) => format!("This session now uses {}.", chosen.unwrap_or(&models[0])),
+            Err(e) => format!("Could not switch the model: {e}"),
+        }
+    }
+
+    async fn title(&self, key: &SessionKey, title: &str) -> String {
+        let session = match self.session(key).await {
+            Ok(session) => session,
+            Err(e) => return e,
+        };
+        if title.trim().is_empty() {
+            return match session.title {
+                Some(title) => format!("Title: {title}"),
+                None => "This session has no title; set one with /title <text>.".to_owned(),
+            };
+        }
+        let title: String = title.trim().chars().take(100).collect();
+        match self.inner.runner.store().set_title(&session.id, Some(&title)).await {
+            Ok(()) => format!("Title set: {title}"),
+            Err(e) => format!("Could not set the title: {e}"),
+        }
+    }
+
+    async fn usage(&self, key: &SessionKey) -> String {
+        let store = self.inner.runner.store();
+        let session = match store.route(&key.key).await {
+            Ok(Some(s)) => store.session(&s.id).await,
+            other => other,
+        };
+        match session {
+            Ok(Some(s)) => {
+                let window = self.inner.runner.context_length(s.model.as_deref());
+                let percent = s.last_prompt_tokens as f64 * 100.0 / window.max(1) as f64;
+                format!(
+                    "context: {} of {} tokens ({percent:.1}%) at the last model call · {} messages in the session",
+                    s.last_prompt_tokens, window, s.message_count
+                )
+            }
+            Ok(None) => "No session yet: nothing used.".to_owned(),
+            Err(e) => format!("Could not read the session: {e}"),
+        }
+    }
+}
+
+fn preview(text: &str) -> String {
+    let mut out: String = text.chars().take(60).collect();
+    if text.chars().count() > 60 {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,111 @@
+//! Per-session choices made by chat commands (`/title`, `/model`, `/undo`), the platforms' home
+//! channels (`/sethome`), and delivery receipts of a turn, in SQLite.
+
+use async_trait::async_trait;
+use hermesd_platform::ChatRef;
+use sqlx::Row;
+
+use super::{SqliteStore, from_json, retry_busy, to_json};
+use crate::store::{ExtrasStore, StoreResult, TurnReceipts};
+
+#[async_trait]
+impl ExtrasStore for SqliteStore {
+    async fn set_title(&self, session_id: &str, title: Option<&str>) -> StoreResult<()> {
+        retry_busy(|| async move {
+            sqlx::query("UPDATE sessions SET title = ? WHERE id = ?")
+                .bind(title)
+                .bind(session_id)
+                .execute(&self.writer)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    async fn set_session_model(&self, session_id: &str, model: Option<&str>) -> StoreResult<()> {
+        retry_busy(|| async move {
+            sqlx::query("UPDATE sessions SET model = ? WHERE id = ?")
+                .bind(model)
+                .bind(session_id)
+                .execute(&self.writer)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    async fn undo_last_exchange(&self, session_id: &str) -> StoreResult<Option<String>> {
+        retry_busy(|| async move {
+            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let last: Option<(i64, Option<String>)> = sqlx::query_as(
+                "SELECT id, content FROM messages WHERE session_id = ? AND archived = 0 AND role = 'user' \
+                 ORDER BY id DESC LIMIT 1",
+            )
+            .bind(session_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((id, content)) = last else { return Ok(None) };
+            sqlx::query("UPDATE messages SET archived = 1 WHERE session_id = ? AND archived = 0 AND id >= ?")
+                .bind(session_id)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            // The prompt-size estimate no longer holds once history shrank.
+            sqlx::query("UPDATE sessions SET last_prompt_tokens = 0 WHERE id = ?")
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Some(content.unwrap_or_default()))
+        })
+        .await
+    }
+
+    async fn set_home_channel(&self, chat: &ChatRef, now: i64) -> StoreResult<()> {
+        let json = to_json(chat);
+        retry_busy(|| {
+            let json = json.clone();
+            async move {
+                sqlx::query(
+                    "INSERT INTO home_channels (platform, chat, updated_at) VALUES (?, ?, ?) \
+                     ON CONFLICT (platform) DO UPDATE SET chat = excluded.chat, updated_at = excluded.updated_at",
+                )
+                .bind(&chat.platform)
+                .bind(json)
+                .bind(now)
+                .execute(&self.writer)
+                .await
+                .map(drop)
+            }
+        })
+        .await
+    }
+
+    async fn home_channel(&self, platform: &str) -> StoreResult<Option<ChatRef>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT chat FROM home_channels WHERE platform = ?")
+            .bind(platform)
+            .fetch_optional(&self.readers)
+            .await?;
+        row.map(|(text,)| from_json(&text, "home_channels.chat")).transpose()
+    }
+
+    async fn turn_receipts(&self, turn_id: &str) -> StoreResult<TurnReceipts> {
+        let rows = sqlx::query(
+            "SELECT state, platform_message_id, error FROM outbound_messages WHERE turn_id = ? ORDER BY chunk_index",
+        )
+        .bind(turn_id)
+        .fetch_all(&self.writer)
+        .await?;
+        let mut receipts = TurnReceipts::default();
+        for row in &rows {
+            match row.get::<String, _>("state").as_str() {
+                "sent" => {
+                    receipts.delivered.push(row.get::<Option<String>, _>("platform_message_id").unwrap_or_default())
+                }
+                "failed" => receipts.failed.push(row.get::<Option<String>, _>("error").unwrap_or_default()),
+                _ => receipts.pending += 1,
+            }
+        }
+        Ok(receipts)
+    }
+}
