@@ -345,11 +345,34 @@ pub struct SlackConfig {
     pub mode: ReceiveMode,
     /// Web API base URL.
     pub api_url: String,
+    /// In channels, answer only messages that mention the bot; replies in a thread the bot is in
+    /// need no mention.
+    pub require_mention: bool,
+    /// Channel ids the bot answers in; empty: every channel it is a member of. DMs always work.
+    pub allowed_channels: Vec<String>,
+    /// Show tool progress messages in channels (always shown in DMs).
+    pub progress_in_channels: bool,
+    /// Treat edited messages as new messages.
+    pub edited_messages: bool,
+    /// Largest attachment downloaded, in MB.
+    pub max_file_mb: u64,
+    /// Socket Mode: replace a socket that brought no envelope or hello for this long.
+    pub socket_idle_reconnect: HumanDuration,
 }
 
 impl Default for SlackConfig {
     fn default() -> Self {
-        Self { enabled: false, mode: ReceiveMode::Socket, api_url: "https://slack.com/api".into() }
+        Self {
+            enabled: false,
+            mode: ReceiveMode::Socket,
+            api_url: "https://slack.com/api".into(),
+            require_mention: true,
+            allowed_channels: Vec::new(),
+            progress_in_channels: false,
+            edited_messages: false,
+            max_file_mb: 20,
+            socket_idle_reconnect: HumanDuration::secs(30 * 60),
+        }
     }
 }
 

@@ -133,7 +133,8 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     let platforms = &config.platforms;
     // Adapters not compiled into this build (or not written yet): say so rather than start
     // without them.
-    let built = |name: &str| name == "telegram" && cfg!(feature = "telegram");
+    let built =
+        |name: &str| (name == "telegram" && cfg!(feature = "telegram")) || (name == "slack" && cfg!(feature = "slack"));
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
         ("discord", platforms.discord.enabled),
@@ -170,6 +171,40 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     }
     if !matches!(platforms.slack.mode, ReceiveMode::Socket | ReceiveMode::Events) {
         problems.push("platforms.slack.mode: must be \"socket\" or \"events\"".into());
+    }
+    let slack = &platforms.slack;
+    if slack.enabled && built("slack") {
+        let second = if slack.mode == ReceiveMode::Events { "SLACK_SIGNING_SECRET" } else { "SLACK_APP_TOKEN" };
+        for var in ["SLACK_BOT_TOKEN", second] {
+            // Slack's token kinds are told apart by prefix; a user token in place of the bot
+            // token, or a bot token in place of the app token, fails only at the first call.
+            let prefix = match var {
+                "SLACK_BOT_TOKEN" => Some("xoxb-"),
+                "SLACK_APP_TOKEN" => Some("xapp-"),
+                _ => None,
+            };
+            match env.secret(var) {
+                Ok(Some(value)) => {
+                    if let Some(prefix) = prefix.filter(|p| !value.expose().starts_with(p)) {
+                        problems.push(format!("platforms.slack: {var} must start with {prefix}"));
+                    }
+                }
+                Ok(None) => problems.push(format!("platforms.slack: {var} is not set")),
+                Err(e) => problems.push(format!("platforms.slack: {e}")),
+            }
+        }
+        if !(slack.api_url.starts_with("http://") || slack.api_url.starts_with("https://")) {
+            problems.push(format!("platforms.slack.api_url: {:?} is not an http(s) URL", slack.api_url));
+        }
+        if slack.max_file_mb == 0 {
+            problems.push("platforms.slack.max_file_mb: must be positive".into());
+        }
+        if slack.allowed_channels.iter().any(|c| c.trim().is_empty()) {
+            problems.push("platforms.slack.allowed_channels: blank entries are not allowed".into());
+        }
+        if slack.socket_idle_reconnect.get() < std::time::Duration::from_secs(60) {
+            problems.push("platforms.slack.socket_idle_reconnect: must be at least 1m".into());
+        }
     }
 }
 
@@ -244,6 +279,27 @@ mod tests {
 
     fn env(vars: &[(&str, &str)]) -> Env {
         Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>())
+    }
+
+    #[test]
+    #[cfg(feature = "slack")]
+    fn slack_needs_the_tokens_of_its_mode() {
+        let socket = Config::parse("[platforms.slack]\nenabled = true\nsocket_idle_reconnect = \"10s\"").unwrap();
+        let problems = socket.validate(&env(&[("SLACK_BOT_TOKEN", "xoxp-user-secret")]));
+        assert_eq!(
+            problems,
+            [
+                "platforms.slack: SLACK_BOT_TOKEN must start with xoxb-",
+                "platforms.slack: SLACK_APP_TOKEN is not set",
+                "platforms.slack.socket_idle_reconnect: must be at least 1m",
+            ]
+        );
+        let ok = socket.validate(&env(&[("SLACK_BOT_TOKEN", "xoxb-1"), ("SLACK_APP_TOKEN", "xapp-1")]));
+        assert_eq!(ok.len(), 1, "{ok:?}");
+        let events = Config::parse("[platforms.slack]\nenabled = true\nmode = \"events\"").unwrap();
+        let problems = events.validate(&env(&[("SLACK_BOT_TOKEN", "xoxb-1")]));
+        assert_eq!(problems, ["platforms.slack: SLACK_SIGNING_SECRET is not set"]);
+        assert!(events.validate(&env(&[("SLACK_BOT_TOKEN", "xoxb-1"), ("SLACK_SIGNING_SECRET", "s")])).is_empty());
     }
 
     #[test]

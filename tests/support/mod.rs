@@ -3,6 +3,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod fake_llm;
+#[cfg(feature = "slack")]
+pub mod fake_slack;
 pub mod fake_telegram;
 pub mod recording_platform;
 

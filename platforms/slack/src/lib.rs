@@ -1,0 +1,247 @@
+//! hermesd-slack: the Slack adapter (Socket Mode or the signed Events API in, Web API calls out).
+//!
+//! A thin translator over slack-morphism's Web API client: it normalises events, hands them to the
+//! host's ingress and sends what the host gives it. Allowlists, pairing, dedup, pacing and
+//! chunking are the host's; no token or signing secret ever appears in a log line or an error.
+
+mod api;
+mod config;
+mod events;
+mod format;
+mod health;
+mod inbound;
+mod media;
+mod outbound;
+mod socket;
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use hermesd_platform::{
+    Capabilities, ChatRef, ChatType, InboundEvent, IngressError, LengthUnit, MarkdownDialect, MessageRef,
+    OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth, WebhookRequest, WebhookResponse,
+};
+use slack_morphism::prelude::SlackApiToken;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{EVENTS_PATH, SlackMode, SlackSettings};
+
+use api::{Client, Redactor};
+use health::HealthTracker;
+use inbound::{BotIdentity, Callback, Rules};
+use media::MediaStore;
+use outbound::OutboundState;
+use socket::Backoff;
+
+/// The platform name in chat refs and session keys.
+pub const NAME: &str = "slack";
+
+/// Slack's message limit is 40,000 characters; a margin keeps mrkdwn escaping within it.
+pub const MAX_MESSAGE_CHARS: usize = 39_000;
+
+/// The Slack platform adapter.
+pub struct SlackPlatform {
+    settings: SlackSettings,
+    /// `Err` when no TLS client could be built; `run` and every call report it.
+    client: Result<Client, String>,
+    bot_token: SlackApiToken,
+    redactor: Redactor,
+    rules: Rules,
+    /// `None` when no TLS client could be built (the same failure `client` reports).
+    media: Option<MediaStore>,
+    /// Learnt from `auth.test` when `run` starts.
+    identity: Mutex<Option<BotIdentity>>,
+    health: HealthTracker,
+    outbound: OutboundState,
+}
+
+impl SlackPlatform {
+    /// Builds the adapter; no network until `run`. Run [`SlackSettings::validate`] first.
+    pub fn new(settings: SlackSettings) -> Self {
+        let connector = api::connector();
+        let client = connector.clone().map(|c| api::client(c, settings.api_base()));
+        let media = connector.ok().map(|c| MediaStore::new(settings.media_dir.clone(), settings.max_file_bytes, c));
+        let (socket, secret) = match &settings.mode {
+            SlackMode::Socket { app_token } => (true, app_token.as_str()),
+            SlackMode::Events { signing_secret } => (false, signing_secret.as_str()),
+        };
+        let stale_after = settings.socket_idle_reconnect + settings.socket_ping_interval * 3 + Duration::from_secs(30);
+        Self {
+            bot_token: api::token(&settings.bot_token),
+            redactor: Redactor::new(&[settings.bot_token.as_str(), secret]),
+            rules: Rules::from_settings(&settings),
+            media,
+            identity: Mutex::new(None),
+            health: HealthTracker::new(socket, stale_after),
+            outbound: OutboundState::default(),
+            client,
+            settings,
+        }
+    }
+
+    fn client(&self) -> Result<&Client, PlatformError> {
+        self.client.as_ref().map_err(|error| PlatformError::Permanent(format!("slack client: {error}")))
+    }
+
+    fn identity(&self) -> Option<BotIdentity> {
+        self.identity.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Calls `auth.test` until it works; `Ok(None)` when cancelled first.
+    async fn identify(&self, cancel: &CancellationToken) -> Result<Option<BotIdentity>, PlatformError> {
+        let client = self.client()?;
+        let mut backoff = Backoff::new();
+        loop {
+            let outcome = tokio::select! {
+                () = cancel.cancelled() => return Ok(None),
+                outcome = api::identify(client, &self.bot_token, &self.redactor) => outcome,
+            };
+            match outcome {
+                Ok(identity) => {
+                    tracing::info!(platform = NAME, bot_user = %identity.user_id, "connected to slack");
+                    *self.identity.lock().unwrap_or_else(PoisonError::into_inner) = Some(identity.clone());
+                    return Ok(Some(identity));
+                }
+                Err(error @ PlatformError::Unauthorized(_)) => {
+                    tracing::error!(platform = NAME, %error, "slack refused the bot token");
+                    self.health.failing(error.to_string());
+                    return Err(error);
+                }
+                Err(error) => {
+                    tracing::warn!(platform = NAME, %error, "auth.test failed; retrying");
+                    self.health.failing(format!("auth.test failing: {error}"));
+                    if !backoff.wait(cancel).await {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Normalises one event callback, downloads its files, and hands the event to the ingress.
+    /// `Ok` means the event may be acknowledged: it was accepted (new or duplicate) or ignored.
+    async fn deliver(
+        &self,
+        identity: &BotIdentity,
+        ctx: &PlatformContext,
+        callback: &Callback,
+    ) -> Result<(), IngressError> {
+        let bot_in_thread = match inbound::thread_to_check(callback, identity) {
+            Some((channel, thread)) if self.rules.require_mention => {
+                self.bot_in_thread(identity, &channel, &thread).await
+            }
+            _ => false,
+        };
+        let Some(mut normalised) = inbound::normalise(callback, identity, &self.rules, bot_in_thread) else {
+            tracing::debug!(platform = NAME, event = ?callback.event_id, "event ignored");
+            return Ok(());
+        };
+        if let Some(media) = &self.media {
+            media.fetch_all(&self.settings.bot_token, &self.redactor, &mut normalised).await;
+        }
+        if let InboundEvent::Message { message, .. } = &normalised.event
+            && message.addressed
+            && let Some(thread) = &message.chat.thread_id
+        {
+            // The bot answers in this thread, so later replies there need no mention.
+            self.outbound.joined_thread(&message.chat.chat_id, thread);
+        }
+        let accepted = ctx.ingress.accept(normalised.event).await?;
+        tracing::debug!(platform = NAME, event = ?callback.event_id, ?accepted, "event accepted");
+        Ok(())
+    }
+
+    async fn bot_in_thread(&self, identity: &BotIdentity, channel: &str, thread: &str) -> bool {
+        if self.outbound.in_thread(channel, thread) {
+            return true;
+        }
+        let Ok(client) = self.client() else { return false };
+        let found =
+            outbound::bot_in_thread(client, &self.bot_token, &self.redactor, channel, thread, &identity.user_id).await;
+        if found {
+            self.outbound.joined_thread(channel, thread);
+        }
+        found
+    }
+}
+
+#[async_trait]
+impl Platform for SlackPlatform {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_message_len: MAX_MESSAGE_CHARS,
+            length_unit: LengthUnit::Chars,
+            edits: true,
+            threads: true,
+            buttons: true,
+            typing: true,
+            interactive: true,
+            markdown: MarkdownDialect::SlackMrkdwn,
+            // chat.postMessage allows about one message per second per channel.
+            per_chat_rate: 1.0,
+            per_chat_burst: 3,
+            group_rate: 1.0,
+            global_rate: 20.0,
+        }
+    }
+
+    async fn run(&self, ctx: PlatformContext, cancel: CancellationToken) -> Result<(), PlatformError> {
+        self.client()?;
+        self.health.started();
+        let Some(identity) = self.identify(&cancel).await? else { return Ok(()) };
+        match &self.settings.mode {
+            SlackMode::Socket { app_token } => {
+                socket::run(self, &identity, &api::token(app_token), &ctx, &cancel).await
+            }
+            SlackMode::Events { .. } => {
+                self.health.ready();
+                tracing::info!(platform = NAME, path = EVENTS_PATH, "events api ready");
+                cancel.cancelled().await;
+                Ok(())
+            }
+        }
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
+        outbound::send(self.client()?, &self.bot_token, &self.outbound, &self.redactor, message).await
+    }
+
+    async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError> {
+        outbound::edit(self.client()?, &self.bot_token, &self.outbound, &self.redactor, message, text).await
+    }
+
+    async fn typing(&self, chat: &ChatRef) -> Result<(), PlatformError> {
+        outbound::typing(self.client()?, &self.bot_token, &self.outbound, &self.redactor, chat).await
+    }
+
+    fn webhook_path(&self) -> Option<String> {
+        matches!(self.settings.mode, SlackMode::Events { .. }).then(|| EVENTS_PATH.to_owned())
+    }
+
+    async fn handle_webhook(&self, ctx: &PlatformContext, request: WebhookRequest) -> WebhookResponse {
+        match &self.settings.mode {
+            SlackMode::Events { signing_secret } => {
+                events::handle(self, ctx, &request, signing_secret, unix_now()).await
+            }
+            SlackMode::Socket { .. } => WebhookResponse { status: 404, body: String::new() },
+        }
+    }
+
+    fn shows_progress(&self, chat: &ChatRef) -> bool {
+        chat.chat_type == ChatType::Dm || self.settings.progress_in_channels
+    }
+
+    fn health(&self) -> Option<PlatformHealth> {
+        self.health.report()
+    }
+}
+
+fn unix_now() -> i64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+}
