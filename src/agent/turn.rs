@@ -95,6 +95,9 @@ impl SteerBox {
 pub struct StopSignal {
     token: CancellationToken,
     reason: Mutex<Option<StopReason>>,
+    /// Set once the turn's reply is stored: from then on the session counts as idle, even while
+    /// the turn's task winds down (so a message sent right after the reply is not "queued").
+    answered: std::sync::atomic::AtomicBool,
     /// Messages sent to steer this turn.
     pub steer: SteerBox,
 }
@@ -104,6 +107,11 @@ impl StopSignal {
     pub fn stop(&self, reason: StopReason) {
         self.reason.lock().expect("stop lock poisoned").get_or_insert(reason);
         self.token.cancel();
+    }
+
+    /// Whether the turn's reply is stored.
+    pub fn is_answered(&self) -> bool {
+        self.answered.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn reason(&self) -> Option<StopReason> {
@@ -279,13 +287,14 @@ impl TurnRunner {
         let store = &self.parts.store;
         let session = self.resolve_session(&job.key).await?;
         let origin = self.parts.routing.origin(&job.message).await?;
+        let at = Finishing { job, session_id: &session.id, origin: &origin, stop };
         if session.suspended {
             let text = format!(
                 "This session is suspended: its turn stopped hermesd {} times in a row. Send /new to start a fresh session.",
                 session.restart_count
             );
             let ending = Ending { state: EventState::Failed, error: Some("session suspended"), ..Ending::default() };
-            self.finish(job, &session.id, &text, OutboundKind::Error, ending, &origin).await?;
+            self.finish(&at, &text, OutboundKind::Error, ending).await?;
             self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "rejected")]);
             return Ok(());
         }
@@ -296,7 +305,7 @@ impl TurnRunner {
             let user = Message::text(Role::User, job.message.text.clone());
             store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
             let text = job.message.text.clone();
-            self.finish(job, &session.id, &text, OutboundKind::Reply, Ending::default(), &origin).await?;
+            self.finish(&at, &text, OutboundKind::Reply, Ending::default()).await?;
             self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
             return Ok(());
         }
@@ -427,7 +436,7 @@ impl TurnRunner {
                     prompt_tokens: result.prompt_tokens,
                     steered: &steered,
                 };
-                self.finish(job, &session.id, text, OutboundKind::Reply, ending, &origin).await?;
+                self.finish(&at, text, OutboundKind::Reply, ending).await?;
                 self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
                 return Ok(());
             }
@@ -435,7 +444,7 @@ impl TurnRunner {
         let steered = stop.steer.taken();
         let ending =
             Ending { messages: &result.appended, state, error, prompt_tokens: result.prompt_tokens, steered: &steered };
-        self.finish(job, &session.id, &result.text, kind, ending, &origin).await?;
+        self.finish(&at, &result.text, kind, ending).await?;
         self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
         self.parts.metrics.observe_turn(job.accepted_at.elapsed());
         Ok(())
@@ -460,13 +469,12 @@ impl TurnRunner {
     /// Store the turn's end with `text` as its reply (of `kind`), then hand it to the outbox.
     async fn finish(
         &self,
-        job: &TurnJob,
-        session_id: &str,
+        at: &Finishing<'_>,
         text: &str,
         kind: OutboundKind,
         ending: Ending<'_>,
-        origin: &TurnOrigin,
     ) -> Result<(), StoreError> {
+        let Finishing { job, session_id, origin, stop } = *at;
         let outbox = &self.parts.outbox;
         let routed = self.parts.routing.route(outbox, &job.message, origin, text, kind).await;
         let reply = &routed.messages;
@@ -479,6 +487,7 @@ impl TurnRunner {
             also_done: ending.steered,
         };
         let ids = self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
+        stop.answered.store(true, std::sync::atomic::Ordering::SeqCst);
         self.parts.routing.record(&routed).await;
         let turn_id = format!("evt:{}", job.seq);
         if reply.is_empty() {
@@ -497,6 +506,15 @@ impl TurnRunner {
         }
         Ok(())
     }
+}
+
+/// Which turn `finish` ends.
+#[derive(Clone, Copy)]
+struct Finishing<'a> {
+    job: &'a TurnJob,
+    session_id: &'a str,
+    origin: &'a TurnOrigin,
+    stop: &'a StopSignal,
 }
 
 /// How a turn ends, for `finish`.

@@ -22,8 +22,9 @@ pub(super) struct ActorState {
 }
 
 impl ActorState {
+    /// Whether a turn runs and has not stored its reply yet.
     pub(super) fn is_running(&self) -> bool {
-        self.running.lock().expect("actor lock poisoned").is_some()
+        self.running.lock().expect("actor lock poisoned").as_ref().is_some_and(|(stop, _)| !stop.is_answered())
     }
 
     pub(super) fn running_for(&self) -> Option<Duration> {
@@ -39,11 +40,11 @@ impl ActorState {
     /// Hand `job` to the running turn to steer it; false when no turn runs.
     pub(super) fn steer(&self, job: &TurnJob) -> bool {
         match self.running.lock().expect("actor lock poisoned").as_ref() {
-            Some((stop, _)) => {
+            Some((stop, _)) if !stop.is_answered() => {
                 stop.steer.push(job.clone());
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 }
