@@ -121,6 +121,12 @@ impl Daemon {
                 .map_err(|e| anyhow::anyhow!("telegram: {e}"))?;
             platforms.insert(telegram);
         }
+        #[cfg(feature = "discord")]
+        if config.platforms.discord.enabled {
+            let discord = crate::platforms::discord::build(&config.platforms.discord, &env, &paths.home)
+                .map_err(|e| anyhow::anyhow!("discord: {e}"))?;
+            platforms.insert(discord);
+        }
         for platform in &options.extra_platforms {
             platforms.insert(platform.clone());
         }
