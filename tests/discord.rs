@@ -75,3 +75,232 @@ async fn a_dm_is_answered_in_its_channel_as_a_reply() {
     assert_eq!(dc.sent().len(), 1, "{:?}", dc.sent());
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guild_mention_is_answered_in_a_thread_opened_on_it() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let general = Channel::text(GUILD, 8001);
+    let asked = dc.post(&general, &ann(), &format!("{} what is the plan?", mention(&dc)));
+    assert!(eventually(WAIT, || !dc.sent_to(asked).is_empty()).await, "{:?} {:?}", dc.sent(), dc.calls());
+    let threads = dc.threads();
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_eq!((threads[0].channel, threads[0].message), (general.id, asked));
+    assert_eq!(threads[0].name, "what is the plan?");
+    let answer = dc.sent_to(asked).remove(0);
+    assert_eq!(answer.content, "echo: what is the plan?", "the mention is not part of the prompt");
+    assert_eq!(answer.reference, None, "the message the thread was opened on lives in the parent channel");
+    assert!(dc.texts(general.id).is_empty(), "nothing in the channel itself: {:?}", dc.texts(general.id));
+
+    // Later messages in the bot's thread need no mention and continue the same session.
+    let thread = Channel::thread(&general, asked, dc.bot().id);
+    let follow_up = dc.post(&thread, &ann(), "and after that?");
+    assert!(eventually(WAIT, || dc.sent_to(asked).len() == 2).await, "{:?}", dc.texts(asked));
+    let second = dc.sent_to(asked).remove(1);
+    assert_eq!(second.content, "echo: and after that?");
+    assert_eq!(second.reference, Some(follow_up));
+    let history = support::prompt(&llm.requests()[1]);
+    assert!(history.iter().any(|(_, text)| text == "what is the plan?"), "one session: {history:?}");
+    assert_eq!(dc.threads().len(), 1, "no thread inside a thread");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmentioned_guild_messages_and_unknown_users_are_ignored() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d =
+        start(home.path(), &discord_config(&llm, &dc, "auto_thread = false", ""), &[("DISCORD_ALLOWED_USERS", "1001")])
+            .await;
+    let general = Channel::text(GUILD, 8002);
+    dc.post(&general, &ann(), "just chatting among ourselves");
+    dc.post(&general, &User::new(2002, "zed"), &format!("{} let me in", mention(&dc)));
+    let asked = dc.post(&general, &ann(), &format!("{} hi", mention(&dc)));
+    assert!(eventually(WAIT, || dc.sent_to(general.id).len() == 1).await, "{:?}", dc.texts(general.id));
+    let answer = dc.sent_to(general.id).remove(0);
+    assert_eq!(answer.content, "echo: hi");
+    assert_eq!(answer.reference, Some(asked), "auto_thread off: a reply in the channel");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(llm.count(), 1, "only the allowed user's mention reached the model");
+    assert_eq!(dc.sent().len(), 1, "unknown users in guilds get no pairing code: {:?}", dc.sent());
+    assert!(dc.threads().is_empty());
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_dm_senders_pair_and_allowed_roles_pass_in_guilds() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let config = discord_config(&llm, &dc, "auto_thread = false", "");
+    let d = start(home.path(), &config, &[("DISCORD_ALLOWED_ROLES", "4242")]).await;
+    let dm = Channel::dm(7002);
+    dc.post(&dm, &User::new(3003, "stranger"), "hello?");
+    assert!(eventually(WAIT, || dc.sent_to(dm.id).len() == 1).await, "{:?}", dc.calls());
+    assert!(dc.texts(dm.id)[0].contains("pairing code is"), "{:?}", dc.texts(dm.id));
+
+    let general = Channel::text(GUILD, 8003);
+    let moderator = User::new(3004, "mod").with_roles(&[4242]);
+    dc.post(&general, &moderator, &format!("{} status report", mention(&dc)));
+    assert!(eventually(WAIT, || dc.sent_to(general.id).len() == 1).await, "{:?}", dc.sent());
+    assert_eq!(dc.texts(general.id)[0], "echo: status report");
+    assert_eq!(llm.count(), 1, "the pairing request never reached the model");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_socket_resumes_and_nothing_is_lost_or_answered_twice() {
+    let llm = FakeLlm::echo().await;
+    // Discord may replay more than was missed: this fake replays the whole session on RESUME.
+    let dc = FakeDiscord::builder().token(TOKEN).replay_everything_on_resume().start().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7003);
+    dc.post(&dm, &ann(), "first");
+    assert!(eventually(WAIT, || dc.texts(dm.id).contains(&"echo: first".to_owned())).await, "{:?}", dc.sent());
+
+    dc.drop_socket();
+    // Sent while the bot is away: only the replay after RESUME can deliver it.
+    dc.post(&dm, &ann(), "during the gap");
+    assert!(eventually(WAIT, || !dc.resumes().is_empty()).await, "the adapter resumed");
+    assert!(eventually(WAIT, || dc.texts(dm.id).contains(&"echo: during the gap".to_owned())).await, "{:?}", dc.sent());
+    dc.post(&dm, &ann(), "after");
+    assert!(eventually(WAIT, || dc.texts(dm.id).contains(&"echo: after".to_owned())).await, "{:?}", dc.sent());
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let texts = dc.texts(dm.id);
+    for text in ["echo: first", "echo: during the gap", "echo: after"] {
+        assert_eq!(count(&texts, text), 1, "{text} once: {texts:?}");
+    }
+    assert_eq!(llm.count(), 3);
+    assert_eq!(dc.identifies().len(), 1, "resumed, not re-identified");
+    let resume = &dc.resumes()[0];
+    assert_eq!(resume["session_id"], "session-1");
+    assert!(resume["seq"].as_u64().unwrap_or_default() >= 2, "{resume}");
+    assert_eq!(dc.max_open_sockets(), 1, "the dropped socket was gone before the next opened");
+    assert_eq!(dc.max_live_sessions(), 1, "never two live sessions for one token");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalidated_session_identifies_again_and_keeps_answering() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7004);
+    dc.post(&dm, &ann(), "one");
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 1).await, "{:?}", dc.sent());
+    dc.invalidate_next_resume();
+    dc.drop_socket();
+    assert!(eventually(Duration::from_secs(20), || dc.identifies().len() == 2 && dc.connected()).await);
+    dc.post(&dm, &ann(), "two");
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 2).await, "{:?}", dc.sent());
+    assert_eq!(dc.texts(dm.id), vec!["echo: one".to_owned(), "echo: two".to_owned()]);
+    assert_eq!(dc.resumes().len(), 1);
+    assert_eq!(dc.max_live_sessions(), 1, "never two live sessions for one token");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_message_dispatched_twice_runs_one_turn() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7005);
+    let once = dc.post(&dm, &ann(), "only once please");
+    dc.redispatch(once);
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 1).await, "{:?}", dc.sent());
+    dc.redispatch(once);
+    dc.post(&dm, &ann(), "marker");
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 2).await, "{:?}", dc.sent());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(dc.texts(dm.id), vec!["echo: only once please".to_owned(), "echo: marker".to_owned()]);
+    assert_eq!(llm.count(), 2);
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_reply_is_chunked_under_2000_characters_with_balanced_fences() {
+    let code: String = (0..120).map(|i| format!("let value_{i} = compute({i}); // step {i}\n")).collect();
+    let long = format!("Here is the code:\n\n```rust\n{code}```\n\nDone.");
+    assert!(long.chars().count() > 4000);
+    let llm = FakeLlm::builder().reply(&long).start().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7006);
+    let asked = dc.post(&dm, &ann(), "show me the code");
+    let done = || dc.texts(dm.id).last().is_some_and(|t| t.ends_with("Done."));
+    assert!(eventually(WAIT, done).await, "{:?}", dc.texts(dm.id));
+    let sent = dc.sent_to(dm.id);
+    assert!(sent.len() >= 3, "{} chunks", sent.len());
+    for chunk in &sent {
+        assert!(chunk.content.chars().count() <= 2000, "{} characters", chunk.content.chars().count());
+        assert_eq!(chunk.content.matches("```").count() % 2, 0, "fences balanced in {:?}", chunk.content);
+    }
+    assert_eq!(sent[0].reference, Some(asked));
+    let joined: String = sent.iter().map(|s| s.content.as_str()).collect();
+    for i in [0, 60, 119] {
+        assert!(joined.contains(&format!("let value_{i} = compute({i});")), "line {i} kept");
+    }
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_on_message_create_is_delivered_after_retry_after() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let limited = json!({ "message": "You are being rate limited.", "retry_after": 1.2, "global": false });
+    dc.fail_next("create_message", 1, 429, limited);
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7007);
+    let started = tokio::time::Instant::now();
+    dc.post(&dm, &ann(), "are you there?");
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 1).await, "{:?}", dc.calls());
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(1200), "the pacer waited retry_after, only {waited:?}");
+    let creates = dc.calls().iter().filter(|c| c.starts_with("POST /channels/7007/messages")).count();
+    assert_eq!(creates, 2, "one refused, one delivered");
+    assert_eq!(dc.texts(dm.id), vec!["echo: are you there?".to_owned()]);
+    let ready = support::client().get(format!("{}/readyz", d.base)).send().await.unwrap();
+    assert_eq!(ready.status().as_u16(), 200, "a 429 is not fatal: {:?}", ready.text().await);
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_button_click_resolves_the_approval() {
+    let llm = FakeLlm::builder()
+        .tool_calls(&[("terminal", r#"{"command":"git push --force origin x"}"#)])
+        .reply("pushed (or tried)")
+        .start()
+        .await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let config = discord_config(&llm, &dc, "", "[tools]\napproval_timeout = \"20s\"\n");
+    let d = start(home.path(), &config, &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7008);
+    dc.post(&dm, &ann(), "force push please");
+    let asked = || dc.sent_to(dm.id).into_iter().find(|s| !s.button_data().is_empty());
+    assert!(eventually(WAIT, || asked().is_some()).await, "{:?}", dc.texts(dm.id));
+    let approval = asked().unwrap();
+    let data = approval.button_data();
+    assert!(data.contains(&hermesd::agent::approvals::APPROVE.to_owned()), "{data:?}");
+    assert!(data.contains(&hermesd::agent::approvals::DENY.to_owned()), "{data:?}");
+
+    let press = dc.press(&dm, &ann(), approval.id, hermesd::agent::approvals::APPROVE);
+    let finished = || dc.texts(dm.id).iter().any(|t| t.contains("pushed (or tried)"));
+    assert!(eventually(Duration::from_secs(20), finished).await, "{:?}", dc.texts(dm.id));
+    let requests = llm.requests();
+    let result = requests[1]["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "tool").cloned();
+    let result = result.and_then(|m| m["content"].as_str().map(str::to_owned)).unwrap_or_default();
+    assert!(result.contains("exit code"), "the command ran: {result}");
+    let acked = || dc.callbacks().iter().any(|(id, body)| *id == press && body["type"] == 6);
+    assert!(eventually(WAIT, acked).await, "{:?}", dc.callbacks());
+    d.daemon.stop().await;
+}

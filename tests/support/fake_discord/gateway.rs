@@ -74,6 +74,7 @@ async fn serve(shared: Arc<Shared>, mut socket: WebSocket) {
     }
     let mut store = shared.lock();
     store.open_sockets -= 1;
+    store.sessions_open.remove(&me);
     if store.live.as_ref().is_some_and(|(socket, _)| *socket == me) {
         store.live = None;
     }
@@ -101,6 +102,7 @@ fn handle(shared: &Shared, me: u64, tx: &mpsc::UnboundedSender<Control>, op: &Va
             session.log.push((1, ready.clone()));
             store.session = Some(session);
             store.live = Some((me, tx.clone()));
+            store.session_opened(me);
             let mut frames = vec![ready.to_string()];
             for (event, data) in std::mem::take(&mut store.waiting) {
                 store.dispatch_quietly(&event, data, &mut frames);
@@ -115,6 +117,7 @@ fn handle(shared: &Shared, me: u64, tx: &mpsc::UnboundedSender<Control>, op: &Va
             let known = store.session.as_ref().is_some_and(|s| Some(s.id.as_str()) == op["d"]["session_id"].as_str());
             if !known || std::mem::take(&mut store.invalidate_next_resume) {
                 store.session = None;
+                store.sessions_open.remove(&me);
                 return Reply::Frames(vec![json!({ "op": 9, "d": false }).to_string()]);
             }
             let after = if shared.replay_all { 0 } else { op["d"]["seq"].as_u64().unwrap_or(0) };
@@ -128,6 +131,7 @@ fn handle(shared: &Shared, me: u64, tx: &mpsc::UnboundedSender<Control>, op: &Va
             session.seq += 1;
             frames.push(json!({ "op": 0, "t": "RESUMED", "s": session.seq, "d": {} }).to_string());
             store.live = Some((me, tx.clone()));
+            store.session_opened(me);
             Reply::Frames(frames)
         }
         _ => Reply::Frames(Vec::new()),

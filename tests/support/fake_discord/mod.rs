@@ -48,6 +48,9 @@ struct Store {
     next_socket: u64,
     open_sockets: usize,
     max_open_sockets: usize,
+    /// Open sockets that completed IDENTIFY or RESUME and were not invalidated since.
+    sessions_open: std::collections::HashSet<u64>,
+    max_sessions_open: usize,
     identifies: Vec<Value>,
     resumes: Vec<Value>,
     heartbeats: usize,
@@ -84,6 +87,11 @@ impl Shared {
 }
 
 impl Store {
+    fn session_opened(&mut self, socket: u64) {
+        self.sessions_open.insert(socket);
+        self.max_sessions_open = self.max_sessions_open.max(self.sessions_open.len());
+    }
+
     fn id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
@@ -356,6 +364,12 @@ impl FakeDiscord {
     /// The most gateway sockets ever open at once.
     pub fn max_open_sockets(&self) -> usize {
         self.shared.lock().max_open_sockets
+    }
+
+    /// The most authenticated sockets (identified or resumed, not invalidated) ever open at once:
+    /// more than one is two live shards for one token.
+    pub fn max_live_sessions(&self) -> usize {
+        self.shared.lock().max_sessions_open
     }
 }
 
