@@ -379,7 +379,10 @@ fn message_json(id: u64, channel: &Channel, author: &User, text: &str, bot: &Use
     if text.contains(&format!("<@{}>", bot.id)) {
         mentions.push(bot.json());
     }
-    if referenced.as_ref().is_some_and(|r| r["author"]["id"] == bot.id.to_string()) {
+    if referenced
+        .as_ref()
+        .is_some_and(|r| r["author"]["id"].as_str().and_then(|id| id.parse::<u64>().ok()) == Some(bot.id))
+    {
         mentions.push(bot.json());
     }
     let roles: Vec<String> =
