@@ -5,6 +5,9 @@
 
 mod support;
 
+#[path = "discord/adapter.rs"]
+mod adapter;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -302,5 +305,46 @@ async fn an_approval_button_click_resolves_the_approval() {
     assert!(result.contains("exit code"), "the command ran: {result}");
     let acked = || dc.callbacks().iter().any(|(id, body)| *id == press && body["type"] == 6);
     assert!(eventually(WAIT, acked).await, "{:?}", dc.callbacks());
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_thread_creation_falls_back_to_a_reply_in_the_channel() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    dc.fail_next("start_thread", 1, 403, json!({ "code": 50013, "message": "Missing Permissions" }));
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let general = Channel::text(GUILD, 8004);
+    let asked = dc.post(&general, &ann(), &format!("{} no threads here", mention(&dc)));
+    assert!(eventually(WAIT, || dc.sent_to(general.id).len() == 1).await, "{:?}", dc.sent());
+    let answer = dc.sent_to(general.id).remove(0);
+    assert_eq!((answer.content.as_str(), answer.reference), ("echo: no threads here", Some(asked)));
+    assert!(dc.threads().is_empty());
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forum_posts_are_threads_and_channel_filters_hold() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let forum = Channel::forum(GUILD, 8100);
+    let ignored = Channel::text(GUILD, 8200);
+    let env = [("DISCORD_ALLOWED_USERS", "1001"), ("DISCORD_IGNORED_CHANNELS", "8200")];
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &env).await;
+    dc.add_channel(&forum);
+    // A post someone else opened in a forum: a thread of the forum, answered in place.
+    let post = Channel::thread(&forum, 8101, ANN);
+    dc.post(&post, &ann(), "unaddressed chatter in the post");
+    let asked = dc.post(&post, &ann(), &format!("{} summarise this post", mention(&dc)));
+    dc.post(&ignored, &ann(), &format!("{} are you here?", mention(&dc)));
+    assert!(eventually(WAIT, || dc.sent_to(post.id).len() == 1).await, "{:?}", dc.sent());
+    let answer = dc.sent_to(post.id).remove(0);
+    assert_eq!((answer.content.as_str(), answer.reference), ("echo: summarise this post", Some(asked)));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(dc.threads().is_empty(), "no thread opened inside a forum post");
+    assert!(dc.sent_to(ignored.id).is_empty(), "an ignored channel is never answered");
+    assert_eq!(llm.count(), 1);
     d.daemon.stop().await;
 }
