@@ -189,7 +189,7 @@ async fn a_dropped_socket_resumes_and_nothing_is_lost_or_answered_twice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invalidated_session_identifies_again_and_keeps_answering() {
+async fn an_invalidated_session_identifies_again_and_catches_up_on_the_gap() {
     let llm = FakeLlm::echo().await;
     let dc = fake_discord().await;
     let home = tempfile::tempdir().unwrap();
@@ -199,10 +199,12 @@ async fn an_invalidated_session_identifies_again_and_keeps_answering() {
     assert!(eventually(WAIT, || dc.texts(dm.id).len() == 1).await, "{:?}", dc.sent());
     dc.invalidate_next_resume();
     dc.drop_socket();
+    // Discord does not replay into a new session: only catching up over REST can deliver it.
+    dc.post(&dm, &ann(), "in between");
     assert!(eventually(Duration::from_secs(20), || dc.identifies().len() == 2 && dc.connected()).await);
     dc.post(&dm, &ann(), "two");
-    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 2).await, "{:?}", dc.sent());
-    assert_eq!(dc.texts(dm.id), vec!["echo: one".to_owned(), "echo: two".to_owned()]);
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 3).await, "{:?}", dc.sent());
+    assert_eq!(dc.texts(dm.id), vec!["echo: one", "echo: in between", "echo: two"]);
     assert_eq!(dc.resumes().len(), 1);
     assert_eq!(dc.max_live_sessions(), 1, "never two live sessions for one token");
     d.daemon.stop().await;
@@ -346,5 +348,32 @@ async fn forum_posts_are_threads_and_channel_filters_hold() {
     assert!(dc.threads().is_empty(), "no thread opened inside a forum post");
     assert!(dc.sent_to(ignored.id).is_empty(), "an ignored channel is never answered");
     assert_eq!(llm.count(), 1);
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_connection_is_replaced_and_the_gap_is_not_lost() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7009);
+    dc.post(&dm, &ann(), "before");
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 1).await, "{:?}", dc.sent());
+    // The socket stays open but heartbeats go unanswered and dispatches stop: serenity replaces
+    // it with a new session (IDENTIFY), so Discord never replays what was posted meanwhile.
+    dc.go_silent();
+    dc.post(&dm, &ann(), "into the void");
+    let reconnected = || dc.identifies().len() == 2 && dc.connected();
+    assert!(eventually(Duration::from_secs(30), reconnected).await, "{} {:?}", dc.identifies().len(), dc.resumes());
+    let caught_up = || dc.texts(dm.id).contains(&"echo: into the void".to_owned());
+    assert!(eventually(WAIT, caught_up).await, "read back over REST: {:?}", dc.texts(dm.id));
+    dc.post(&dm, &ann(), "after");
+    assert!(eventually(WAIT, || dc.texts(dm.id).contains(&"echo: after".to_owned())).await, "{:?}", dc.sent());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(dc.texts(dm.id), vec!["echo: before", "echo: into the void", "echo: after"]);
+    assert!(dc.calls().iter().any(|c| c.starts_with("GET /channels/7009/messages")), "{:?}", dc.calls());
+    assert_eq!(dc.max_open_sockets(), 1, "the zombie socket was closed before the next opened");
+    assert_eq!(dc.max_live_sessions(), 1);
     d.daemon.stop().await;
 }

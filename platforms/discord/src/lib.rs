@@ -4,6 +4,7 @@
 //! the host gives it. Allowlists, pairing, dedup, pacing and chunking are the host's; serenity
 //! stays behind `rest.rs` and `gateway.rs`; the bot token never appears in a log line or an error.
 
+mod backfill;
 mod config;
 mod gateway;
 mod health;
@@ -58,6 +59,8 @@ pub struct DiscordPlatform {
     origins: Memo<u64, u64>,
     /// Guild id → the bot's roles there.
     roles: Memo<u64, Vec<u64>>,
+    /// Channels seen recently and their newest message, for catching up after a new session.
+    recent: backfill::Recent,
 }
 
 impl DiscordPlatform {
@@ -75,11 +78,13 @@ impl DiscordPlatform {
             threads: Memo::new(MEMORY),
             origins: Memo::new(MEMORY),
             roles: Memo::new(MEMORY),
+            // Catching up reads each of these channels: keep it to the recently active ones.
+            recent: Memo::new(64),
             settings,
         }
     }
 
-    fn rest(&self) -> Result<&Rest, PlatformError> {
+    pub(crate) fn rest(&self) -> Result<&Rest, PlatformError> {
         self.rest.as_ref().map_err(|error| PlatformError::Permanent(error.clone()))
     }
 
@@ -119,7 +124,10 @@ impl DiscordPlatform {
     /// Handles one dispatch from the gateway.
     async fn handle(&self, ctx: &PlatformContext, event: Event, cancel: &CancellationToken) {
         match event {
-            Event::Ready(_) => tracing::info!(platform = NAME, "gateway session ready"),
+            Event::Ready(_) => {
+                tracing::info!(platform = NAME, "gateway session ready");
+                backfill::catch_up(self, ctx, cancel).await;
+            }
             Event::Resumed(_) => tracing::info!(platform = NAME, "gateway session resumed"),
             Event::MessageCreate(created) => self.on_message(ctx, &created.message, cancel).await,
             Event::InteractionCreate(created) => {
@@ -132,6 +140,19 @@ impl DiscordPlatform {
     }
 
     async fn on_message(&self, ctx: &PlatformContext, message: &Message, cancel: &CancellationToken) {
+        self.on_message_with_roles(ctx, message, None, cancel).await;
+    }
+
+    /// Handles a message; `sender_roles` are the sender's when the payload came without a member (a
+    /// message read over REST).
+    pub(crate) async fn on_message_with_roles(
+        &self,
+        ctx: &PlatformContext,
+        message: &Message,
+        sender_roles: Option<Vec<u64>>,
+        cancel: &CancellationToken,
+    ) {
+        backfill::seen(&self.recent, message);
         let (Ok(rest), Some(me)) = (self.rest(), self.me()) else { return };
         let place = self.place(rest, message.guild_id.map(|g| g.get()), message.channel_id.get(), me.id).await;
         let roles = match message.guild_id {
@@ -143,6 +164,9 @@ impl DiscordPlatform {
             tracing::debug!(platform = NAME, message = message.id.get(), "message ignored");
             return;
         };
+        if let Some(sender_roles) = sender_roles {
+            backfill::set_roles(&mut normalised.event, sender_roles);
+        }
         let channel = message.channel_id.get();
         let message_id = message.id.get();
         if normalised.open_thread
@@ -216,6 +240,15 @@ impl DiscordPlatform {
                 Vec::new()
             }
         }
+    }
+
+    /// A member's roles in a guild, or none when Discord cannot say.
+    pub(crate) async fn member_roles(&self, guild: u64, user: u64) -> Vec<u64> {
+        let Ok(rest) = self.rest() else { return Vec::new() };
+        rest.member_roles(guild, user).await.unwrap_or_else(|error| {
+            tracing::debug!(platform = NAME, %error, "cannot read a member's roles");
+            Vec::new()
+        })
     }
 
     /// Opens (or finds, for a replayed dispatch) the thread for a mention; `None` keeps the

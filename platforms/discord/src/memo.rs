@@ -41,6 +41,12 @@ impl<K: Eq + Hash + Clone, V: Clone> Memo<K, V> {
         }
     }
 
+    /// Every entry, oldest insertion first.
+    pub(crate) fn entries(&self) -> Vec<(K, V)> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.order.iter().filter_map(|key| inner.map.get(key).map(|value| (key.clone(), value.clone()))).collect()
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).map.len()
@@ -62,5 +68,6 @@ mod tests {
         assert_eq!(memo.get(&1), None, "1 was inserted first");
         assert_eq!(memo.get(&2), Some("b"));
         assert_eq!(memo.get(&3), Some("c"));
+        assert_eq!(memo.entries(), vec![(2, "b"), (3, "c")]);
     }
 }

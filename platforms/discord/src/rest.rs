@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use hermesd_platform::PlatformError;
 use serde_json::Value;
 use serenity::http::{Http, HttpBuilder, LightMethod, Request, Route};
+use serenity::model::channel::Message;
 use serenity::model::id::{ChannelId, GuildId, InteractionId, MessageId, UserId};
 
 /// Each call gives up after this long; the host retries transient failures.
@@ -119,6 +120,21 @@ impl Rest {
             parent_id: snowflake(&found["parent_id"]),
             owner_id: snowflake(&found["owner_id"]),
         })
+    }
+
+    /// Up to 100 messages of `channel` newer than message `after`, oldest first. Messages that do
+    /// not parse are skipped.
+    pub(crate) async fn messages_after(&self, channel: u64, after: u64) -> Result<Vec<Message>, PlatformError> {
+        let route = Route::ChannelMessages { channel_id: ChannelId::new(channel) };
+        let params = vec![("after", after.to_string()), ("limit", "100".to_owned())];
+        let request = Request::new(route, LightMethod::Get).params(Some(params));
+        let found = self.call(&format!("read channel {channel} after {after}"), request).await?;
+        let mut messages: Vec<Message> = match found {
+            Value::Array(items) => items.into_iter().filter_map(|item| serde_json::from_value(item).ok()).collect(),
+            _ => Vec::new(),
+        };
+        messages.sort_by_key(|message| message.id.get());
+        Ok(messages)
     }
 
     /// `POST /channels/{id}/messages`; returns the new message's id.

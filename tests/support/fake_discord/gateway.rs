@@ -84,6 +84,7 @@ fn handle(shared: &Shared, me: u64, tx: &mpsc::UnboundedSender<Control>, op: &Va
     let mut store = shared.lock();
     let token_ok = |token: &Value| token.as_str().map(|t| t.trim_start_matches("Bot ")) == Some(shared.token.as_str());
     match op["op"].as_u64() {
+        Some(1) if store.silent_sockets.contains(&me) => Reply::Frames(Vec::new()),
         Some(1) => {
             store.heartbeats += 1;
             Reply::Frames(vec![json!({ "op": 11 }).to_string()])

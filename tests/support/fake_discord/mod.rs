@@ -38,10 +38,12 @@ struct Session {
 struct Store {
     next_id: u64,
     channels: HashMap<u64, Channel>,
+    /// Everyone who posted, for `GET /guilds/{id}/members/{id}`.
+    users: HashMap<u64, User>,
     messages: HashMap<u64, Value>,
     files: HashMap<String, Vec<u8>>,
     session: Option<Session>,
-    /// Dispatches made before any session existed, delivered after the first READY.
+    /// Dispatches made before the first IDENTIFY, delivered after the first READY.
     waiting: Vec<(String, Value)>,
     /// The socket that receives dispatches (after READY or RESUMED) and its id.
     live: Option<(u64, mpsc::UnboundedSender<Control>)>,
@@ -55,6 +57,8 @@ struct Store {
     resumes: Vec<Value>,
     heartbeats: usize,
     invalidate_next_resume: bool,
+    /// Heartbeats on these sockets go unanswered: a zombie connection.
+    silent_sockets: std::collections::HashSet<u64>,
     calls: Vec<String>,
     sent: Vec<Sent>,
     edits: Vec<(u64, u64, String)>,
@@ -100,7 +104,11 @@ impl Store {
     /// Logs a dispatch in the session and sends it to the live socket, if any.
     fn dispatch(&mut self, event: &str, data: Value) {
         let Some(session) = &mut self.session else {
-            self.waiting.push((event.to_owned(), data));
+            // Before the first IDENTIFY the fake holds dispatches for the bot; between sessions
+            // they are gone from the gateway, as on Discord (REST still has the messages).
+            if self.identifies.is_empty() {
+                self.waiting.push((event.to_owned(), data));
+            }
             return;
         };
         session.seq += 1;
@@ -224,6 +232,7 @@ impl FakeDiscord {
         let base = self.shared.base();
         let mut store = self.shared.lock();
         store.channels.entry(channel.id).or_insert_with(|| channel.clone());
+        store.users.insert(author.id, author.clone());
         let id = store.id();
         let mut attachments = Vec::new();
         for file in files {
@@ -280,6 +289,15 @@ impl FakeDiscord {
         let mut store = self.shared.lock();
         if let Some((_, live)) = store.live.take() {
             let _ = live.send(Control::Drop);
+        }
+    }
+
+    /// Stops acknowledging heartbeats on the live socket and delivering dispatches to it, leaving
+    /// it open: a zombie connection the client must detect and replace.
+    pub fn go_silent(&self) {
+        let mut store = self.shared.lock();
+        if let Some((socket, _)) = store.live.take() {
+            store.silent_sockets.insert(socket);
         }
     }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -33,6 +33,7 @@ pub async fn api(
     State(shared): State<Arc<Shared>>,
     method: Method,
     Path(path): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -67,11 +68,38 @@ pub async fn api(
             Some(channel) => answer(200, channel.json()),
             None => error(404, 10003, "Unknown Channel"),
         },
-        (&Method::GET, ["guilds", guild, "members", user]) if id(user) == shared.bot.id => {
-            let mut member = shared.bot.member();
-            member["user"] = shared.bot.json();
-            member["guild_id"] = json!(guild);
-            answer(200, member)
+        (&Method::GET, ["guilds", guild, "members", user]) => {
+            let known =
+                if id(user) == shared.bot.id { Some(shared.bot.clone()) } else { store.users.get(&id(user)).cloned() };
+            match known {
+                Some(known) => {
+                    let mut member = known.member();
+                    member["user"] = known.json();
+                    member["guild_id"] = json!(guild);
+                    answer(200, member)
+                }
+                None => error(404, 10007, "Unknown Member"),
+            }
+        }
+        (&Method::GET, ["channels", channel, "messages"]) => {
+            let after = query_value(query.as_deref(), "after").map_or(0, |a| id(&a));
+            let limit = query_value(query.as_deref(), "limit").map_or(50, |l| l.parse().unwrap_or(50));
+            let mut found: Vec<Value> = store
+                .messages
+                .values()
+                .filter(|m| m["channel_id"].as_str() == Some(*channel) && m["id"].as_str().map_or(0, id) > after)
+                .cloned()
+                .collect();
+            // Newest first, as Discord answers; REST messages carry neither guild nor member.
+            found.sort_by_key(|m| std::cmp::Reverse(m["id"].as_str().map_or(0, id)));
+            found.truncate(limit);
+            for message in &mut found {
+                if let Some(object) = message.as_object_mut() {
+                    object.remove("guild_id");
+                    object.remove("member");
+                }
+            }
+            answer(200, Value::Array(found))
         }
         (&Method::POST, ["channels", channel, "messages"]) => create_message(&shared, &mut store, id(channel), &body),
         (&Method::PATCH, ["channels", channel, "messages", message]) => {
@@ -157,6 +185,10 @@ pub async fn attachment(State(shared): State<Arc<Shared>>, Path(name): Path<Stri
         Some(bytes) => (StatusCode::OK, bytes.clone()).into_response(),
         None => StatusCode::NOT_FOUND.into_response(),
     }
+}
+
+fn query_value(query: Option<&str>, key: &str) -> Option<String> {
+    query?.split('&').filter_map(|pair| pair.split_once('=')).find(|(k, _)| *k == key).map(|(_, v)| v.to_owned())
 }
 
 fn percent_decode(text: &str) -> String {
