@@ -377,3 +377,36 @@ async fn a_zombie_connection_is_replaced_and_the_gap_is_not_lost() {
     assert_eq!(dc.max_live_sessions(), 1);
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clarify_choice_is_answered_with_a_button() {
+    let llm = FakeLlm::builder()
+        .tool_calls(&[("clarify", r#"{"question":"Which colour?","choices":["red","blue"]}"#)])
+        .reply("blue it is")
+        .start()
+        .await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let general = Channel::text(GUILD, 8005);
+    let asked = dc.post(&general, &ann(), &format!("{} paint it", mention(&dc)));
+    let question = || dc.sent_to(asked).into_iter().find(|s| s.content == "Which colour?");
+    assert!(eventually(WAIT, || question().is_some()).await, "{:?}", dc.sent());
+    let question = question().unwrap();
+    let rows = question.components.as_array().cloned().unwrap_or_default();
+    let labels: Vec<String> = rows[0]["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.get("label").and_then(Value::as_str).unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(labels, ["red", "blue"]);
+    let blue = question.button_data()[1].clone();
+    let thread = Channel::thread(&general, asked, dc.bot().id);
+    let press = dc.press(&thread, &ann(), question.id, &blue);
+    assert!(eventually(WAIT, || dc.texts(asked).contains(&"blue it is".to_owned())).await, "{:?}", dc.texts(asked));
+    let result = support::prompt(&llm.requests()[1]);
+    assert!(result.iter().any(|(role, text)| role == "tool" && text.contains("blue")), "{result:?}");
+    assert!(eventually(WAIT, || dc.callbacks().iter().any(|(id, _)| *id == press)).await, "acknowledged");
+    d.daemon.stop().await;
+}

@@ -242,6 +242,23 @@ mod tests {
     }
 
     #[test]
+    fn discord_checks_token_url_and_channel_ids() {
+        let config = Config::parse(
+            "[platforms.discord]\nenabled = true\napi_url = \"discord.com\"\nmax_file_mb = 0\nignored_channels = [\"general\"]\n",
+        )
+        .unwrap();
+        let problems = config.validate(&env(&[("DISCORD_ALLOWED_CHANNELS", "123, x9")]));
+        if cfg!(feature = "discord") {
+            for needle in ["DISCORD_BOT_TOKEN", "api_url", "max_file_mb", "\"general\"", "\"x9\""] {
+                assert!(problems.iter().any(|p| p.contains(needle)), "no problem mentions {needle}: {problems:#?}");
+            }
+            assert_eq!(problems.len(), 5, "{problems:#?}");
+        } else {
+            assert!(problems.iter().any(|p| p.contains("no discord adapter")), "{problems:#?}");
+        }
+    }
+
+    #[test]
     fn unknown_keys_rejected() {
         let err = Config::parse("[agent]\nmax_iteratons = 3\n").unwrap_err();
         assert!(err.to_string().contains("max_iteratons"), "{err}");
