@@ -76,6 +76,8 @@ async fn a_dm_is_answered_in_its_channel_as_a_reply() {
     assert_eq!(intents & (1 << 9 | 1 << 12 | 1 << 15), 1 << 9 | 1 << 12 | 1 << 15, "intents {intents}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(dc.sent().len(), 1, "{:?}", dc.sent());
+    let calls = dc.calls();
+    assert!(calls.iter().all(|c| !c.contains("/guilds/")), "a DM needs no guild lookups: {calls:?}");
     d.daemon.stop().await;
 }
 

@@ -101,7 +101,11 @@ pub(crate) async fn run(
         };
         let (tx, mut rx) = mpsc::channel(QUEUE);
         let builder = ClientBuilder::new_with_http(rest.gateway_http(), intents()).raw_event_handler(Forward { tx });
-        let mut client = match builder.await {
+        let built = tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            built = builder => built,
+        };
+        let mut client = match built {
             Ok(client) => client,
             Err(error) => {
                 tracing::warn!(platform = NAME, error = %describe(&error), "cannot build the gateway client; retrying");
