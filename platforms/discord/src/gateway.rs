@@ -209,3 +209,46 @@ fn describe(error: &serenity::Error) -> String {
         _ => "client error".to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use serenity::all::MessageCreateEvent;
+
+    use super::*;
+
+    fn created(id: u64) -> Event {
+        let message = json!({ "id": id.to_string(), "channel_id": "1", "author": { "id": "2", "username": "u" },
+            "content": "x", "timestamp": "2026-01-02T03:04:05.000000+00:00", "edited_timestamp": null,
+            "tts": false, "mention_everyone": false, "mentions": [], "mention_roles": [], "attachments": [],
+            "embeds": [], "pinned": false, "type": 0 });
+        let event: MessageCreateEvent = serde_json::from_value(message).expect("a valid MESSAGE_CREATE");
+        Event::MessageCreate(event)
+    }
+
+    fn id(event: &Event) -> u64 {
+        match event {
+            Event::MessageCreate(created) => created.message.id.get(),
+            _ => 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burst_is_put_back_in_creation_order() {
+        let (tx, mut rx) = mpsc::channel(8);
+        for queued in [30, 10, 20] {
+            tx.send(created(queued)).await.expect("queue open");
+        }
+        let batch = ordered(created(25), &mut rx).await;
+        assert_eq!(batch.iter().map(id).collect::<Vec<_>>(), vec![10, 20, 25, 30]);
+        assert!(rx.try_recv().is_err(), "everything queued was taken");
+    }
+
+    #[test]
+    fn intents_cover_guild_messages_dms_and_content() {
+        let intents = intents();
+        assert!(intents.contains(GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES));
+        assert!(intents.contains(GatewayIntents::MESSAGE_CONTENT));
+        assert!(!intents.contains(GatewayIntents::GUILD_PRESENCES), "no privileged intent beyond content");
+    }
+}
