@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::fake_discord::{Channel, FakeDiscord, User};
+use support::fake_llm::Step;
 use support::{FakeLlm, TestDaemon, config_for, eventually, start_daemon};
 
 const TOKEN: &str = "discord-test-token";
@@ -410,5 +411,38 @@ async fn a_clarify_choice_is_answered_with_a_button() {
     let result = support::prompt(&llm.requests()[1]);
     assert!(result.iter().any(|(role, text)| role == "tool" && text.contains("blue")), "{result:?}");
     assert!(eventually(WAIT, || dc.callbacks().iter().any(|(id, _)| *id == press)).await, "acknowledged");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_is_one_message_edited_at_a_paced_rate() {
+    // Step n keeps n + 1 tasks, so every tool result (and so every progress text) differs.
+    let todo = |n: u32| {
+        let tasks: Vec<Value> = (0..=n).map(|i| json!({"id": i.to_string(), "content": format!("step {i}")})).collect();
+        Step::ToolCalls(vec![("todo".to_owned(), json!({ "todos": tasks }).to_string())])
+    };
+    let mut builder = FakeLlm::builder().step(Duration::ZERO, todo(0));
+    for n in 1..8 {
+        builder = builder.step(Duration::from_millis(600), todo(n));
+    }
+    let llm = builder.step(Duration::from_millis(600), Step::Reply("all done".into())).start().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7010);
+    dc.post(&dm, &ann(), "work through the list");
+    let done = || dc.texts(dm.id).iter().any(|t| t == "all done");
+    assert!(eventually(Duration::from_secs(20), done).await, "{:?}", dc.texts(dm.id));
+    let edits = dc.edits();
+    assert!(edits.len() >= 2, "the progress message was edited several times: {edits:?}");
+    let progress_id = edits[0].message;
+    assert!(edits.iter().all(|e| e.message == progress_id && e.channel == dm.id), "one progress message: {edits:?}");
+    let progress = dc.sent_to(dm.id).into_iter().find(|s| s.id == progress_id).expect("the progress message");
+    let mut times = vec![progress.at];
+    times.extend(edits.iter().map(|e| e.at));
+    for pair in times.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_millis(1400), "progress updated after only {gap:?}");
+    }
     d.daemon.stop().await;
 }

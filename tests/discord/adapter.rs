@@ -207,8 +207,9 @@ async fn edits_replace_the_text_of_the_message_sent() {
     platform.edit(&sent, "still working @everyone").await.unwrap();
     let edits = dc.edits();
     assert_eq!(edits.len(), 1);
-    assert_eq!(edits[0].2, "still working @everyone");
-    assert_eq!((edits[0].0, edits[0].1.to_string()), (dm.id, sent.message_id));
+    assert_eq!(edits[0].content, "still working @everyone");
+    assert_eq!(edits[0].allowed_mentions["parse"], json!(["users"]), "an edit never pings everyone");
+    assert_eq!((edits[0].channel, edits[0].message.to_string()), (dm.id, sent.message_id));
     let missing = hermesd_platform::MessageRef { chat: dm_chat(dm.id), message_id: "not-an-id".into() };
     assert!(matches!(platform.edit(&missing, "x").await, Err(PlatformError::Permanent(_))));
 }

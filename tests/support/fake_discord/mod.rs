@@ -61,7 +61,7 @@ struct Store {
     silent_sockets: std::collections::HashSet<u64>,
     calls: Vec<String>,
     sent: Vec<Sent>,
-    edits: Vec<(u64, u64, String)>,
+    edits: Vec<Edit>,
     typing: Vec<u64>,
     threads: Vec<OpenedThread>,
     reactions: Vec<(u64, u64, String)>,
@@ -339,8 +339,8 @@ impl FakeDiscord {
         self.sent_to(channel).into_iter().map(|s| s.content).collect()
     }
 
-    /// Every edit: (channel, message, new text).
-    pub fn edits(&self) -> Vec<(u64, u64, String)> {
+    /// Every edit.
+    pub fn edits(&self) -> Vec<Edit> {
         self.shared.lock().edits.clone()
     }
 

@@ -1,5 +1,7 @@
 //! The fake Discord's people, channels and records, and the JSON Discord sends for them.
 
+use std::time::Instant;
+
 use serde_json::{Value, json};
 
 /// A Discord user as the fake presents it.
@@ -136,6 +138,23 @@ pub struct Sent {
     pub components: Value,
     /// Its `allowed_mentions`.
     pub allowed_mentions: Value,
+    /// When the fake received it.
+    pub at: Instant,
+}
+
+/// An edit of a message the bot sent.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    /// Where.
+    pub channel: u64,
+    /// Which message.
+    pub message: u64,
+    /// The new text.
+    pub content: String,
+    /// Its `allowed_mentions`.
+    pub allowed_mentions: Value,
+    /// When the fake received it.
+    pub at: Instant,
 }
 
 impl Sent {

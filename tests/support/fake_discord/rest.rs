@@ -2,6 +2,7 @@
 //! shaped like Discord's (snowflakes as strings, `{code, message}` errors, 429 with `retry_after`).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -9,7 +10,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{Sent, Shared, Store};
+use super::{Edit, Sent, Shared, Store};
 use crate::support::fake_discord::OpenedThread;
 
 /// Discord's message length limit, in characters.
@@ -107,7 +108,13 @@ pub async fn api(
             if content.chars().count() > MAX_CONTENT {
                 return error(400, 50035, "Invalid Form Body");
             }
-            store.edits.push((id(channel), id(message), content));
+            store.edits.push(Edit {
+                channel: id(channel),
+                message: id(message),
+                content,
+                allowed_mentions: body["allowed_mentions"].clone(),
+                at: Instant::now(),
+            });
             match store.messages.get(&id(message)) {
                 Some(message) => answer(200, message.clone()),
                 None => error(404, 10008, "Unknown Message"),
@@ -159,6 +166,7 @@ fn create_message(shared: &Shared, store: &mut Store, channel: u64, body: &Value
         reference,
         components: body["components"].clone(),
         allowed_mentions: body["allowed_mentions"].clone(),
+        at: Instant::now(),
     });
     answer(200, message)
 }
