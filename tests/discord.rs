@@ -1,6 +1,8 @@
 //! Discord end to end: the real daemon (in-process) against the fake Discord (REST + gateway
-//! websocket) and the fake LLM — DMs, mention gating and auto threads in guilds, resume after a
-//! dropped socket, replayed dispatches, chunking, 429s, approval buttons, access control.
+//! websocket) and the fake LLM — DMs, mention gating and auto threads in guilds, forum posts,
+//! channel filters, resume after a dropped socket, catching up after a new session, replayed
+//! dispatches, chunking, 429s, progress edits, approval and clarify buttons, access control.
+//! `discord/adapter.rs` runs the adapter alone against the same fake (conformance kit).
 #![cfg(feature = "discord")]
 
 mod support;
@@ -137,12 +139,12 @@ async fn unmentioned_guild_messages_and_unknown_users_are_ignored() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_dm_senders_pair_and_allowed_roles_pass_in_guilds() {
+async fn unknown_dm_senders_pair_and_allowed_roles_and_gateway_users_pass() {
     let llm = FakeLlm::echo().await;
     let dc = fake_discord().await;
     let home = tempfile::tempdir().unwrap();
     let config = discord_config(&llm, &dc, "auto_thread = false", "");
-    let d = start(home.path(), &config, &[("DISCORD_ALLOWED_ROLES", "4242")]).await;
+    let d = start(home.path(), &config, &[("DISCORD_ALLOWED_ROLES", "4242"), ("GATEWAY_ALLOWED_USERS", "3005")]).await;
     let dm = Channel::dm(7002);
     dc.post(&dm, &User::new(3003, "stranger"), "hello?");
     assert!(eventually(WAIT, || dc.sent_to(dm.id).len() == 1).await, "{:?}", dc.calls());
@@ -153,7 +155,10 @@ async fn unknown_dm_senders_pair_and_allowed_roles_pass_in_guilds() {
     dc.post(&general, &moderator, &format!("{} status report", mention(&dc)));
     assert!(eventually(WAIT, || dc.sent_to(general.id).len() == 1).await, "{:?}", dc.sent());
     assert_eq!(dc.texts(general.id)[0], "echo: status report");
-    assert_eq!(llm.count(), 1, "the pairing request never reached the model");
+    let friend = Channel::dm(7012);
+    dc.post(&friend, &User::new(3005, "friend"), "allowed everywhere");
+    assert!(eventually(WAIT, || dc.texts(friend.id) == ["echo: allowed everywhere"]).await, "{:?}", dc.sent());
+    assert_eq!(llm.count(), 2, "the pairing request never reached the model");
     d.daemon.stop().await;
 }
 
