@@ -27,9 +27,10 @@ async fn serve(shared: Arc<Shared>, mut socket: WebSocket) {
     let me = {
         let mut store = shared.lock();
         store.next_socket += 1;
-        store.open_sockets += 1;
-        store.max_open_sockets = store.max_open_sockets.max(store.open_sockets);
-        store.next_socket
+        let me = store.next_socket;
+        store.open.insert(me);
+        store.max_open_sockets = store.max_open_sockets.max(store.open.len());
+        me
     };
     let hello = json!({ "op": 10, "d": { "heartbeat_interval": shared.heartbeat_ms } });
     if socket.send(Message::Text(hello.to_string().into())).await.is_ok() {
@@ -42,6 +43,9 @@ async fn serve(shared: Arc<Shared>, mut socket: WebSocket) {
                         }
                     }
                     Some(Control::Drop) | None => {
+                        // Closed from this side: it counts as gone now, whatever the client does
+                        // with the close frame.
+                        forget(&shared, me);
                         let close = CloseFrame { code: 4000, reason: "dropped by the test".into() };
                         let _ = socket.send(Message::Close(Some(close))).await;
                         break;
@@ -72,9 +76,15 @@ async fn serve(shared: Arc<Shared>, mut socket: WebSocket) {
             }
         }
     }
+    forget(&shared, me);
+}
+
+/// Counts socket `me` as closed (once) and stops dispatching to it.
+fn forget(shared: &Shared, me: u64) {
     let mut store = shared.lock();
-    store.open_sockets -= 1;
-    store.sessions_open.remove(&me);
+    if store.open.remove(&me) {
+        store.sessions_open.remove(&me);
+    }
     if store.live.as_ref().is_some_and(|(socket, _)| *socket == me) {
         store.live = None;
     }

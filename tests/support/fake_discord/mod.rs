@@ -48,7 +48,8 @@ struct Store {
     /// The socket that receives dispatches (after READY or RESUMED) and its id.
     live: Option<(u64, mpsc::UnboundedSender<Control>)>,
     next_socket: u64,
-    open_sockets: usize,
+    /// Sockets open (not yet closed by either side).
+    open: std::collections::HashSet<u64>,
     max_open_sockets: usize,
     /// Open sockets that completed IDENTIFY or RESUME and were not invalidated since.
     sessions_open: std::collections::HashSet<u64>,
