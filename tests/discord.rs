@@ -451,3 +451,29 @@ async fn progress_is_one_message_edited_at_a_paced_rate() {
     }
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_the_messages_of_the_downtime_are_answered_once() {
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let config = discord_config(&llm, &dc, "", "");
+    let env = [("DISCORD_ALLOWED_USERS", "1001")];
+    let dm = Channel::dm(7011);
+    let d = start(home.path(), &config, &env).await;
+    dc.post(&dm, &ann(), "before the restart");
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 1).await, "{:?}", dc.sent());
+    d.daemon.stop().await;
+    assert!(eventually(WAIT, || !dc.connected()).await);
+
+    dc.post(&dm, &ann(), "while you were down");
+    let d = start(home.path(), &config, &env).await;
+    let caught_up = || dc.texts(dm.id).contains(&"echo: while you were down".to_owned());
+    assert!(eventually(WAIT, caught_up).await, "{:?}", dc.texts(dm.id));
+    dc.post(&dm, &ann(), "welcome back");
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 3).await, "{:?}", dc.texts(dm.id));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(dc.texts(dm.id), ["echo: before the restart", "echo: while you were down", "echo: welcome back"]);
+    assert_eq!(dc.identifies().len(), 2, "a new process, a new session");
+    d.daemon.stop().await;
+}

@@ -152,8 +152,21 @@ impl DiscordPlatform {
         sender_roles: Option<Vec<u64>>,
         cancel: &CancellationToken,
     ) {
-        backfill::seen(&self.recent, message);
-        let (Ok(rest), Some(me)) = (self.rest(), self.me()) else { return };
+        // The cursor moves past a message only once it was accepted or ignored.
+        if self.handle_message(ctx, message, sender_roles, cancel).await && backfill::seen(&self.recent, message) {
+            backfill::persist(self, ctx).await;
+        }
+    }
+
+    /// `false` when the message could not be handed over (cancelled while the ingress refused).
+    async fn handle_message(
+        &self,
+        ctx: &PlatformContext,
+        message: &Message,
+        sender_roles: Option<Vec<u64>>,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let (Ok(rest), Some(me)) = (self.rest(), self.me()) else { return false };
         let place = self.place(rest, message.guild_id.map(|g| g.get()), message.channel_id.get(), me.id).await;
         let roles = match message.guild_id {
             Some(guild) => self.bot_roles(rest, guild.get(), me.id).await,
@@ -162,7 +175,7 @@ impl DiscordPlatform {
         let bot = BotIdentity { id: me.id, name: me.name.clone(), roles };
         let Some(mut normalised) = inbound::normalise_message(message, place, &bot, &self.rules) else {
             tracing::debug!(platform = NAME, message = message.id.get(), "message ignored");
-            return;
+            return true;
         };
         if let Some(sender_roles) = sender_roles {
             backfill::set_roles(&mut normalised.event, sender_roles);
@@ -183,6 +196,7 @@ impl DiscordPlatform {
         {
             self.react(rest, channel, message_id, emoji).await;
         }
+        accepted.is_some()
     }
 
     async fn on_press(&self, ctx: &PlatformContext, press: &ComponentInteraction, cancel: &CancellationToken) {
@@ -333,6 +347,7 @@ impl Platform for DiscordPlatform {
         if self.identify(rest, &cancel).await?.is_none() {
             return Ok(());
         }
+        backfill::restore(self, &ctx).await;
         gateway::run(self, &ctx, &cancel).await
     }
 

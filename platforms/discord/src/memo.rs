@@ -41,6 +41,18 @@ impl<K: Eq + Hash + Clone, V: Clone> Memo<K, V> {
         }
     }
 
+    /// Inserts or replaces `key` and makes it the newest entry (linear in the size: for small
+    /// memos only).
+    pub(crate) fn refresh(&self, key: K, value: V) {
+        {
+            let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            if inner.map.remove(&key).is_some() {
+                inner.order.retain(|k| k != &key);
+            }
+        }
+        self.insert(key, value);
+    }
+
     /// Every entry, oldest insertion first.
     pub(crate) fn entries(&self) -> Vec<(K, V)> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -69,5 +81,8 @@ mod tests {
         assert_eq!(memo.get(&2), Some("b"));
         assert_eq!(memo.get(&3), Some("c"));
         assert_eq!(memo.entries(), vec![(2, "b"), (3, "c")]);
+        memo.refresh(2, "b2");
+        memo.insert(4, "d");
+        assert_eq!(memo.entries(), vec![(2, "b2"), (4, "d")], "a refreshed entry is the newest");
     }
 }

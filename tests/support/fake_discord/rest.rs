@@ -159,6 +159,8 @@ fn create_message(shared: &Shared, store: &mut Store, channel: u64, body: &Value
         message["guild_id"] = json!(guild.to_string());
     }
     store.messages.insert(message_id, message.clone());
+    // Discord dispatches the bot's own messages too; the adapter must ignore them.
+    store.dispatch("MESSAGE_CREATE", message.clone());
     store.sent.push(Sent {
         channel,
         id: message_id,
