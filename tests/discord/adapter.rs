@@ -71,12 +71,14 @@ async fn run_connects_and_stops_promptly_on_cancel() {
     let platform = Arc::new(DiscordPlatform::new(settings(&dc, dir.path())));
     let dm = Channel::dm(7101);
     // Dispatched before the adapter connects: delivered after READY.
-    dc.post(&dm, &ann(), "queued before start");
+    let queued = dc.post(&dm, &ann(), "queued before start");
     let ingress = check_run_honours_cancel(platform.clone(), Duration::from_millis(1500), Duration::from_secs(2)).await;
     let events = ingress.events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].chat(), &dm_chat(dm.id));
     assert_eq!(dc.identifies().len(), 1);
+    let cursor = ingress.cursor("discord");
+    assert_eq!(cursor, Some(format!("[[{},0,{queued}]]", dm.id)), "the newest message seen, saved for catch-up");
     let health = platform.health().expect("run started");
     assert!(health.healthy && health.detail.starts_with("last dispatch"), "{health:?}");
     assert!(eventually(WAIT, || !dc.connected()).await, "the socket closed with the adapter");

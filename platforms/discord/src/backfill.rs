@@ -8,6 +8,8 @@
 //! deduplicates by message id, so a message seen twice is still one event. Bounded: only channels
 //! seen recently, a few pages each. It must never read channels the bot was not already in.
 
+use std::time::{Duration, Instant};
+
 use hermesd_platform::{InboundEvent, PlatformContext};
 use serenity::all::Message;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +19,9 @@ use crate::{DiscordPlatform, NAME};
 
 /// Pages of 100 messages read per channel at most.
 const MAX_PAGES: usize = 5;
+
+/// A busy guild moves the cursor with every message; one write per this long is enough.
+const SAVE_EVERY: Duration = Duration::from_secs(2);
 
 /// Per channel: its guild (`None` for a DM) and the newest message id seen there.
 pub(crate) type Recent = Memo<u64, (Option<u64>, u64)>;
@@ -59,8 +64,17 @@ pub(crate) async fn restore(platform: &DiscordPlatform, ctx: &PlatformContext) {
     }
 }
 
-/// Saves the cursor; a failure only means a restart may miss what it would have caught up on.
-pub(crate) async fn persist(platform: &DiscordPlatform, ctx: &PlatformContext) {
+/// Saves the cursor, at most every `SAVE_EVERY` unless `force`. A cursor left a little behind
+/// is safe: catching up re-reads those messages and the ingress refuses them as duplicates. A
+/// failure only means a restart may miss what it would have caught up on.
+pub(crate) async fn persist(platform: &DiscordPlatform, ctx: &PlatformContext, force: bool) {
+    {
+        let mut saved = platform.cursor_saved.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !force && saved.is_some_and(|at| at.elapsed() < SAVE_EVERY) {
+            return;
+        }
+        *saved = Some(Instant::now());
+    }
     if let Err(error) = ctx.ingress.save_cursor(NAME, &encode(&platform.recent)).await {
         tracing::warn!(platform = NAME, %error, "cannot save the discord cursor");
     }
@@ -103,6 +117,7 @@ pub(crate) async fn catch_up(platform: &DiscordPlatform, ctx: &PlatformContext, 
             }
         }
     }
+    persist(platform, ctx, true).await;
 }
 
 /// Gives a normalised event the sender's roles when the payload had no member.

@@ -140,6 +140,7 @@ pub(crate) async fn run(
             None => {
                 // Shut down: the runner exits once the manager told it to; never leave it behind.
                 let _ = shard.await;
+                crate::backfill::persist(platform, ctx, true).await;
                 return Ok(());
             }
         };

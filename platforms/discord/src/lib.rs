@@ -61,6 +61,8 @@ pub struct DiscordPlatform {
     roles: Memo<u64, Vec<u64>>,
     /// Channels seen recently and their newest message, for catching up after a new session.
     recent: backfill::Recent,
+    /// When the cursor (`recent`) was last saved.
+    cursor_saved: Mutex<Option<std::time::Instant>>,
 }
 
 impl DiscordPlatform {
@@ -80,6 +82,7 @@ impl DiscordPlatform {
             roles: Memo::new(MEMORY),
             // Catching up reads each of these channels: keep it to the recently active ones.
             recent: Memo::new(64),
+            cursor_saved: Mutex::new(None),
             settings,
         }
     }
@@ -154,7 +157,7 @@ impl DiscordPlatform {
     ) {
         // The cursor moves past a message only once it was accepted or ignored.
         if self.handle_message(ctx, message, sender_roles, cancel).await && backfill::seen(&self.recent, message) {
-            backfill::persist(self, ctx).await;
+            backfill::persist(self, ctx, false).await;
         }
     }
 
