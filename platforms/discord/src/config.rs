@@ -18,7 +18,8 @@ pub struct Reactions {
 }
 
 /// Everything the Discord adapter needs; the host fills it from config and the environment.
-#[derive(Debug, Clone)]
+/// `Debug` shows everything but the token.
+#[derive(Clone)]
 pub struct DiscordSettings {
     /// The bot token (from `DISCORD_BOT_TOKEN`); never logged.
     pub token: String,
@@ -59,6 +60,23 @@ impl Default for DiscordSettings {
             typing_interval: Duration::from_secs(8),
             reactions: Reactions::default(),
         }
+    }
+}
+
+impl std::fmt::Debug for DiscordSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordSettings")
+            .field("token", &"<redacted>")
+            .field("api_url", &self.api_url)
+            .field("require_mention", &self.require_mention)
+            .field("auto_thread", &self.auto_thread)
+            .field("allowed_channels", &self.allowed_channels)
+            .field("ignored_channels", &self.ignored_channels)
+            .field("media_dir", &self.media_dir)
+            .field("max_file_bytes", &self.max_file_bytes)
+            .field("typing_interval", &self.typing_interval)
+            .field("reactions", &self.reactions)
+            .finish()
     }
 }
 
@@ -135,6 +153,8 @@ mod tests {
         let with_token = DiscordSettings { api_url: "nope".into(), ..valid() };
         let problems = with_token.validate().err().unwrap_or_default();
         assert!(problems.iter().all(|p| !p.contains("Nzk.secret.token")), "{problems:?}");
+        let shown = format!("{with_token:?}");
+        assert!(!shown.contains("Nzk.secret.token") && shown.contains("<redacted>"), "{shown}");
     }
 
     #[test]
