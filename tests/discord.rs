@@ -477,3 +477,19 @@ async fn after_a_restart_the_messages_of_the_downtime_are_answered_once() {
     assert_eq!(dc.identifies().len(), 2, "a new process, a new session");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_is_refreshed_about_every_eight_seconds_during_a_long_turn() {
+    // The host refreshes typing every 4 s (at 0, 4, 8 and 12 s here); Discord's indicator lasts
+    // about 10 s, so the adapter lets every other refresh through.
+    let llm = FakeLlm::builder().latency(Duration::from_millis(12_500)).start().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let dm = Channel::dm(7013);
+    dc.post(&dm, &ann(), "take your time");
+    assert!(eventually(Duration::from_secs(30), || dc.texts(dm.id).len() == 1).await, "{:?}", dc.sent());
+    let typing = dc.typing().iter().filter(|&&channel| channel == dm.id).count();
+    assert_eq!(typing, 2, "one indicator at the start and one refresh: {:?}", dc.typing());
+    d.daemon.stop().await;
+}
