@@ -317,7 +317,7 @@ impl Daemon {
 
 /// The chat platforms the config enables, plus the `local` delivery target; nothing is started.
 /// (`hermesd send` uses this to deliver without a running daemon.)
-#[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_variables))]
+#[cfg_attr(not(any(feature = "telegram", feature = "slack", feature = "discord")), allow(unused_variables))]
 pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Result<PlatformRegistry> {
     let mut platforms = PlatformRegistry::default();
     #[cfg(feature = "telegram")]
@@ -331,6 +331,12 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
         let slack = crate::platforms::slack::build(&config.platforms.slack, env, &paths.home)
             .map_err(|e| anyhow::anyhow!("slack: {e}"))?;
         platforms.insert(slack);
+    }
+    #[cfg(feature = "discord")]
+    if config.platforms.discord.enabled {
+        let discord = crate::platforms::discord::build(&config.platforms.discord, env, &paths.home)
+            .map_err(|e| anyhow::anyhow!("discord: {e}"))?;
+        platforms.insert(discord);
     }
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
     Ok(platforms)

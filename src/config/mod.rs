@@ -327,11 +327,40 @@ pub struct DiscordConfig {
     pub enabled: bool,
     /// REST base URL; the gateway URL is asked from it.
     pub api_url: String,
+    /// In guild text channels, answer only messages that mention the bot (user or role) or reply
+    /// to it.
+    pub require_mention: bool,
+    /// For a mention in a guild text channel, open a thread on the message and answer there.
+    pub auto_thread: bool,
+    /// Only these channel ids (and threads under them) are served in guilds; empty: all. Adds to
+    /// `DISCORD_ALLOWED_CHANNELS`.
+    pub allowed_channels: Vec<String>,
+    /// Channel ids (and threads under them) never served. Adds to `DISCORD_IGNORED_CHANNELS`.
+    pub ignored_channels: Vec<String>,
+    /// Largest attachment downloaded, in MB.
+    pub max_file_mb: u64,
+    /// Emoji put on the user's message once it is stored; empty: none.
+    pub reaction_received: String,
+    /// Emoji put on the user's message when the reply was sent; empty: none.
+    pub reaction_done: String,
+    /// Emoji put on the user's message when the turn ended in an error; empty: none.
+    pub reaction_failed: String,
 }
 
 impl Default for DiscordConfig {
     fn default() -> Self {
-        Self { enabled: false, api_url: "https://discord.com".into() }
+        Self {
+            enabled: false,
+            api_url: "https://discord.com".into(),
+            require_mention: true,
+            auto_thread: true,
+            allowed_channels: Vec::new(),
+            ignored_channels: Vec::new(),
+            max_file_mb: 25,
+            reaction_received: String::new(),
+            reaction_done: String::new(),
+            reaction_failed: String::new(),
+        }
     }
 }
 

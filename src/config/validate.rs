@@ -133,8 +133,11 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     let platforms = &config.platforms;
     // Adapters not compiled into this build (or not written yet): say so rather than start
     // without them.
-    let built =
-        |name: &str| (name == "telegram" && cfg!(feature = "telegram")) || (name == "slack" && cfg!(feature = "slack"));
+    let built = |name: &str| {
+        (name == "telegram" && cfg!(feature = "telegram"))
+            || (name == "slack" && cfg!(feature = "slack"))
+            || (name == "discord" && cfg!(feature = "discord"))
+    };
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
         ("discord", platforms.discord.enabled),
@@ -165,6 +168,9 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
         if !(1..=15).contains(&telegram.poll_timeout.get().as_secs()) {
             problems.push("platforms.telegram.poll_timeout: must be between 1s and 15s".into());
         }
+    }
+    if platforms.discord.enabled && built("discord") {
+        check_discord(&platforms.discord, env, problems);
     }
     if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
         problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
@@ -271,6 +277,36 @@ impl Config {
     }
 }
 
+fn check_discord(discord: &super::DiscordConfig, env: &Env, problems: &mut Vec<String>) {
+    match env.secret("DISCORD_BOT_TOKEN") {
+        Ok(Some(_)) => {}
+        Ok(None) => problems.push("platforms.discord: DISCORD_BOT_TOKEN is not set".into()),
+        Err(e) => problems.push(format!("platforms.discord: {e}")),
+    }
+    if !(discord.api_url.starts_with("http://") || discord.api_url.starts_with("https://")) {
+        problems.push(format!("platforms.discord.api_url: {:?} is not an http(s) URL", discord.api_url));
+    }
+    if discord.max_file_mb == 0 {
+        problems.push("platforms.discord.max_file_mb: must be positive".into());
+    }
+    let is_id = |id: &str| id.trim().parse::<u64>().is_ok_and(|n| n > 0);
+    for (key, listed) in [
+        ("platforms.discord.allowed_channels", discord.allowed_channels.clone()),
+        ("platforms.discord.ignored_channels", discord.ignored_channels.clone()),
+        ("DISCORD_ALLOWED_CHANNELS", env_ids(env.var("DISCORD_ALLOWED_CHANNELS"))),
+        ("DISCORD_IGNORED_CHANNELS", env_ids(env.var("DISCORD_IGNORED_CHANNELS"))),
+    ] {
+        if let Some(bad) = listed.iter().find(|id| !is_id(id)) {
+            problems.push(format!("{key}: {bad:?} is not a channel id"));
+        }
+    }
+}
+
+/// A comma-separated id list from the environment.
+fn env_ids(value: Option<String>) -> Vec<String> {
+    value.unwrap_or_default().split(',').map(str::trim).filter(|id| !id.is_empty()).map(str::to_owned).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -330,6 +366,23 @@ mod tests {
             assert!(problems.iter().any(|p| p.contains(needle)), "no problem mentions {needle}: {problems:#?}");
         }
         assert_eq!(problems.len(), 6, "{problems:#?}");
+    }
+
+    #[test]
+    fn discord_checks_token_url_and_channel_ids() {
+        let config = Config::parse(
+            "[platforms.discord]\nenabled = true\napi_url = \"discord.com\"\nmax_file_mb = 0\nignored_channels = [\"general\"]\n",
+        )
+        .unwrap();
+        let problems = config.validate(&env(&[("DISCORD_ALLOWED_CHANNELS", "123, x9")]));
+        if cfg!(feature = "discord") {
+            for needle in ["DISCORD_BOT_TOKEN", "api_url", "max_file_mb", "\"general\"", "\"x9\""] {
+                assert!(problems.iter().any(|p| p.contains(needle)), "no problem mentions {needle}: {problems:#?}");
+            }
+            assert_eq!(problems.len(), 5, "{problems:#?}");
+        } else {
+            assert!(problems.iter().any(|p| p.contains("no discord adapter")), "{problems:#?}");
+        }
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! Chat-service adapters live in `platforms/*` crates.
 
 pub mod api;
+#[cfg(feature = "discord")]
+pub mod discord;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]

@@ -2,6 +2,8 @@
 //! client. Everything binds to 127.0.0.1:0.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "discord")]
+pub mod fake_discord;
 pub mod fake_llm;
 #[cfg(feature = "slack")]
 pub mod fake_slack;
