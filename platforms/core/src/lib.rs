@@ -4,11 +4,14 @@
 //! types. This crate knows nothing of sessions, SQL or language models, and it must stay that way:
 //! adapters depend on it alone.
 
+mod backoff;
 pub mod chunk;
 pub mod conformance;
+pub mod media;
 mod model;
 mod platform;
 
+pub use backoff::Backoff;
 pub use model::{
     Attachment, AttachmentKind, Button, ChatRef, ChatType, HistoryMessage, InboundAction, InboundEvent, InboundMessage,
     MessageRef, OutboundKind, OutboundMessage, ReplyContext, Sender,

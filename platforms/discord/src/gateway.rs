@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hermesd_platform::{PlatformContext, PlatformError};
+use hermesd_platform::{Backoff, PlatformContext, PlatformError};
 use serenity::all::{
     Client, ClientBuilder, ConnectionStage, Context, Event, GatewayIntents, RawEventHandler, ShardManager,
 };
@@ -30,35 +30,6 @@ pub(crate) fn intents() -> GatewayIntents {
         | GatewayIntents::GUILD_MESSAGES
         | GatewayIntents::DIRECT_MESSAGES
         | GatewayIntents::MESSAGE_CONTENT
-}
-
-/// Retry delays: 1 s doubling to 30 s, back to 1 s after a connection that worked.
-#[derive(Debug)]
-pub(crate) struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_secs(1);
-    const MAX: Duration = Duration::from_secs(30);
-
-    pub(crate) fn new() -> Self {
-        Self { next: Self::FIRST }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-
-    /// Sleeps the next delay; `false` when cancelled first.
-    pub(crate) async fn wait(&mut self, cancel: &CancellationToken) -> bool {
-        let delay = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        tokio::select! {
-            () = cancel.cancelled() => false,
-            () = tokio::time::sleep(delay) => true,
-        }
-    }
 }
 
 /// Hands every dispatch to the adapter's queue.

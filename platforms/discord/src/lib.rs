@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{DiscordSettings, Reactions, is_snowflake};
 
-use gateway::Backoff;
 use health::HealthTracker;
+use hermesd_platform::media::MediaDir;
 use inbound::{BotIdentity, Place, Rules};
 use media::MediaStore;
 use memo::Memo;
@@ -71,7 +71,7 @@ impl DiscordPlatform {
         Self {
             rest: Rest::new(&settings.token, &settings.api_url),
             rules: Rules::from_settings(&settings),
-            media: MediaStore { dir: settings.media_dir.clone(), max_bytes: settings.max_file_bytes },
+            media: MediaStore { media: MediaDir::new(settings.media_dir.clone(), settings.max_file_bytes) },
             me: Mutex::new(None),
             // Discord heartbeats every ~41 s; three missed in a row is a dead connection.
             health: HealthTracker::new(Duration::from_secs(150)),
@@ -97,7 +97,7 @@ impl DiscordPlatform {
 
     /// Asks who the bot is until Discord answers; `Ok(None)` when cancelled first.
     async fn identify(&self, rest: &Rest, cancel: &CancellationToken) -> Result<Option<BotUser>, PlatformError> {
-        let mut backoff = Backoff::new();
+        let mut backoff = hermesd_platform::Backoff::new();
         loop {
             let outcome = tokio::select! {
                 () = cancel.cancelled() => return Ok(None),
@@ -298,7 +298,7 @@ impl DiscordPlatform {
 /// Hands an event to the ingress, retrying while it refuses: Discord will not deliver it again.
 /// `None` when cancelled first.
 async fn accept(ctx: &PlatformContext, event: InboundEvent, cancel: &CancellationToken) -> Option<Accepted> {
-    let mut backoff = Backoff::new();
+    let mut backoff = hermesd_platform::Backoff::new();
     loop {
         match ctx.ingress.accept(event.clone()).await {
             Ok(accepted) => return Some(accepted),

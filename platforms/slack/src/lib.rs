@@ -32,7 +32,6 @@ use health::HealthTracker;
 use inbound::{BotIdentity, Callback, Rules};
 use media::MediaStore;
 use outbound::OutboundState;
-use socket::Backoff;
 
 /// The platform name in chat refs and session keys.
 pub const NAME: &str = "slack";
@@ -91,7 +90,7 @@ impl SlackPlatform {
     /// Calls `auth.test` until it works; `Ok(None)` when cancelled first.
     async fn identify(&self, cancel: &CancellationToken) -> Result<Option<BotIdentity>, PlatformError> {
         let client = self.client()?;
-        let mut backoff = Backoff::new();
+        let mut backoff = hermesd_platform::Backoff::new();
         loop {
             let outcome = tokio::select! {
                 () = cancel.cancelled() => return Ok(None),

@@ -9,10 +9,8 @@
 //! Invariant: an envelope is acknowledged only after its event was accepted (new or duplicate)
 //! or ignored; a refused accept leaves it unacknowledged, so Slack delivers it again.
 
-use std::time::Duration;
-
 use futures_util::{SinkExt, StreamExt};
-use hermesd_platform::{PlatformContext, PlatformError};
+use hermesd_platform::{Backoff, PlatformContext, PlatformError};
 use serde::Deserialize;
 use slack_morphism::prelude::*;
 use tokio::time::Instant;
@@ -22,35 +20,6 @@ use tokio_util::sync::CancellationToken;
 use crate::api::map_error;
 use crate::inbound::{BotIdentity, Callback, Interaction, normalise_interaction};
 use crate::{NAME, SlackPlatform};
-
-/// Retry delays: 1 s doubling to 30 s, back to 1 s after a socket that said hello.
-#[derive(Debug)]
-pub(crate) struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_secs(1);
-    const MAX: Duration = Duration::from_secs(30);
-
-    pub(crate) fn new() -> Self {
-        Self { next: Self::FIRST }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-
-    /// Sleeps the next delay; `false` when cancelled first.
-    pub(crate) async fn wait(&mut self, cancel: &CancellationToken) -> bool {
-        let delay = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        tokio::select! {
-            () = cancel.cancelled() => false,
-            () = tokio::time::sleep(delay) => true,
-        }
-    }
-}
 
 /// One Socket Mode frame: only the fields the loop reads.
 #[derive(Debug, Deserialize)]
@@ -293,22 +262,6 @@ async fn handle(platform: &SlackPlatform, identity: &BotIdentity, ctx: &Platform
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn backoff_doubles_to_thirty_seconds_and_resets() {
-        let cancel = CancellationToken::new();
-        let mut backoff = Backoff::new();
-        let mut waits = Vec::new();
-        for _ in 0..7 {
-            let started = Instant::now();
-            assert!(backoff.wait(&cancel).await);
-            waits.push(started.elapsed().as_secs());
-        }
-        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
-        backoff.reset();
-        cancel.cancel();
-        assert!(!backoff.wait(&cancel).await, "a cancelled wait says so");
-    }
 
     #[test]
     fn frames_read_only_what_they_need() {

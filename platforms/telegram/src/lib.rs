@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 pub use config::{MAX_POLL_TIMEOUT, TelegramMode, TelegramSettings, WEBHOOK_PATH};
 
 use health::HealthTracker;
+use hermesd_platform::media::MediaDir;
 use inbound::{BotIdentity, Rules};
 use media::MediaStore;
 use outbound::Redactor;
@@ -64,7 +65,7 @@ impl TelegramPlatform {
         Self {
             redactor: Redactor::new(&settings.token),
             rules: Rules::from_settings(&settings),
-            media: MediaStore { dir: settings.media_dir.clone(), max_bytes: settings.max_file_bytes },
+            media: MediaStore { media: MediaDir::new(settings.media_dir.clone(), settings.max_file_bytes) },
             identity: Mutex::new(None),
             health: HealthTracker::new(webhook, settings.effective_poll_timeout()),
             bot,
@@ -82,7 +83,7 @@ impl TelegramPlatform {
 
     /// Calls `getMe` until it works; `Ok(None)` when cancelled first.
     async fn identify(&self, bot: &Bot, cancel: &CancellationToken) -> Result<Option<BotIdentity>, PlatformError> {
-        let mut backoff = polling::Backoff::new();
+        let mut backoff = hermesd_platform::Backoff::new();
         loop {
             let outcome = tokio::select! {
                 () = cancel.cancelled() => return Ok(None),

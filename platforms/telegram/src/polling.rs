@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use hermesd_platform::{PlatformContext, PlatformError};
+use hermesd_platform::{Backoff, PlatformContext, PlatformError};
 use teloxide::prelude::*;
 use teloxide::types::{AllowedUpdate, Update};
 use teloxide::{ApiError, RequestError};
@@ -18,32 +18,6 @@ use crate::{NAME, TelegramPlatform};
 /// The update kinds the adapter asks for; everything else Telegram keeps to itself.
 pub(crate) const ALLOWED_UPDATES: [AllowedUpdate; 4] =
     [AllowedUpdate::Message, AllowedUpdate::EditedMessage, AllowedUpdate::ChannelPost, AllowedUpdate::CallbackQuery];
-
-/// Retry delays: 1 s doubling to 30 s, back to 1 s after a success.
-#[derive(Debug)]
-pub(crate) struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_secs(1);
-    const MAX: Duration = Duration::from_secs(30);
-
-    pub(crate) fn new() -> Self {
-        Self { next: Self::FIRST }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-
-    /// Sleeps the next delay; `false` when cancelled first.
-    pub(crate) async fn wait(&mut self, cancel: &CancellationToken) -> bool {
-        let delay = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        sleep_or_cancel(delay, cancel).await
-    }
-}
 
 /// Sleeps `delay`; `false` when cancelled first.
 pub(crate) async fn sleep_or_cancel(delay: Duration, cancel: &CancellationToken) -> bool {

@@ -3,13 +3,13 @@
 //! A request is answered 200 only after its event was accepted; anything else makes Telegram
 //! deliver it again. Requests without the right secret header are refused before any parsing.
 
-use hermesd_platform::{PlatformContext, PlatformError, WebhookRequest, WebhookResponse};
+use hermesd_platform::{Backoff, PlatformContext, PlatformError, WebhookRequest, WebhookResponse};
 use teloxide::prelude::*;
 use teloxide::types::Update;
 use teloxide::{ApiError, RequestError};
 use tokio_util::sync::CancellationToken;
 
-use crate::polling::{ALLOWED_UPDATES, Backoff};
+use crate::polling::ALLOWED_UPDATES;
 use crate::{NAME, TelegramPlatform};
 
 /// The header Telegram sends the `secret_token` in (lowercase, as the host passes headers).

@@ -1,0 +1,138 @@
+//! Where adapters put downloaded attachments: `<media dir>/<chat>/<file id>_<name>`, names kept
+//! to a safe alphabet, a `.part` file renamed into place only when complete, paths reported
+//! relative to the data dir. A file that cannot be fetched never drops its message: the text
+//! says what is missing instead.
+//!
+//! Never writes outside the media dir, whatever a chat id or file name holds.
+
+use std::path::{Path, PathBuf};
+
+use crate::model::InboundMessage;
+
+/// An adapter's media folder (`$HERMESD_HOME/media/<platform>`) and its size cap.
+#[derive(Debug, Clone)]
+pub struct MediaDir {
+    dir: PathBuf,
+    max_bytes: u64,
+}
+
+impl MediaDir {
+    /// Files go under `dir`, none larger than `max_bytes`.
+    pub fn new(dir: PathBuf, max_bytes: u64) -> Self {
+        Self { dir, max_bytes }
+    }
+
+    /// The size cap.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Where file `file_id` named `name` of `chat` goes; its folder is created.
+    pub async fn destination(&self, chat: &str, file_id: &str, name: &str) -> Result<PathBuf, String> {
+        let dir = self.dir.join(sanitise(chat));
+        tokio::fs::create_dir_all(&dir).await.map_err(|e| format!("create {}: {e}", dir.display()))?;
+        Ok(dir.join(sanitise(&format!("{file_id}_{name}"))))
+    }
+
+    /// The size of a file already saved at `dest` (a redelivered event finds its file there).
+    pub async fn existing(dest: &Path) -> Option<u64> {
+        tokio::fs::metadata(dest).await.ok().filter(|meta| meta.is_file() && meta.len() > 0).map(|meta| meta.len())
+    }
+
+    /// The temporary path a download is written to before it is complete.
+    pub fn partial(dest: &Path) -> PathBuf {
+        let mut partial = dest.as_os_str().to_owned();
+        partial.push(".part");
+        PathBuf::from(partial)
+    }
+
+    /// Move a complete download into place.
+    pub async fn complete(partial: &Path, dest: &Path) -> Result<(), String> {
+        tokio::fs::rename(partial, dest).await.map_err(|e| format!("rename to {}: {e}", dest.display()))
+    }
+
+    /// Remove an incomplete download (best effort: a leftover is harmless, only untidy).
+    pub async fn abandon(partial: &Path) {
+        let _ = tokio::fs::remove_file(partial).await;
+    }
+
+    /// The path reported to the host: relative to the data dir, the media dir's grandparent.
+    pub fn relative(&self, dest: &Path) -> String {
+        let base = self.dir.parent().and_then(Path::parent);
+        let relative = base.and_then(|base| dest.strip_prefix(base).ok()).unwrap_or(dest);
+        relative.to_string_lossy().into_owned()
+    }
+}
+
+/// The note left in a message for a file over the cap.
+pub fn too_large(name: &str, bytes: u64) -> String {
+    format!("[file too large: {name}, {}]", megabytes(bytes))
+}
+
+/// The note left in a message for a file whose download failed.
+pub fn failed(name: &str) -> String {
+    format!("[attachment download failed: {name}]")
+}
+
+/// Append `note` to the message text, on a line of its own.
+pub fn add_note(message: &mut InboundMessage, note: &str) {
+    if !message.text.is_empty() {
+        message.text.push('\n');
+    }
+    message.text.push_str(note);
+}
+
+/// A size for people: `1.5 MB`.
+pub fn megabytes(bytes: u64) -> String {
+    // Display only: precision loss above 2^53 bytes does not matter.
+    #[allow(clippy::cast_precision_loss)]
+    let mb = bytes as f64 / (1024.0 * 1024.0);
+    format!("{mb:.1} MB")
+}
+
+/// Keeps a file or folder name to a safe, portable alphabet and length.
+pub fn sanitise(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
+        .take(120)
+        .collect();
+    let clean = clean.trim_start_matches('.');
+    if clean.is_empty() { "file".to_owned() } else { clean.to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_sanitised() {
+        assert_eq!(sanitise("AgAD_../../etc/passwd"), "AgAD_.._.._etc_passwd");
+        assert_eq!(sanitise("..hidden"), "hidden");
+        assert_eq!(sanitise(".."), "file");
+        assert_eq!(sanitise("résumé final.pdf"), "r_sum__final.pdf");
+        assert_eq!(sanitise(""), "file");
+        assert_eq!(sanitise("-100123"), "-100123");
+    }
+
+    #[tokio::test]
+    async fn files_stay_in_the_media_dir_and_paths_are_relative_to_the_data_dir() {
+        let home = tempfile::tempdir().unwrap();
+        let media = MediaDir::new(home.path().join("media").join("slack"), 10);
+        let dest = media.destination("../../etc", "F1", "../passwd").await.unwrap();
+        assert!(dest.starts_with(home.path().join("media").join("slack")), "{}", dest.display());
+        assert_eq!(media.relative(&dest), "media/slack/_.._etc/F1_.._passwd");
+        assert_eq!(MediaDir::existing(&dest).await, None);
+        let partial = MediaDir::partial(&dest);
+        tokio::fs::write(&partial, b"data").await.unwrap();
+        MediaDir::complete(&partial, &dest).await.unwrap();
+        assert_eq!(MediaDir::existing(&dest).await, Some(4));
+    }
+
+    #[test]
+    fn notes_and_sizes() {
+        assert_eq!(megabytes(1536 * 1024), "1.5 MB");
+        assert_eq!(too_large("a.bin", 25 * 1024 * 1024), "[file too large: a.bin, 25.0 MB]");
+        assert_eq!(failed("a.bin"), "[attachment download failed: a.bin]");
+    }
+}
