@@ -130,7 +130,7 @@ pub(crate) async fn run(runs: usize) -> CompressionReport {
             session_id: session_id.clone(),
             threshold: 0.5,
             prompts: prompts.clone(),
-            tools: Vec::new(),
+            toolsets: Vec::new(),
         };
         let mut state = chain.start_turn();
         let started = Instant::now();

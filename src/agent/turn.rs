@@ -274,7 +274,7 @@ impl TurnRunner {
             session_id: session_id.to_owned(),
             threshold: self.settings.compression_threshold,
             prompts: self.parts.prompts.clone(),
-            tools: tools.specs(),
+            toolsets: tools.toolsets(),
         }
     }
 
@@ -322,11 +322,11 @@ impl TurnRunner {
             Some(name) => self.parts.chain.starting_with(name),
             None => self.parts.chain.clone(),
         };
-        let specs = tools.specs();
+
         let mut system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
             None => {
-                let prompt = self.parts.prompts.build(&specs, chrono::Utc::now().date_naive());
+                let prompt = self.parts.prompts.build(&tools.toolsets(), chrono::Utc::now().date_naive());
                 store.set_system_prompt(&session.id, &prompt).await?;
                 prompt
             }

@@ -10,8 +10,8 @@ mod tests;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, ToolSchema, Usage};
 use crate::agent::message::{Message, Role, ToolCall};
@@ -47,26 +47,21 @@ impl ChatCompletions {
         }
     }
 
-    fn body(&self, request: &ChatRequest) -> Value {
-        let mut body = json!({
-            "model": self.model,
-            "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
-            "stream": request.stream,
-        });
-        if request.stream {
-            body["stream_options"] = json!({ "include_usage": true });
+    /// The request body. It borrows the transcript and the tool schemas and is serialised once,
+    /// straight into the request: no intermediate JSON tree is built on every call.
+    fn body<'a>(&'a self, request: &'a ChatRequest) -> OutRequest<'a> {
+        OutRequest {
+            model: &self.model,
+            messages: request.messages.iter().map(wire_message).collect(),
+            stream: request.stream,
+            stream_options: request.stream.then_some(StreamOptions { include_usage: true }),
+            tools: request.tools.iter().map(wire_tool).collect(),
+            max_tokens: request.max_tokens,
         }
-        if !request.tools.is_empty() {
-            body["tools"] = request.tools.iter().map(wire_tool).collect();
-        }
-        if let Some(max_tokens) = request.max_tokens {
-            body["max_tokens"] = json!(max_tokens);
-        }
-        body
     }
 
     /// Send the call; a non-success status is read and classified here.
-    async fn send(&self, body: &Value, stream: bool) -> Result<reqwest::Response, ProviderError> {
+    async fn send(&self, body: &OutRequest<'_>, stream: bool) -> Result<reqwest::Response, ProviderError> {
         let mut call = self.http.post(&self.url).json(body).timeout(self.timeout);
         if stream {
             call = call.header(reqwest::header::ACCEPT, "text/event-stream");
@@ -85,26 +80,82 @@ impl ChatCompletions {
     }
 }
 
-fn wire_message(message: &Message) -> Value {
-    let mut value = json!({ "role": message.role.as_str(), "content": message.content });
-    if !message.tool_calls.is_empty() {
-        value["tool_calls"] = message
-            .tool_calls
-            .iter()
-            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-            .collect();
-    }
-    if let Some(id) = &message.tool_call_id {
-        value["tool_call_id"] = json!(id);
-    }
-    value
+#[derive(Serialize)]
+struct OutRequest<'a> {
+    model: &'a str,
+    messages: Vec<OutMessage<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<OutTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
 }
 
-fn wire_tool(tool: &ToolSchema) -> Value {
-    json!({
-        "type": "function",
-        "function": { "name": tool.name, "description": tool.description, "parameters": tool.parameters },
-    })
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct OutMessage<'a> {
+    role: &'a str,
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct OutCall<'a> {
+    id: &'a str,
+    r#type: &'static str,
+    function: OutFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct OutFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct OutTool<'a> {
+    r#type: &'static str,
+    function: OutToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct OutToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+fn wire_message(message: &Message) -> OutMessage<'_> {
+    OutMessage {
+        role: message.role.as_str(),
+        content: message.content.as_deref(),
+        tool_calls: message
+            .tool_calls
+            .iter()
+            .map(|c| OutCall {
+                id: &c.id,
+                r#type: "function",
+                function: OutFunction { name: &c.name, arguments: &c.arguments },
+            })
+            .collect(),
+        tool_call_id: message.tool_call_id.as_deref(),
+    }
+}
+
+fn wire_tool(tool: &ToolSchema) -> OutTool<'_> {
+    OutTool {
+        r#type: "function",
+        function: OutToolFunction { name: &tool.name, description: &tool.description, parameters: &tool.parameters },
+    }
 }
 
 #[derive(Deserialize)]

@@ -32,7 +32,7 @@ pub struct ChatRequest {
     /// The transcript, system prompt first.
     pub messages: Vec<Message>,
     /// Tools the model may call (empty: a tool-less call, e.g. the final summary).
-    pub tools: Vec<ToolSchema>,
+    pub tools: std::sync::Arc<[ToolSchema]>,
     /// Cap on generated tokens, when set.
     pub max_tokens: Option<u32>,
     /// How many leading messages form the stable, cacheable prefix (the system prompt). Providers

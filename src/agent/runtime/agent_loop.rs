@@ -4,10 +4,12 @@
 //!
 //! The loop holds no state between turns; the transcript lives in the store.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 
 use super::chain::{ChainError, ChainState, ProviderChain};
-use super::compress::{Compressor, estimate_tokens};
+use super::compress::{Compressor, messages_tokens, schema_tokens};
 use super::sanitize::sanitize;
 use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, Delta, ProviderError, ToolSchema};
@@ -119,12 +121,9 @@ pub struct AgentLoop<'a> {
 impl AgentLoop<'_> {
     /// Run the turn over `system` + `transcript` (which ends with the user's message).
     pub async fn run(&self, mut system: String, mut transcript: Vec<Message>, stop: &CancellationToken) -> LoopResult {
-        let schemas: Vec<ToolSchema> = self
-            .tools
-            .specs()
-            .into_iter()
-            .map(|s| ToolSchema { name: s.name.into(), description: s.description.into(), parameters: s.parameters })
-            .collect();
+        // Built once per turn and shared by every call's request.
+        let schemas: Arc<[ToolSchema]> = self.tools.schemas().into();
+        let schema_tokens = schema_tokens(&schemas);
         let mut state = self.chain.start_turn();
         let mut appended: Vec<Message> = Vec::new();
         let mut nudges = 0;
@@ -146,12 +145,14 @@ impl AgentLoop<'_> {
             if nudges > 0 {
                 extra.push(Message::text(Role::User, NUDGE));
             }
-            let messages = request_messages(&system, &transcript, &appended, &extra);
-            if self.compressor.over_threshold(estimate_tokens(&messages, &schemas), context) {
-                self.compress(&mut system, &mut transcript, &mut state, stop).await;
+            let mut messages = request_messages(&system, &transcript, &appended, &extra);
+            if self.compressor.over_threshold(messages_tokens(&messages) + schema_tokens, context)
+                && self.compress(&mut system, &mut transcript, &mut state, stop).await
+            {
+                messages = request_messages(&system, &transcript, &appended, &extra);
             }
             let request = ChatRequest {
-                messages: sanitize(request_messages(&system, &transcript, &appended, &extra)),
+                messages: sanitize(messages),
                 tools: schemas.clone(),
                 stable_prefix: 1,
                 stream: self.limits.stream,

@@ -11,7 +11,6 @@ use super::chain::{ChainError, ChainState, ProviderChain};
 use super::prompt::PromptBuilder;
 use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, ToolSchema};
-use crate::agent::tools::ToolSpec;
 use crate::clock::now_ms;
 use crate::store::{Compaction, Store, StoreError, StoredMessage};
 
@@ -61,8 +60,8 @@ pub struct Compressor {
     pub threshold: f64,
     /// Rebuilds the system prompt.
     pub prompts: PromptBuilder,
-    /// The session's tools (part of the rebuilt prompt).
-    pub tools: Vec<ToolSpec>,
+    /// The toolset of each of the session's tools (part of the rebuilt prompt).
+    pub toolsets: Vec<&'static str>,
 }
 
 impl Compressor {
@@ -94,7 +93,7 @@ impl Compressor {
             return Err(CompressError::Empty);
         }
         let summary = Message::text(Role::User, format!("{SUMMARY_PREFIX}\n{}", text.trim()));
-        let system_prompt = self.prompts.build(&self.tools, chrono::Utc::now().date_naive());
+        let system_prompt = self.prompts.build(&self.toolsets, chrono::Utc::now().date_naive());
         let compaction = Compaction {
             from: middle[0].position,
             to: middle[middle.len() - 1].position,
@@ -170,8 +169,18 @@ fn message_tokens(message: &Message) -> u64 {
 
 /// A provider-independent token estimate: about four bytes a token, plus per-message overhead.
 pub fn estimate_tokens(messages: &[Message], tools: &[ToolSchema]) -> u64 {
+    messages_tokens(messages) + schema_tokens(tools)
+}
+
+/// The estimate for the messages alone.
+pub fn messages_tokens(messages: &[Message]) -> u64 {
+    messages.iter().map(message_tokens).sum()
+}
+
+/// The estimate for tool schemas (they serialise, so compute it once per turn).
+pub fn schema_tokens(tools: &[ToolSchema]) -> u64 {
     let schema: usize = tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum();
-    messages.iter().map(message_tokens).sum::<u64>() + (schema as u64).div_ceil(4)
+    (schema as u64).div_ceil(4)
 }
 
 #[cfg(test)]

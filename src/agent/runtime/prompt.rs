@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
 
-use crate::agent::tools::ToolSpec;
 use crate::agent::tools::memory::memory_snapshot;
 
 /// Identity used when `agent.system_prompt` is not set.
@@ -34,13 +33,14 @@ impl PromptBuilder {
         Self { identity: identity.unwrap_or_else(|| DEFAULT_IDENTITY.to_owned()), workdir, data_dir }
     }
 
-    /// The full prompt for a session starting `today` with `tools`.
-    pub fn build(&self, tools: &[ToolSpec], today: NaiveDate) -> String {
+    /// The full prompt for a session starting `today` with tools of `toolsets` (one entry per
+    /// tool, in the tools' order).
+    pub fn build(&self, toolsets: &[&str], today: NaiveDate) -> String {
         let mut prompt = self.identity.trim().to_owned();
-        if !tools.is_empty() {
+        if !toolsets.is_empty() {
             prompt.push_str("\n\n# Tools\n");
             prompt.push_str(TOOL_GUIDANCE);
-            let mut sets: Vec<&str> = tools.iter().map(|t| t.toolset).collect();
+            let mut sets: Vec<&str> = toolsets.to_vec();
             sets.dedup();
             prompt.push_str(&format!("\nAvailable toolsets: {}.", sets.join(", ")));
         }

@@ -65,15 +65,17 @@ impl Tool for DelegateTool {
         if let Some(context) = args["context"].as_str().filter(|c| !c.trim().is_empty()) {
             text = format!("{text}\n\nContext:\n{context}");
         }
-        let system =
-            format!("{CHILD_PROMPT}\n\n{}", self.prompts.build(&self.tools.specs(), chrono::Utc::now().date_naive()));
+        let system = format!(
+            "{CHILD_PROMPT}\n\n{}",
+            self.prompts.build(&self.tools.toolsets(), chrono::Utc::now().date_naive())
+        );
         // The child keeps nothing in the store: its compressor has no session to compact.
         let compressor = Compressor {
             store: ctx.store.clone(),
             session_id: String::new(),
             threshold: 0.99,
             prompts: self.prompts.clone(),
-            tools: Vec::new(),
+            toolsets: Vec::new(),
         };
         let child = AgentLoop {
             chain: &self.chain,

@@ -29,6 +29,7 @@ use hermesd_platform::ChatRef;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::provider::ToolSchema;
 use crate::store::Store;
 
 pub use builtin::{ExtraTools, builtin};
@@ -138,21 +139,23 @@ pub trait Tool: Send + Sync {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;
 }
 
-/// All tools by name.
+/// All tools by name, each with its spec built once (specs hold JSON schemas; building them
+/// on every turn was a measurable share of a turn's CPU).
 #[derive(Default, Clone)]
 pub struct Registry {
-    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    tools: BTreeMap<&'static str, (Arc<dyn Tool>, Arc<ToolSpec>)>,
 }
 
 impl Registry {
     /// Add a tool (a later one with the same name replaces the earlier).
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.spec().name, tool);
+        let spec = Arc::new(tool.spec());
+        self.tools.insert(spec.name, (tool, spec));
     }
 
     /// A tool by name.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.tools.get(name).map(|(tool, _)| tool)
     }
 
     /// The tools whose toolset is in `toolsets`, in name order (stable across turns, so the
@@ -161,15 +164,32 @@ impl Registry {
         let tools = self
             .tools
             .iter()
-            .filter(|(_, t)| toolsets.iter().any(|s| s == t.spec().toolset))
-            .map(|(name, tool)| (*name, tool.clone()))
+            .filter(|(_, (_, spec))| toolsets.iter().any(|s| s == spec.toolset))
+            .map(|(name, entry)| (*name, entry.clone()))
             .collect();
         Registry { tools }
     }
 
     /// Every tool's spec, in name order.
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|t| t.spec()).collect()
+    pub fn specs(&self) -> Vec<Arc<ToolSpec>> {
+        self.tools.values().map(|(_, spec)| spec.clone()).collect()
+    }
+
+    /// Every tool's toolset, in the tools' name order (what the system prompt lists).
+    pub fn toolsets(&self) -> Vec<&'static str> {
+        self.tools.values().map(|(_, spec)| spec.toolset).collect()
+    }
+
+    /// The tools as providers advertise them, in name order.
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.tools
+            .values()
+            .map(|(_, s)| ToolSchema {
+                name: s.name.into(),
+                description: s.description.into(),
+                parameters: s.parameters.clone(),
+            })
+            .collect()
     }
 
     /// Whether there are no tools.

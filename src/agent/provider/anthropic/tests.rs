@@ -113,7 +113,8 @@ fn request(stream: bool) -> ChatRequest {
             name: "todo".into(),
             description: "manage the todo list".into(),
             parameters: json!({"type": "object", "properties": {"item": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_tokens: None,
         stable_prefix: 2,
         stream,

@@ -106,7 +106,8 @@ fn streamed_request() -> ChatRequest {
             name: "todo".into(),
             description: "manage the todo list".into(),
             parameters: json!({"type": "object", "properties": {"item": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_tokens: Some(512),
         stable_prefix: 1,
         stream: true,
