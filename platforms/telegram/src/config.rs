@@ -12,8 +12,8 @@ pub const MAX_POLL_TIMEOUT: Duration = Duration::from_secs(14);
 /// Where the host's HTTP server routes Telegram's webhook requests.
 pub const WEBHOOK_PATH: &str = "/telegram/webhook";
 
-/// How updates reach the adapter.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How updates reach the adapter. `Debug` never shows the webhook secret.
+#[derive(Clone, PartialEq, Eq)]
 pub enum TelegramMode {
     /// Long polling with `getUpdates`; the offset is kept as the platform's cursor.
     Polling,
@@ -27,7 +27,8 @@ pub enum TelegramMode {
 }
 
 /// Everything the Telegram adapter needs; the host fills it from config and the environment.
-#[derive(Debug, Clone)]
+/// `Debug` never shows the token.
+#[derive(Clone)]
 pub struct TelegramSettings {
     /// The bot token (from `TELEGRAM_BOT_TOKEN`); never logged.
     pub token: String,
@@ -50,6 +51,34 @@ pub struct TelegramSettings {
     pub max_file_bytes: u64,
     /// Long-poll timeout; at most [`MAX_POLL_TIMEOUT`].
     pub poll_timeout: Duration,
+}
+
+impl std::fmt::Debug for TelegramMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TelegramMode::Polling => f.write_str("Polling"),
+            TelegramMode::Webhook { url, .. } => {
+                f.debug_struct("Webhook").field("url", url).field("secret", &"[redacted]").finish()
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for TelegramSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramSettings")
+            .field("token", &"[redacted]")
+            .field("api_url", &self.api_url)
+            .field("mode", &self.mode)
+            .field("require_mention", &self.require_mention)
+            .field("mention_patterns", &self.mention_patterns)
+            .field("channel_posts", &self.channel_posts)
+            .field("edited_messages", &self.edited_messages)
+            .field("media_dir", &self.media_dir)
+            .field("max_file_bytes", &self.max_file_bytes)
+            .field("poll_timeout", &self.poll_timeout)
+            .finish()
+    }
 }
 
 impl Default for TelegramSettings {
@@ -121,6 +150,18 @@ fn is_valid_secret(secret: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_shows_the_token_or_the_webhook_secret() {
+        let settings = TelegramSettings {
+            token: "123:SECRET-TOKEN".into(),
+            mode: TelegramMode::Webhook { url: "https://x".into(), secret: "hook-secret".into() },
+            ..TelegramSettings::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("SECRET-TOKEN") && !shown.contains("hook-secret"), "{shown}");
+        assert!(shown.contains("https://x"));
+    }
 
     fn valid() -> TelegramSettings {
         TelegramSettings { token: "123:abc".into(), ..TelegramSettings::default() }
