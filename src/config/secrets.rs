@@ -105,6 +105,11 @@ impl Env {
         }
         Ok(None)
     }
+
+    /// A secret that must be set (an adapter's token); its value, or why it is missing.
+    pub fn required_secret(&self, name: &str) -> Result<String, String> {
+        self.secret(name)?.map(|s| s.expose().to_owned()).ok_or_else(|| format!("{name} is not set"))
+    }
 }
 
 fn read_secret_file(path: &Path, name: &str) -> Result<Secret, String> {

@@ -44,7 +44,15 @@ pub struct Routed {
     /// Chunks (empty: nothing to deliver).
     pub messages: Vec<OutboundMessage>,
     /// What to record about a cron run once the turn is stored.
-    pub run: Option<(i64, RunStatus, Option<String>, Option<String>)>,
+    pub run: Option<RunRecord>,
+}
+
+/// How a cron run ended, recorded once its turn is stored.
+pub struct RunRecord {
+    run_id: i64,
+    status: RunStatus,
+    output: Option<String>,
+    error: Option<String>,
 }
 
 /// Resolves origins and routes replies.
@@ -134,7 +142,7 @@ impl Routing {
                     return Routed {
                         chat: local::inbox(),
                         messages: Vec::new(),
-                        run: Some((run.run_id, RunStatus::Silent, output, None)),
+                        run: Some(RunRecord { run_id: run.run_id, status: RunStatus::Silent, output, error: None }),
                     };
                 }
                 let header = format!("⏰ Cron job \"{}\" ({})", job.name, job.id);
@@ -147,7 +155,7 @@ impl Routing {
                 Routed {
                     messages: outbox.compose(&chat, &body, kind, None),
                     chat,
-                    run: Some((run.run_id, status, output, error)),
+                    run: Some(RunRecord { run_id: run.run_id, status, output, error }),
                 }
             }
         }
@@ -155,7 +163,7 @@ impl Routing {
 
     /// Record a cron run's end, once its turn is stored.
     pub async fn record(&self, routed: &Routed) {
-        if let Some((run_id, status, output, error)) = &routed.run
+        if let Some(RunRecord { run_id, status, output, error }) = &routed.run
             && let Err(e) = self.store.finish_run(*run_id, *status, output.as_deref(), error.as_deref(), now_ms()).await
         {
             tracing::error!(error = %e, run_id, "record cron run");

@@ -11,10 +11,7 @@ use crate::config::{DiscordConfig, Env};
 
 /// The adapter for `config`, with its token and channel filters from `env`.
 pub fn build(config: &DiscordConfig, env: &Env, home: &Path) -> Result<Arc<dyn Platform>, String> {
-    let token = env
-        .secret("DISCORD_BOT_TOKEN")?
-        .map(|s| s.expose().to_owned())
-        .ok_or_else(|| "DISCORD_BOT_TOKEN is not set".to_owned())?;
+    let token = env.required_secret("DISCORD_BOT_TOKEN")?;
     let channels = |listed: &[String], var: &str| {
         let mut ids = listed.to_vec();
         let from_env = env.var(var).unwrap_or_default();

@@ -11,9 +11,7 @@ use crate::config::{Env, ReceiveMode, SlackConfig};
 
 /// The adapter for `config`, with its tokens (or signing secret) from `env`.
 pub fn build(config: &SlackConfig, env: &Env, home: &Path) -> Result<Arc<dyn Platform>, String> {
-    let secret = |name: &str| -> Result<String, String> {
-        env.secret(name)?.map(|s| s.expose().to_owned()).ok_or_else(|| format!("{name} is not set"))
-    };
+    let secret = |name: &str| env.required_secret(name);
     let mode = match config.mode {
         ReceiveMode::Events => SlackMode::Events { signing_secret: secret("SLACK_SIGNING_SECRET")? },
         _ => SlackMode::Socket { app_token: secret("SLACK_APP_TOKEN")? },

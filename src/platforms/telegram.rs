@@ -11,9 +11,7 @@ use crate::config::{Env, ReceiveMode, TelegramConfig};
 
 /// The adapter for `config`, with its token (and webhook secret) from `env`.
 pub fn build(config: &TelegramConfig, env: &Env, home: &Path) -> Result<Arc<dyn Platform>, String> {
-    let secret = |name: &str| -> Result<String, String> {
-        env.secret(name)?.map(|s| s.expose().to_owned()).ok_or_else(|| format!("{name} is not set"))
-    };
+    let secret = |name: &str| env.required_secret(name);
     let mode = match config.mode {
         ReceiveMode::Webhook => {
             TelegramMode::Webhook { url: config.webhook_url.clone(), secret: secret("TELEGRAM_WEBHOOK_SECRET")? }

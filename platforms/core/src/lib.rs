@@ -10,6 +10,7 @@ pub mod conformance;
 pub mod media;
 mod model;
 mod platform;
+mod redact;
 
 pub use backoff::Backoff;
 pub use model::{
@@ -20,3 +21,4 @@ pub use platform::{
     Accepted, Capabilities, Ingress, IngressError, LengthUnit, MarkdownDialect, Platform, PlatformContext,
     PlatformError, PlatformHealth, WebhookRequest, WebhookResponse,
 };
+pub use redact::Redactor;

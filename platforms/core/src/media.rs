@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::model::InboundMessage;
+use crate::model::{Attachment, InboundMessage};
 
 /// An adapter's media folder (`$HERMESD_HOME/media/<platform>`) and its size cap.
 #[derive(Debug, Clone)]
@@ -62,6 +62,32 @@ impl MediaDir {
         let relative = base.and_then(|base| dest.strip_prefix(base).ok()).unwrap_or(dest);
         relative.to_string_lossy().into_owned()
     }
+}
+
+/// What fetching one file gave.
+#[derive(Debug)]
+pub enum Fetched {
+    /// Saved; this is its attachment.
+    Saved(Attachment),
+    /// Over the cap (the size it has or announced); not saved.
+    TooLarge(u64),
+}
+
+/// Put the outcome of fetching file `name` into `message`: its attachment, or a note saying what
+/// is missing. A failure is logged; `error` must already be free of secrets.
+pub fn record(message: &mut InboundMessage, name: &str, outcome: Result<Fetched, String>, platform: &str) {
+    let note = match outcome {
+        Ok(Fetched::Saved(attachment)) => {
+            message.attachments.push(attachment);
+            return;
+        }
+        Ok(Fetched::TooLarge(size)) => too_large(name, size),
+        Err(error) => {
+            tracing::warn!(platform, %error, "attachment download failed");
+            failed(name)
+        }
+    };
+    add_note(message, &note);
 }
 
 /// The note left in a message for a file over the cap.

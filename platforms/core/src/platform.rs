@@ -118,6 +118,19 @@ pub enum PlatformError {
     Permanent(String),
 }
 
+impl PlatformError {
+    /// A short name of the variant, for metric labels and test tables: `rate`, `unauthorized`,
+    /// `transient` or `permanent`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PlatformError::RateLimited { .. } => "rate",
+            PlatformError::Unauthorized(_) => "unauthorized",
+            PlatformError::Transient(_) => "transient",
+            PlatformError::Permanent(_) => "permanent",
+        }
+    }
+}
+
 /// The result of handing an event to the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accepted {

@@ -3,7 +3,7 @@
 //!
 //! A file that cannot be fetched never drops its message: the text says what is missing instead.
 
-use hermesd_platform::media::{self, MediaDir};
+use hermesd_platform::media::{self, Fetched, MediaDir};
 use hermesd_platform::{Attachment, InboundEvent};
 
 use crate::inbound::{FileRequest, Normalised};
@@ -20,22 +20,14 @@ impl MediaStore {
     /// oversized files in the message text.
     pub(crate) async fn fetch_all(&self, rest: &Rest, normalised: &mut Normalised) {
         let InboundEvent::Message { message, .. } = &mut normalised.event else { return };
+        let chat_id = message.chat.chat_id.clone();
         for file in std::mem::take(&mut normalised.files) {
-            let note = if file.size > self.media.max_bytes() {
-                media::too_large(&file.name, file.size)
+            let outcome = if file.size > self.media.max_bytes() {
+                Ok(Fetched::TooLarge(file.size))
             } else {
-                match self.fetch(rest, &message.chat.chat_id, &file).await {
-                    Ok(attachment) => {
-                        message.attachments.push(attachment);
-                        continue;
-                    }
-                    Err(error) => {
-                        tracing::warn!(platform = crate::NAME, %error, "attachment download failed");
-                        media::failed(&file.name)
-                    }
-                }
+                self.fetch(rest, &chat_id, &file).await.map(Fetched::Saved)
             };
-            media::add_note(message, &note);
+            media::record(message, &file.name, outcome, crate::NAME);
         }
     }
 

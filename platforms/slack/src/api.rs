@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hermesd_platform::PlatformError;
+use hermesd_platform::{PlatformError, Redactor};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use slack_morphism::errors::SlackClientError;
@@ -40,22 +40,6 @@ pub(crate) fn client(connector: Connector, api_base: &str) -> Client {
 /// A token in slack-morphism's type.
 pub(crate) fn token(value: &str) -> SlackApiToken {
     SlackApiToken::new(SlackApiTokenValue(value.to_owned()))
-}
-
-/// Removes tokens from text bound for logs and errors.
-#[derive(Debug, Clone)]
-pub(crate) struct Redactor {
-    secrets: Vec<String>,
-}
-
-impl Redactor {
-    pub(crate) fn new(secrets: &[&str]) -> Self {
-        Self { secrets: secrets.iter().filter(|s| !s.is_empty()).map(|s| (*s).to_owned()).collect() }
-    }
-
-    pub(crate) fn redact(&self, text: &str) -> String {
-        self.secrets.iter().fold(text.to_owned(), |text, secret| text.replace(secret.as_str(), "<secret>"))
-    }
 }
 
 /// `auth.test`: who the bot token belongs to.
@@ -117,15 +101,6 @@ mod tests {
         SlackClientError::ApiError(SlackClientApiError::new(code.to_owned()))
     }
 
-    fn kind(error: &PlatformError) -> &'static str {
-        match error {
-            PlatformError::RateLimited { .. } => "rate",
-            PlatformError::Unauthorized(_) => "unauthorized",
-            PlatformError::Transient(_) => "transient",
-            PlatformError::Permanent(_) => "permanent",
-        }
-    }
-
     #[test]
     fn errors_map_to_what_the_host_acts_on() {
         let http = |code: u16| {
@@ -143,10 +118,10 @@ mod tests {
             (http(403), "unauthorized"),
             (http(404), "permanent"),
         ];
-        let redactor = Redactor::new(&["xoxb-secret"]);
+        let redactor = Redactor::new("<secret>", &["xoxb-secret"]);
         for (error, want) in table {
             let mapped = map_error(&error, "chat.postMessage to C1", &redactor);
-            assert_eq!(kind(&mapped), want, "{error:?} → {mapped:?}");
+            assert_eq!(mapped.kind(), want, "{error:?} → {mapped:?}");
         }
         let limited =
             SlackClientError::RateLimitError(SlackRateLimitError::new().with_retry_after(Duration::from_secs(7)));
@@ -163,7 +138,7 @@ mod tests {
 
     #[test]
     fn tokens_never_reach_an_error_text() {
-        let redactor = Redactor::new(&["xoxb-secret", "", "xapp-other"]);
+        let redactor = Redactor::new("<secret>", &["xoxb-secret", "", "xapp-other"]);
         let error = api("invalid_auth xoxb-secret xapp-other");
         let mapped = map_error(&error, "auth.test", &redactor).to_string();
         assert!(!mapped.contains("xoxb-secret") && !mapped.contains("xapp-other"), "{mapped}");

@@ -27,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{EVENTS_PATH, SlackMode, SlackSettings};
 
-use api::{Client, Redactor};
+use api::Client;
 use health::HealthTracker;
+use hermesd_platform::Redactor;
 use inbound::{BotIdentity, Callback, Rules};
 use media::MediaStore;
 use outbound::OutboundState;
@@ -68,7 +69,7 @@ impl SlackPlatform {
         let stale_after = settings.socket_idle_reconnect + settings.socket_ping_interval * 3 + Duration::from_secs(30);
         Self {
             bot_token: api::token(&settings.bot_token),
-            redactor: Redactor::new(&[settings.bot_token.as_str(), secret]),
+            redactor: Redactor::new("<secret>", &[settings.bot_token.as_str(), secret]),
             rules: Rules::from_settings(&settings),
             media,
             identity: Mutex::new(None),

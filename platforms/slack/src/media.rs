@@ -6,15 +6,15 @@
 
 use std::path::{Path, PathBuf};
 
-use hermesd_platform::media::{self, MediaDir};
-use hermesd_platform::{Attachment, InboundEvent};
+use hermesd_platform::media::{self, Fetched, MediaDir};
+use hermesd_platform::{Attachment, InboundEvent, Redactor};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::io::AsyncWriteExt;
 
-use crate::api::{Connector, Redactor};
+use crate::api::Connector;
 use crate::inbound::{FileRequest, Normalised};
 
 /// Where and how much to download, and the client to do it with.
@@ -22,11 +22,6 @@ use crate::inbound::{FileRequest, Normalised};
 pub(crate) struct MediaStore {
     media: MediaDir,
     client: Client<Connector, Empty<Bytes>>,
-}
-
-enum Fetched {
-    Saved(Attachment),
-    TooLarge(u64),
 }
 
 impl MediaStore {
@@ -38,19 +33,10 @@ impl MediaStore {
     /// oversized files in the message text.
     pub(crate) async fn fetch_all(&self, token: &str, redactor: &Redactor, normalised: &mut Normalised) {
         let InboundEvent::Message { message, .. } = &mut normalised.event else { return };
+        let channel = message.chat.chat_id.clone();
         for file in std::mem::take(&mut normalised.files) {
-            let note = match self.fetch(token, &message.chat.chat_id, &file).await {
-                Ok(Fetched::Saved(attachment)) => {
-                    message.attachments.push(attachment);
-                    continue;
-                }
-                Ok(Fetched::TooLarge(size)) => media::too_large(&file.name, size),
-                Err(error) => {
-                    tracing::warn!(platform = crate::NAME, error = %redactor.redact(&error), "attachment download failed");
-                    media::failed(&file.name)
-                }
-            };
-            media::add_note(message, &note);
+            let outcome = self.fetch(token, &channel, &file).await.map_err(|e| redactor.redact(&e));
+            media::record(message, &file.name, outcome, crate::NAME);
         }
     }
 

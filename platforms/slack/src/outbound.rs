@@ -11,11 +11,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use hermesd_platform::chunk::chunk;
-use hermesd_platform::{Button, ChatRef, LengthUnit, MessageRef, OutboundMessage, PlatformError};
+use hermesd_platform::{Button, ChatRef, LengthUnit, MessageRef, OutboundMessage, PlatformError, Redactor};
 use slack_morphism::prelude::*;
 use tokio::time::Instant;
 
-use crate::api::{Client, Redactor, api_code, map_error};
+use crate::api::{Client, api_code, map_error};
 use crate::format::markdown_to_mrkdwn;
 
 /// The shortest gap between two `chat.update` calls to one channel (Slack allows about one).

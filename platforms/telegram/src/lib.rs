@@ -18,7 +18,7 @@ use std::sync::{Mutex, PoisonError};
 use async_trait::async_trait;
 use hermesd_platform::{
     Capabilities, ChatRef, IngressError, LengthUnit, MarkdownDialect, MessageRef, OutboundMessage, Platform,
-    PlatformContext, PlatformError, PlatformHealth, WebhookRequest, WebhookResponse,
+    PlatformContext, PlatformError, PlatformHealth, Redactor, WebhookRequest, WebhookResponse,
 };
 use teloxide::prelude::*;
 use teloxide::types::{CallbackQueryId, Update};
@@ -31,7 +31,6 @@ use health::HealthTracker;
 use hermesd_platform::media::MediaDir;
 use inbound::{BotIdentity, Rules};
 use media::MediaStore;
-use outbound::Redactor;
 
 /// The platform name in chat refs, cursors and session keys.
 pub const NAME: &str = "telegram";
@@ -63,7 +62,7 @@ impl TelegramPlatform {
         }
         let webhook = matches!(settings.mode, TelegramMode::Webhook { .. });
         Self {
-            redactor: Redactor::new(&settings.token),
+            redactor: Redactor::new("<token>", &[settings.token.as_str()]),
             rules: Rules::from_settings(&settings),
             media: MediaStore { media: MediaDir::new(settings.media_dir.clone(), settings.max_file_bytes) },
             identity: Mutex::new(None),

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use hermesd_platform::media::{self, MediaDir};
-use hermesd_platform::{Attachment, InboundEvent};
+use hermesd_platform::media::{self, Fetched, MediaDir};
+use hermesd_platform::{Attachment, InboundEvent, Redactor};
 use teloxide::Bot;
 use teloxide::net::Download;
 use teloxide::prelude::Requester;
@@ -16,7 +16,6 @@ use teloxide::types::FileId;
 use tokio::io::AsyncWrite;
 
 use crate::inbound::{FileRequest, Normalised};
-use crate::outbound::Redactor;
 
 /// Where and how much to download.
 #[derive(Debug, Clone)]
@@ -29,19 +28,10 @@ impl MediaStore {
     /// oversized files in the message text.
     pub(crate) async fn fetch_all(&self, bot: &Bot, redactor: &Redactor, normalised: &mut Normalised) {
         let InboundEvent::Message { message, .. } = &mut normalised.event else { return };
+        let chat_id = message.chat.chat_id.clone();
         for file in std::mem::take(&mut normalised.files) {
-            let note = match self.fetch(bot, &message.chat.chat_id, &file).await {
-                Ok(Fetched::Saved(attachment)) => {
-                    message.attachments.push(attachment);
-                    continue;
-                }
-                Ok(Fetched::TooLarge(size)) => media::too_large(&file.name, size),
-                Err(error) => {
-                    tracing::warn!(platform = crate::NAME, error = %redactor.redact(&error), "attachment download failed");
-                    media::failed(&file.name)
-                }
-            };
-            media::add_note(message, &note);
+            let outcome = self.fetch(bot, &chat_id, &file).await.map_err(|e| redactor.redact(&e));
+            media::record(message, &file.name, outcome, crate::NAME);
         }
     }
 
@@ -86,11 +76,6 @@ impl MediaStore {
         MediaDir::complete(&partial, dest).await?;
         Ok(writer.written)
     }
-}
-
-enum Fetched {
-    Saved(Attachment),
-    TooLarge(u64),
 }
 
 /// Refuses to write past `cap` bytes, so a file whose size Telegram under-reported cannot fill

@@ -3,7 +3,7 @@
 //! No retries or pacing here (the host owns both), with one exception: text whose HTML Telegram
 //! cannot parse is sent once more as plain text. Error texts must never carry the bot token.
 
-use hermesd_platform::{Button, ChatRef, MessageRef, OutboundMessage, PlatformError};
+use hermesd_platform::{Button, ChatRef, MessageRef, OutboundMessage, PlatformError, Redactor};
 use teloxide::prelude::*;
 use teloxide::types::{
     ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode, Recipient, ReplyParameters, ThreadId,
@@ -11,23 +11,6 @@ use teloxide::types::{
 use teloxide::{ApiError, RequestError};
 
 use crate::format::markdown_to_html;
-
-/// Removes the bot token from text bound for logs and errors (teloxide's network errors include
-/// the request URL, and the URL includes the token).
-#[derive(Debug, Clone)]
-pub(crate) struct Redactor {
-    token: String,
-}
-
-impl Redactor {
-    pub(crate) fn new(token: &str) -> Self {
-        Self { token: token.to_owned() }
-    }
-
-    pub(crate) fn redact(&self, text: &str) -> String {
-        if self.token.is_empty() { text.to_owned() } else { text.replace(&self.token, "<token>") }
-    }
-}
 
 /// Maps a teloxide error to what the host acts on; `context` says what was being done.
 pub(crate) fn map_error(error: &RequestError, context: &str, redactor: &Redactor) -> PlatformError {
@@ -187,15 +170,6 @@ mod tests {
 
     use super::*;
 
-    fn kind(error: &PlatformError) -> &'static str {
-        match error {
-            PlatformError::RateLimited { .. } => "rate",
-            PlatformError::Unauthorized(_) => "unauthorized",
-            PlatformError::Transient(_) => "transient",
-            PlatformError::Permanent(_) => "permanent",
-        }
-    }
-
     #[test]
     fn errors_map_to_what_the_host_acts_on() {
         let table = [
@@ -210,10 +184,10 @@ mod tests {
             (RequestError::MigrateToChatId(ChatId(-100)), "permanent"),
             (RequestError::Io(std::sync::Arc::new(std::io::Error::other("disk"))), "transient"),
         ];
-        let redactor = Redactor::new("123:secret");
+        let redactor = Redactor::new("<token>", &["123:secret"]);
         for (error, want) in table {
             let mapped = map_error(&error, "send to chat 1", &redactor);
-            assert_eq!(kind(&mapped), want, "{error:?} → {mapped:?}");
+            assert_eq!(mapped.kind(), want, "{error:?} → {mapped:?}");
             assert!(mapped.to_string().contains("send to chat 1"), "{mapped}");
         }
         let limited = map_error(&RequestError::RetryAfter(Seconds::from_seconds(3)), "x", &redactor);
@@ -222,7 +196,7 @@ mod tests {
 
     #[test]
     fn the_token_never_reaches_an_error_text() {
-        let redactor = Redactor::new("123:secret");
+        let redactor = Redactor::new("<token>", &["123:secret"]);
         let error = RequestError::Api(ApiError::Unknown("Bad Gateway at /bot123:secret/SendMessage".into()));
         let mapped = map_error(&error, "send", &redactor).to_string();
         assert!(!mapped.contains("123:secret") && mapped.contains("<token>"), "{mapped}");
