@@ -657,6 +657,11 @@ impl Paths {
         if tools.workdir.is_absolute() { tools.workdir.clone() } else { self.home.join(&tools.workdir) }
     }
 
+    /// The skills folder, `$HERMESD_HOME/skills`.
+    pub fn skills(&self) -> PathBuf {
+        self.home.join("skills")
+    }
+
     /// The database file.
     pub fn database(&self, store: &StoreConfig) -> PathBuf {
         if store.path.is_absolute() { store.path.clone() } else { self.home.join(&store.path) }
