@@ -179,6 +179,12 @@ fn cli_installs_lists_shows_and_removes_skills() {
     let bad = stderr(&hermesd(&home, &["skills", "install", "--name", "Bad_Name", src.join("standup").to_str().unwrap()]));
     assert!(bad.contains("invalid skill name"), "{bad}");
 
+    // The example shipped in deploy/skills installs cleanly, with no warnings.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/skills/release-notes");
+    let installed = stdout(&hermesd(&home, &["skills", "install", example.to_str().unwrap()]));
+    assert!(installed.starts_with("installed release-notes (2 files)") && !installed.contains("warning"), "{installed}");
+    assert!(stdout(&hermesd(&home, &["skills", "list"])).contains("release-notes — Draft release notes from the git"));
+
     assert!(stdout(&hermesd(&home, &["skills", "remove", "standup"])).starts_with("removed standup"));
     assert!(!home.join("skills/standup").exists());
     assert!(stderr(&hermesd(&home, &["skills", "remove", "standup"])).contains("no skill named"));
