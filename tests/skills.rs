@@ -60,11 +60,18 @@ async fn index_in_the_prompt_skill_view_and_skill_commands_keep_the_prompt_stabl
     write_skill(&skills, "standup", STANDUP);
     std::fs::create_dir_all(skills.join("standup/templates")).unwrap();
     std::fs::write(skills.join("standup/templates/day.md"), "## Yesterday\n## Today\n## Blockers\n").unwrap();
-    write_skill(&skills, "tg-only", "---\nname: tg-only\ndescription: Telegram things.\nplatforms: [telegram]\n---\nx\n");
+    write_skill(
+        &skills,
+        "tg-only",
+        "---\nname: tg-only\ndescription: Telegram things.\nplatforms: [telegram]\n---\nx\n",
+    );
     // A skill named like a built-in command never replaces it.
     write_skill(&skills, "help", "---\nname: help\ndescription: Shadowing help.\n---\nNever shown.\n");
     let llm = FakeLlm::builder()
-        .tool_calls(&[("skill_view", r#"{"name":"standup"}"#), ("skill_view", r#"{"name":"standup","file":"templates/day.md"}"#)])
+        .tool_calls(&[
+            ("skill_view", r#"{"name":"standup"}"#),
+            ("skill_view", r#"{"name":"standup","file":"templates/day.md"}"#),
+        ])
         .reply("loaded it")
         .start()
         .await;
@@ -160,7 +167,10 @@ fn cli_installs_lists_shows_and_removes_skills() {
     std::fs::write(src.join("standup/templates/day.md"), "## Today\n").unwrap();
     write_skill(&src, "status", "---\nname: status\ndescription: Clashes with /status.\n---\nx\n");
 
-    assert_eq!(stdout(&hermesd(&home, &["skills", "list"])).trim(), format!("no skills in {}", home.join("skills").display()));
+    assert_eq!(
+        stdout(&hermesd(&home, &["skills", "list"])).trim(),
+        format!("no skills in {}", home.join("skills").display())
+    );
     let installed = stdout(&hermesd(&home, &["skills", "install", src.join("standup").to_str().unwrap()]));
     assert!(installed.starts_with("installed standup (2 files)"), "{installed}");
     assert!(home.join("skills/standup/templates/day.md").is_file());
@@ -171,18 +181,24 @@ fn cli_installs_lists_shows_and_removes_skills() {
     assert_eq!(stdout(&hermesd(&home, &["skills", "show", "standup", "templates/day.md"])), "## Today\n\n");
 
     assert!(stderr(&hermesd(&home, &["skills", "install", src.join("standup").to_str().unwrap()])).contains("exists"));
-    assert!(stdout(&hermesd(&home, &["skills", "install", "--replace", src.join("standup").to_str().unwrap()]))
-        .starts_with("installed standup"));
+    assert!(
+        stdout(&hermesd(&home, &["skills", "install", "--replace", src.join("standup").to_str().unwrap()]))
+            .starts_with("installed standup")
+    );
     let clash = stderr(&hermesd(&home, &["skills", "install", src.join("status").to_str().unwrap()]));
     assert!(clash.contains("built-in chat command"), "{clash}");
     assert!(!home.join("skills/status").exists());
-    let bad = stderr(&hermesd(&home, &["skills", "install", "--name", "Bad_Name", src.join("standup").to_str().unwrap()]));
+    let bad =
+        stderr(&hermesd(&home, &["skills", "install", "--name", "Bad_Name", src.join("standup").to_str().unwrap()]));
     assert!(bad.contains("invalid skill name"), "{bad}");
 
     // The example shipped in deploy/skills installs cleanly, with no warnings.
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/skills/release-notes");
     let installed = stdout(&hermesd(&home, &["skills", "install", example.to_str().unwrap()]));
-    assert!(installed.starts_with("installed release-notes (2 files)") && !installed.contains("warning"), "{installed}");
+    assert!(
+        installed.starts_with("installed release-notes (2 files)") && !installed.contains("warning"),
+        "{installed}"
+    );
     assert!(stdout(&hermesd(&home, &["skills", "list"])).contains("release-notes — Draft release notes from the git"));
 
     assert!(stdout(&hermesd(&home, &["skills", "remove", "standup"])).starts_with("removed standup"));

@@ -44,11 +44,8 @@ impl Router {
             }
         };
         let args = commands::rest(&message.text);
-        let arguments = if args.is_empty() {
-            "[No arguments were given.]".to_owned()
-        } else {
-            format!("[Arguments: {args}]")
-        };
+        let arguments =
+            if args.is_empty() { "[No arguments were given.]".to_owned() } else { format!("[Arguments: {args}]") };
         let text = format!(
             "[The user invoked the skill \"{name}\" with {prefix}{name}. Follow its instructions below. \
              The skill's folder (its other files) is {}.]\n\n{}\n\n{arguments}",

@@ -81,7 +81,10 @@ fn parse(block: &[&str]) -> Result<FrontMatter, FrontMatterError> {
         // File line: the opening `---` is line 1, the block starts on line 2.
         let number = index + 2;
         let Some((key, inline)) = split_key(line) else {
-            return Err(FrontMatterError::Invalid { line: number, reason: format!("expected `key: value`, found {line:?}") });
+            return Err(FrontMatterError::Invalid {
+                line: number,
+                reason: format!("expected `key: value`, found {line:?}"),
+            });
         };
         entries.push(Entry { line: number, key, inline, below: Vec::new() });
     }
@@ -153,7 +156,9 @@ fn list(entry: &Entry<'_>) -> Result<Vec<String>, FrontMatterError> {
         if line.is_empty() {
             continue;
         }
-        let item = line.strip_prefix('-').ok_or_else(|| invalid(entry, format!("expected a `- item` line, found {line:?}")))?;
+        let item = line
+            .strip_prefix('-')
+            .ok_or_else(|| invalid(entry, format!("expected a `- item` line, found {line:?}")))?;
         items.push(item_value(entry, item.trim())?);
     }
     Ok(items)

@@ -111,11 +111,15 @@ impl Skills {
                 self.check_skill_md(name, &content)?;
                 let path = meta.dir.join("SKILL.md");
                 let current = self.read_skill_md(&meta.dir)?;
-                (format!("replace the SKILL.md of {name:?}"), Op::Write { path, content, expect: Expect::Content(current) })
+                (
+                    format!("replace the SKILL.md of {name:?}"),
+                    Op::Write { path, content, expect: Expect::Content(current) },
+                )
             }
             Change::Patch { file, old, new } => {
                 let meta = self.visible(name, platform)?;
-                let (path, current) = match file.as_deref().map(str::trim).filter(|f| !f.is_empty() && *f != "SKILL.md") {
+                let (path, current) = match file.as_deref().map(str::trim).filter(|f| !f.is_empty() && *f != "SKILL.md")
+                {
                     None => (meta.dir.join("SKILL.md"), self.read_skill_md(&meta.dir)?),
                     Some(file) => {
                         let path = self.inside(&meta.dir, file)?;
@@ -194,7 +198,10 @@ impl Skills {
         self.check_new_name(&name)?;
         let mut warnings = Vec::new();
         if front.name.as_deref().is_some_and(|n| n != name) {
-            warnings.push(format!("its front matter says name {:?}; installed as {name:?}", front.name.unwrap_or_default()));
+            warnings.push(format!(
+                "its front matter says name {:?}; installed as {name:?}",
+                front.name.unwrap_or_default()
+            ));
         }
         if front.description.is_none() {
             warnings.push("it has no description; the index shows \"(no description)\"".into());

@@ -170,9 +170,11 @@ impl Skills {
         let mut found: BTreeMap<String, SkillMeta> = BTreeMap::new();
         for dir in self.skill_dirs(&mut listing.problems) {
             match self.load_meta(&dir) {
-                Ok(meta) if found.contains_key(&meta.name) => listing
-                    .problems
-                    .push(format!("{}: a second skill named {:?} (the first one is used)", self.shown(&dir), meta.name)),
+                Ok(meta) if found.contains_key(&meta.name) => listing.problems.push(format!(
+                    "{}: a second skill named {:?} (the first one is used)",
+                    self.shown(&dir),
+                    meta.name
+                )),
                 Ok(meta) => {
                     found.insert(meta.name.clone(), meta);
                 }
@@ -231,7 +233,8 @@ impl Skills {
         let skill = self.load(name, platform)?;
         let Some(file) = file.map(str::trim).filter(|f| !f.is_empty() && *f != "SKILL.md") else {
             let files = list_files(&skill.meta.dir);
-            let mut out = format!("# Skill: {}\nFolder: {}\n\n{}", skill.meta.name, skill.meta.dir.display(), skill.body);
+            let mut out =
+                format!("# Skill: {}\nFolder: {}\n\n{}", skill.meta.name, skill.meta.dir.display(), skill.body);
             if !files.is_empty() {
                 out.push_str(&format!(
                     "\n\nFiles in this skill (read one with skill_view(name, file)): {}",
@@ -345,7 +348,9 @@ impl Skills {
 
     fn io_or_unusable(&self, path: &Path, e: ReadError) -> SkillError {
         match e {
-            ReadError::TooLarge { size, cap } => self.unusable(path, format!("{size} bytes, more than the {cap}-byte cap")),
+            ReadError::TooLarge { size, cap } => {
+                self.unusable(path, format!("{size} bytes, more than the {cap}-byte cap"))
+            }
             ReadError::Io(source) => SkillError::Io { action: "read", path: self.shown(path), source },
         }
     }

@@ -228,9 +228,9 @@ impl Tool for SkillManageTool {
                 Approval::Approved => None,
                 Approval::Denied => Some("the user denied this skill change; nothing was written".to_owned()),
                 Approval::TimedOut => Some(format!("no approval within {secs} s; nothing was written (fail closed)")),
-                Approval::Unavailable => {
-                    Some("skill changes need a human's approval, and nobody can approve here; nothing was written".into())
-                }
+                Approval::Unavailable => Some(
+                    "skill changes need a human's approval, and nobody can approve here; nothing was written".into(),
+                ),
             };
             if let Some(why) = why {
                 return Err(ToolError::Denied(why));

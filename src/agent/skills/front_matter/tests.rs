@@ -19,8 +19,12 @@ fn reads_a_hermes_skill_and_skips_what_it_does_not_need() {
 
 #[test]
 fn folded_literal_quoted_and_multi_line_descriptions() {
-    let folded = "---\nname: a\ndescription: >\n  Summarise a pull request\n  in three bullets.\n\n  Then stop.\n---\nx";
-    assert_eq!(split(folded).unwrap().0.description.as_deref(), Some("Summarise a pull request in three bullets.\nThen stop."));
+    let folded =
+        "---\nname: a\ndescription: >\n  Summarise a pull request\n  in three bullets.\n\n  Then stop.\n---\nx";
+    assert_eq!(
+        split(folded).unwrap().0.description.as_deref(),
+        Some("Summarise a pull request in three bullets.\nThen stop.")
+    );
     let literal = "---\ndescription: |-\n  line one\n    indented\n---\n";
     assert_eq!(split(literal).unwrap().0.description.as_deref(), Some("line one\n  indented"));
     let double = "---\ndescription: \"Say \\\"hi\\\" # not a comment\\u00e9\"  # a comment\n---\n";
