@@ -142,6 +142,54 @@ async fn disabled_skills_are_hidden_everywhere() {
     d.daemon.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_creates_a_skill_only_after_approval_and_new_sessions_see_it() {
+    let home = tempfile::tempdir().unwrap();
+    let content =
+        "---\nname: weekly-report\ndescription: Write the weekly report.\n---\nCollect the week's merged work.\n";
+    let args = serde_json::json!({ "action": "create", "name": "weekly-report", "content": content }).to_string();
+    let patch = serde_json::json!({ "action": "patch", "name": "weekly-report", "old": "merged", "new": "shipped" });
+    let llm = FakeLlm::builder()
+        .tool_calls(&[("skill_manage", &args)])
+        .reply("created it")
+        .tool_calls(&[("skill_manage", &patch.to_string())])
+        .reply("denied, fine")
+        .start()
+        .await;
+    let platform = RecordingPlatform::new(4096);
+    let d = daemon(home.path(), &llm, &platform).await;
+    let texts = |needle: &str| platform.texts().iter().filter(|t| t.contains(needle)).count();
+
+    platform.inject("m1", "ann", "make a skill for my weekly report").await;
+    assert!(eventually(WAIT, || texts("Approval needed") == 1).await, "{:?}", platform.texts());
+    let ask = platform.texts().into_iter().find(|t| t.contains("Approval needed")).unwrap();
+    assert!(
+        ask.contains("create the skill \"weekly-report\"") && ask.contains("Collect the week's merged work."),
+        "{ask}"
+    );
+    assert!(!home.path().join("skills/weekly-report").exists(), "nothing is written before the answer");
+    platform.inject("m2", "ann", "/approve").await;
+    assert!(eventually(WAIT, || texts("Approved.") == 1).await, "{:?}", platform.texts());
+    assert!(eventually(WAIT, || texts("created it") == 1).await, "{:?}", platform.texts());
+    assert!(home.path().join("skills/weekly-report/SKILL.md").is_file());
+
+    // The running session keeps its prompt; a new session's index has the new skill.
+    assert!(say(&platform, "m3", "/new").await.starts_with("Started a new session"));
+    platform.inject("m4", "ann", "say shipped instead").await;
+    assert!(eventually(WAIT, || texts("Approval needed") == 2).await, "{:?}", platform.texts());
+    platform.inject("m5", "ann", "/deny").await;
+    assert!(eventually(WAIT, || texts("Denied.") == 1).await, "{:?}", platform.texts());
+    assert!(eventually(WAIT, || texts("denied, fine") == 1).await, "{:?}", platform.texts());
+    let requests = llm.requests();
+    assert!(!system(&requests[0]).contains("weekly-report"));
+    assert!(system(&requests[2]).contains("- weekly-report: Write the weekly report."), "{}", system(&requests[2]));
+    let result = prompt(&requests[3]).into_iter().rev().find(|(role, _)| role == "tool").unwrap().1;
+    assert!(result.contains("denied") && result.contains("nothing was written"), "{result}");
+    let text = std::fs::read_to_string(home.path().join("skills/weekly-report/SKILL.md")).unwrap();
+    assert_eq!(text, content, "a denied patch changes nothing");
+    d.daemon.stop().await;
+}
+
 fn hermesd(home: &Path, args: &[&str]) -> Output {
     Command::new(BIN).args(["--home", home.to_str().unwrap()]).args(args).output().unwrap()
 }

@@ -76,3 +76,45 @@ fn clear_errors_for_broken_files() {
     // Broken keys hermesd does not read stay harmless.
     assert!(split("---\nname: a\nmetadata: {unclosed\n---\n").is_ok());
 }
+
+#[test]
+fn never_panics_on_arbitrary_text() {
+    // A small deterministic fuzz: YAML-significant characters, multi-byte ones and odd spaces.
+    const ALPHABET: &[&str] = &[
+        "-",
+        "---",
+        "\n",
+        "\r\n",
+        " ",
+        "\t",
+        ":",
+        "'",
+        "\"",
+        "\\",
+        "#",
+        "[",
+        "]",
+        ",",
+        "|",
+        ">",
+        "u",
+        "é",
+        "\u{3000}",
+        "name",
+        "description",
+        "platforms",
+        "a",
+    ];
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..20_000 {
+        let mut text = String::from("---\n");
+        for _ in 0..(state % 40) {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            text.push_str(ALPHABET[(state >> 33) as usize % ALPHABET.len()]);
+        }
+        if state & 1 == 0 {
+            text.push_str("\n---\n");
+        }
+        let _ = split(&text);
+    }
+}
