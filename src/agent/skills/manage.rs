@@ -6,7 +6,6 @@
 //! Writes are atomic (temp file + rename); nothing is ever written outside the skills folder.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use super::{SkillError, Skills, split, validate_name};
 use crate::cron::scan::scan_prompt;
@@ -88,9 +87,6 @@ pub struct Installed {
     pub warnings: Vec<String>,
 }
 
-/// One change applied at a time, so a patch never interleaves with another write.
-static APPLY: Mutex<()> = Mutex::new(());
-
 impl Skills {
     /// Check `change` to skill `name` as seen from `platform`, reading what it replaces.
     pub fn prepare(&self, name: &str, change: Change, platform: Option<&str>) -> Result<Prepared, SkillError> {
@@ -160,7 +156,7 @@ impl Skills {
 
     /// Apply a prepared change if nothing changed the files since; returns what was done.
     pub fn apply(&self, prepared: Prepared) -> Result<String, SkillError> {
-        let _one_at_a_time = APPLY.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = self.inner.apply.lock().unwrap_or_else(|e| e.into_inner());
         match prepared.op {
             Op::Write { path, content, expect } => {
                 let current = std::fs::read_to_string(&path).ok();

@@ -135,13 +135,15 @@ struct Inner {
     root: PathBuf,
     config: SkillsConfig,
     reserved: Vec<String>,
+    /// One change applied at a time, so a patch never interleaves with another write.
+    apply: std::sync::Mutex<()>,
 }
 
 impl Skills {
     /// Skills under `root` (normally `$HERMESD_HOME/skills`) with `config`'s policy; `reserved`
     /// names (the built-in chat commands) can never be given to a skill.
     pub fn new(root: PathBuf, config: SkillsConfig, reserved: Vec<String>) -> Self {
-        Self { inner: Arc::new(Inner { root, config, reserved }) }
+        Self { inner: Arc::new(Inner { root, config, reserved, apply: std::sync::Mutex::new(()) }) }
     }
 
     /// The skills folder.
