@@ -144,7 +144,10 @@ impl Daemon {
         let webhooks = Arc::new(WebhookRoutes::build(&config.webhooks, &env).map_err(|e| anyhow::anyhow!(e))?);
         let targets = Targets::new(store.clone(), platforms.clone(), &env);
         let routing = Routing::new(store.clone(), targets.clone(), webhooks.clone(), &paths.home);
-        let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone());
+        let skills =
+            crate::agent::skills::Skills::new(paths.skills(), config.skills.clone(), crate::router::commands::names());
+        let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone())
+            .with_skills(skills);
         let fetcher = crate::http_client::build_fetcher().context("build HTTP client")?;
         let extras = tools::ExtraTools { cron: config.cron.clone(), targets: targets.clone(), outbox: outbox.clone() };
         let registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);

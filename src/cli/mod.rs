@@ -1,4 +1,4 @@
-//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing`. Every subcommand reads
+//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 
 mod cron;
@@ -6,6 +6,7 @@ mod pairing;
 mod run;
 mod send;
 mod sessions;
+mod skills;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,6 +73,12 @@ pub enum Command {
         #[command(subcommand)]
         command: pairing::PairingCommand,
     },
+    /// List, show, install and remove skills ($HERMESD_HOME/skills).
+    Skills {
+        /// What to do.
+        #[command(subcommand)]
+        command: skills::SkillsCommand,
+    },
 }
 
 /// Config, paths and environment as every subcommand needs them.
@@ -127,6 +134,7 @@ pub fn main() -> ExitCode {
             Command::Pairing { command } => pairing::run(loaded, command).await,
             Command::Send { target, text } => send::run(loaded, &target, &text).await,
             Command::Cron { command } => cron::run(loaded, command).await,
+            Command::Skills { command } => skills::run(loaded, command),
         }
     })
 }

@@ -10,6 +10,7 @@ use super::files::{PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool};
 use super::memory::MemoryTool;
 use super::send_message::SendMessageTool;
 use super::session_search::SessionSearchTool;
+use super::skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 use super::terminal::TerminalTool;
 use super::todo::TodoTool;
 use super::web_fetch::WebFetchTool;
@@ -49,6 +50,11 @@ pub fn builtin(
     registry.register(Arc::new(PatchTool::new(approval)));
     registry.register(Arc::new(TerminalTool::new(approval)));
     registry.register(Arc::new(WebFetchTool::new(http, tools.web_allow_private)));
+    if let Some(skills) = prompts.skills() {
+        registry.register(Arc::new(SkillsListTool::new(skills.clone())));
+        registry.register(Arc::new(SkillViewTool::new(skills.clone())));
+        registry.register(Arc::new(SkillManageTool::new(skills.clone(), approval)));
+    }
     let child_tools = registry.clone();
     registry.register(Arc::new(CronJobTool::new(extras.cron, extras.targets.clone(), chain.models())));
     registry.register(Arc::new(SendMessageTool::new(extras.targets, extras.outbox)));

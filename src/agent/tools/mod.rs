@@ -13,6 +13,7 @@ pub mod files;
 pub mod memory;
 pub mod send_message;
 pub mod session_search;
+pub mod skills;
 pub mod terminal;
 #[cfg(test)]
 mod test_support;
