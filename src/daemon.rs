@@ -31,6 +31,7 @@ use crate::delivery::turns::Routing;
 use crate::http::{AppState, Readiness};
 use crate::ingress::HostIngress;
 use crate::metrics::Metrics;
+use crate::net_guard::AddressPolicy;
 use crate::outbox::{Outbox, PlatformRegistry};
 use crate::platforms::api::ApiPlatform;
 use crate::recovery::{RecoveryReport, recover};
@@ -145,7 +146,8 @@ impl Daemon {
         let targets = Targets::new(store.clone(), platforms.clone(), &env);
         let routing = Routing::new(store.clone(), targets.clone(), webhooks.clone(), &paths.home);
         let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone());
-        let fetcher = crate::http_client::build_fetcher().context("build HTTP client")?;
+        let fetcher = tools::web_fetch::WebFetchTool::new(AddressPolicy::new(config.tools.web_allow_private))
+            .context("build web_fetch client")?;
         let extras = tools::ExtraTools { cron: config.cron.clone(), targets: targets.clone(), outbox: outbox.clone() };
         let registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
         let runner = Arc::new(TurnRunner::new(

@@ -15,6 +15,7 @@ pub mod http;
 pub mod http_client;
 pub mod ingress;
 pub mod metrics;
+pub mod net_guard;
 pub mod outbox;
 pub mod platforms;
 pub mod recovery;

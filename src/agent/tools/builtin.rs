@@ -33,7 +33,7 @@ pub struct ExtraTools {
 pub fn builtin(
     tools: &ToolsConfig,
     agent: &AgentConfig,
-    http: reqwest::Client,
+    web: WebFetchTool,
     chain: &ProviderChain,
     prompts: &PromptBuilder,
     extras: ExtraTools,
@@ -48,7 +48,7 @@ pub fn builtin(
     registry.register(Arc::new(SearchFilesTool::new()));
     registry.register(Arc::new(PatchTool::new(approval)));
     registry.register(Arc::new(TerminalTool::new(approval)));
-    registry.register(Arc::new(WebFetchTool::new(http, tools.web_allow_private)));
+    registry.register(Arc::new(web));
     let child_tools = registry.clone();
     registry.register(Arc::new(CronJobTool::new(extras.cron, extras.targets.clone(), chain.models())));
     registry.register(Arc::new(SendMessageTool::new(extras.targets, extras.outbox)));
