@@ -19,6 +19,7 @@ pub mod net_guard;
 pub mod outbox;
 pub mod platforms;
 pub mod recovery;
+pub mod redact;
 pub mod router;
 pub mod store;
 pub mod systemd;

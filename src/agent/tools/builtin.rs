@@ -18,6 +18,7 @@ use crate::agent::runtime::prompt::PromptBuilder;
 use crate::config::{AgentConfig, CronConfig, ToolsConfig};
 use crate::delivery::Targets;
 use crate::outbox::Outbox;
+use crate::redact::Redaction;
 
 /// Tools that reach into the rest of the daemon: cron jobs and deliveries.
 pub struct ExtraTools {
@@ -27,6 +28,8 @@ pub struct ExtraTools {
     pub targets: Targets,
     /// The outbox `send_message` delivers through.
     pub outbox: Outbox,
+    /// Masks the daemon's secrets in every tool result (children of `delegate_task` too).
+    pub redaction: Redaction,
 }
 
 /// Every built-in tool. `delegate_task` children get all the others except `clarify`.
@@ -40,6 +43,7 @@ pub fn builtin(
 ) -> Registry {
     let approval = tools.approval_timeout.get();
     let mut registry = Registry::default();
+    registry.set_redaction(extras.redaction.clone());
     registry.register(Arc::new(MemoryTool::new(tools.memory_chars, tools.user_chars)));
     registry.register(Arc::new(SessionSearchTool));
     registry.register(Arc::new(TodoTool::new()));
