@@ -95,7 +95,8 @@ impl StreamMask {
     fn emit(&mut self, end: usize) -> String {
         let before = self.redaction.redact(&self.raw[..self.sent]);
         let upto = self.redaction.redact(&self.raw[..end]);
-        let common = before.char_indices().zip(upto.chars()).find(|((_, a), b)| a != b).map_or(before.len(), |((i, _), _)| i);
+        let common =
+            before.char_indices().zip(upto.chars()).find(|((_, a), b)| a != b).map_or(before.len(), |((i, _), _)| i);
         let out = upto.get(common.min(upto.len())..).unwrap_or_default().to_owned();
         // Keep the last sent word (and the whitespace after it) as context for `Bearer <token>`.
         let trimmed = self.raw[..end].trim_end();

@@ -203,7 +203,10 @@ mod tests {
     #[test]
     fn every_secret_read_is_recorded_in_the_shared_redaction() {
         let shared = crate::redact::Redaction::default();
-        let vars = HashMap::from([("KEY".to_owned(), " key-0123456789 ".to_owned()), ("PLAIN".to_owned(), "visible-value".to_owned())]);
+        let vars = HashMap::from([
+            ("KEY".to_owned(), " key-0123456789 ".to_owned()),
+            ("PLAIN".to_owned(), "visible-value".to_owned()),
+        ]);
         let env = Env::from_map(vars).with_redaction(shared.clone());
         let text = "key-0123456789 visible-value";
         assert_eq!(shared.redact(text), text, "nothing is masked before it is read");
