@@ -147,10 +147,10 @@ impl WebFetchTool {
         // The URL parser normalises IPv4 literals (`2130706433`, `0x7f.1`) to dotted quads.
         let host = url.host_str().unwrap_or_default();
         let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() else {
-            return match host.is_empty() {
-                true => Err(ToolError::InvalidArguments(format!("{url} has no host"))),
-                false => Ok(()),
-            };
+            if host.is_empty() {
+                return Err(ToolError::InvalidArguments(format!("{url} has no host")));
+            }
+            return Ok(());
         };
         match self.policy.check(ip) {
             Ok(()) => Ok(()),
