@@ -389,10 +389,16 @@ impl TurnRunner {
             human,
             cancel: stop.token.child_token(),
         };
+        // Streamed text is masked on the accumulated answer, so a token split across deltas is
+        // still caught; the held-back tail arrives with the (masked) final reply.
+        let stream_mask = std::sync::Mutex::new(self.parts.outbox.redaction().stream());
         let events = |event: TurnEvent| match event {
             TurnEvent::Delta(text) => {
                 if let Some(platform) = &platform {
-                    platform.stream_delta(&reply_to, &text);
+                    let safe = stream_mask.lock().unwrap_or_else(|e| e.into_inner()).push(&text);
+                    if !safe.is_empty() {
+                        platform.stream_delta(&reply_to, &safe);
+                    }
                 }
             }
             other => {

@@ -113,7 +113,9 @@ pub fn load(cli: &Cli) -> Result<Loaded, ExitCode> {
 /// Parse arguments and run.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // One redaction for logs and everything else: the secrets `Env` reads land in it.
+    let redaction = crate::redact::Redaction::default();
+    init_logging(redaction.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -123,7 +125,7 @@ pub fn main() -> ExitCode {
     };
     runtime.block_on(async {
         let loaded = match load(&cli) {
-            Ok(loaded) => loaded,
+            Ok(loaded) => Loaded { env: loaded.env.with_redaction(redaction), ..loaded },
             Err(code) => return code,
         };
         match cli.command {
@@ -173,10 +175,12 @@ fn check(loaded: &Loaded) -> ExitCode {
     }
 }
 
-fn init_logging() {
+/// Log lines go to stderr with every secret in `redaction` (and token shapes) masked.
+fn init_logging(redaction: crate::redact::Redaction) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HERMESD_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+    let writer = crate::redact::RedactingWriter::new(std::io::stderr, redaction);
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer).init();
 }

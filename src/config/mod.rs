@@ -215,7 +215,8 @@ pub struct ToolsConfig {
     pub approval_timeout: HumanDuration,
     /// How long `clarify` waits for an answer.
     pub clarify_timeout: HumanDuration,
-    /// Let `web_fetch` reach loopback and private addresses.
+    /// Let `web_fetch` reach private-use networks (RFC 1918, shared CGNAT space, unique-local
+    /// IPv6); loopback, link-local and the other special-purpose blocks stay refused.
     pub web_allow_private: bool,
     /// Size cap of MEMORY.md, in characters.
     pub memory_chars: usize,
