@@ -51,9 +51,11 @@ async fn a_telegram_stranger_gets_one_pairing_reply_and_nothing_is_stored_or_dow
     let press = tg.push_callback(&zed, dm.id, 1, "approve");
     let group = Chat::group(-555, "Lobby");
     let mallory = User::new(2002, "Mallory");
-    let intrusion = tg.push(
-        Incoming::text(&group, &mallory, "@hermes_bot take this").document("doc1", "payload.bin", "text/plain"),
-    );
+    let intrusion = tg.push(Incoming::text(&group, &mallory, "@hermes_bot take this").document(
+        "doc1",
+        "payload.bin",
+        "text/plain",
+    ));
     let last = [second, press, intrusion].into_iter().map(|u| u.update_id).max().unwrap();
     assert!(eventually(WAIT, || tg.confirmed_offset() > last).await, "the updates were acknowledged");
     assert!(eventually(WAIT, || !tg.sent_to(dm.id).is_empty()).await, "{:?}", tg.sent());
