@@ -57,12 +57,20 @@ impl PairingKey {
         let mut key = [0u8; LEN];
         rand::rng().fill_bytes(&mut key);
         let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-        // create_new: two processes starting at once keep whichever key was written first.
-        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
-            Ok(mut file) => {
-                file.write_all(format!("{hex}\n").as_bytes()).and_then(|()| file.sync_all()).map_err(io)?;
-                Ok(Self(key))
-            }
+        // Written whole under a private name, then linked into place: the link fails if another
+        // process got there first, so nobody ever reads a half-written key or replaces one.
+        let temp = home.join(format!("{FILE}.{}.tmp", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .and_then(|mut file| file.write_all(format!("{hex}\n").as_bytes()).and_then(|()| file.sync_all()));
+        let linked = written.and_then(|()| std::fs::hard_link(&temp, &path));
+        let _ = std::fs::remove_file(&temp);
+        match linked {
+            Ok(()) => Ok(Self(key)),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Self::load_or_create(home),
             Err(e) => Err(io(e)),
         }

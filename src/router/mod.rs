@@ -117,7 +117,8 @@ impl Router {
     }
 
     /// Route an accepted event. The access check here is the second line behind `admit`: it
-    /// catches events that entered without it (recovery of events stored before it existed).
+    /// holds for events that entered without it (in-process platforms, events stored before an
+    /// upgrade), and a stranger answered by `admit` this window is not answered again.
     pub async fn dispatch(&self, seq: i64, event: InboundEvent) {
         let chat = event.chat().clone();
         match self.inner.access.check(&chat.platform, &chat.chat_id, chat.chat_type, event.sender()).await {
