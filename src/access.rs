@@ -1,22 +1,30 @@
-//! Access control, default deny: who may talk to the agent on each chat platform.
+//! Access control, default deny: who may talk to the agent on each chat platform, and who may
+//! change what everyone shares (admins).
 //!
 //! Allowed: users in `<PLATFORM>_ALLOWED_USERS` or `GATEWAY_ALLOWED_USERS` (comma-separated ids),
 //! holders of a role in `<PLATFORM>_ALLOWED_ROLES` (Discord),
 //! everyone when `<PLATFORM>_ALLOW_ALL_USERS` or `GATEWAY_ALLOW_ALL_USERS` is true, and users an
-//! operator approved with `hermesd pairing approve`. An unknown user in a DM gets a pairing code;
-//! in a group they are ignored without a reply. The HTTP API (bearer key) and the terminal (the
-//! operator's own shell) authenticate otherwise and are always allowed here.
+//! operator approved with `hermesd pairing approve`. An unknown user in a DM gets a pairing code
+//! (one reply per window, whatever they send); in a group they are ignored without a reply. The
+//! HTTP API (bearer key) and the terminal (the operator's own shell) authenticate otherwise and
+//! are always allowed here.
+//!
+//! Admins: `<PLATFORM>_ADMIN_USERS` and `GATEWAY_ADMIN_USERS`; when neither is set for a
+//! platform, the users listed by id in its allowlists (never `*_ALLOW_ALL_USERS`, roles or
+//! paired users). The terminal user is always an admin; cron and webhook turns never are.
+
+mod key;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use hermesd_platform::{ChatType, Sender};
 use rand::Rng;
-use sha2::{Digest, Sha256};
 
 use crate::clock::now_ms;
 use crate::config::Env;
 use crate::store::{PairingApproval, PairingLimits, PairingRequest, PairingSubject, Store, StoreError};
+pub use key::{KeyError, PairingKey};
 
 /// Letters and digits that cannot be confused with each other (no 0/O, 1/I/L).
 const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
@@ -28,12 +36,18 @@ pub const CODE_LEN: usize = 8;
 pub const LIMITS: PairingLimits =
     PairingLimits { ttl_ms: 3_600_000, max_pending: 3, min_interval_ms: 600_000, max_failures: 5, lockout_ms: 900_000 };
 
+/// Most strangers remembered as answered within the window; past it, strangers get no reply
+/// (quiet is the safe side of a flood).
+const MAX_ANSWERED: usize = 10_000;
+
 #[derive(Debug, Default, Clone)]
 struct Rule {
     users: HashSet<String>,
     /// Role ids whose holders are allowed (`<PLATFORM>_ALLOWED_ROLES`; Discord).
     roles: HashSet<String>,
     all: bool,
+    /// `<PLATFORM>_ADMIN_USERS`.
+    admins: HashSet<String>,
 }
 
 /// What to do with a message from a sender.
@@ -43,7 +57,8 @@ pub enum Decision {
     Allow,
     /// Unknown DM sender: answer with this text (a pairing code or why there is none).
     Pair(String),
-    /// Unknown sender in a group: drop without reply.
+    /// Unknown sender in a group, or a stranger already answered in this window: drop without
+    /// reply.
     Ignore,
 }
 
@@ -52,6 +67,9 @@ pub struct Access {
     rules: HashMap<String, Rule>,
     gateway: Rule,
     store: Arc<dyn Store>,
+    key: PairingKey,
+    /// Strangers given a pairing reply, by (platform, user id), with when (Unix ms).
+    answered: Mutex<HashMap<(String, String), i64>>,
 }
 
 fn parse_users(value: Option<String>) -> HashSet<String> {
@@ -68,16 +86,67 @@ fn trusted(platform: &str) -> bool {
     matches!(platform, "api" | "terminal" | "cron" | "webhook")
 }
 
+fn rule(env: &Env, prefix: &str) -> Rule {
+    Rule {
+        users: parse_users(env.var(&format!("{prefix}_ALLOWED_USERS"))),
+        roles: parse_users(env.var(&format!("{prefix}_ALLOWED_ROLES"))),
+        all: parse_bool(env.var(&format!("{prefix}_ALLOW_ALL_USERS"))),
+        admins: parse_users(env.var(&format!("{prefix}_ADMIN_USERS"))),
+    }
+}
+
+/// Who the admins of `platform` are, as `hermesd check` prints it.
+fn describe_admins(gateway: &Rule, platform_rule: Option<&Rule>, platform: &str) -> String {
+    let sorted = |set: HashSet<&String>| {
+        let mut ids: Vec<&str> = set.into_iter().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids.join(", ")
+    };
+    match platform {
+        "terminal" => return "the terminal user (the operator's own shell)".to_owned(),
+        "cron" | "webhook" => return "nobody (no person behind these turns)".to_owned(),
+        _ => {}
+    }
+    let explicit: HashSet<&String> =
+        gateway.admins.iter().chain(platform_rule.into_iter().flat_map(|r| &r.admins)).collect();
+    if !explicit.is_empty() {
+        return format!(
+            "{} (from {}_ADMIN_USERS / GATEWAY_ADMIN_USERS)",
+            sorted(explicit),
+            platform.to_ascii_uppercase()
+        );
+    }
+    let listed: HashSet<&String> =
+        gateway.users.iter().chain(platform_rule.into_iter().flat_map(|r| &r.users)).collect();
+    if listed.is_empty() {
+        return "nobody (set GATEWAY_ADMIN_USERS or list users by id in an allowlist)".to_owned();
+    }
+    format!("{} (listed by id in the allowlists; no *_ADMIN_USERS set)", sorted(listed))
+}
+
+/// One line per platform naming its admins (`hermesd check`).
+pub fn admin_report<'a>(env: &Env, platforms: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let gateway = rule(env, "GATEWAY");
+    platforms
+        .into_iter()
+        .map(|p| {
+            let platform_rule = rule(env, &p.to_ascii_uppercase());
+            format!("{p}: {}", describe_admins(&gateway, Some(&platform_rule), p))
+        })
+        .collect()
+}
+
 impl Access {
-    /// Read the allowlists for `platforms` from `env`.
-    pub fn from_env<'a>(env: &Env, platforms: impl IntoIterator<Item = &'a str>, store: Arc<dyn Store>) -> Self {
-        let rule = |prefix: &str| Rule {
-            users: parse_users(env.var(&format!("{prefix}_ALLOWED_USERS"))),
-            roles: parse_users(env.var(&format!("{prefix}_ALLOWED_ROLES"))),
-            all: parse_bool(env.var(&format!("{prefix}_ALLOW_ALL_USERS"))),
-        };
-        let rules = platforms.into_iter().map(|p| (p.to_owned(), rule(&p.to_ascii_uppercase()))).collect();
-        Self { rules, gateway: rule("GATEWAY"), store }
+    /// Read the allowlists and admins for `platforms` from `env`; pairing codes are hashed
+    /// with `key`.
+    pub fn from_env<'a>(
+        env: &Env,
+        platforms: impl IntoIterator<Item = &'a str>,
+        store: Arc<dyn Store>,
+        key: PairingKey,
+    ) -> Self {
+        let rules = platforms.into_iter().map(|p| (p.to_owned(), rule(env, &p.to_ascii_uppercase()))).collect();
+        Self { rules, gateway: rule(env, "GATEWAY"), store, key, answered: Mutex::default() }
     }
 
     /// Decide for a message from `sender` in a chat of `chat_type` on `platform`.
@@ -91,12 +160,12 @@ impl Access {
         if trusted(platform) || self.listed(platform, sender) || self.store.is_approved(platform, &sender.id).await? {
             return Ok(Decision::Allow);
         }
-        if chat_type != ChatType::Dm {
+        if chat_type != ChatType::Dm || !self.first_reply_in_window(platform, &sender.id) {
             return Ok(Decision::Ignore);
         }
         let code = new_code();
         let who = PairingSubject { platform, user_id: &sender.id, user_name: sender.name.as_deref(), chat_id };
-        let outcome = self.store.request_pairing(&who, &hash_code(&code), &LIMITS, now_ms()).await?;
+        let outcome = self.store.request_pairing(&who, &self.key.hash(&code), &LIMITS, now_ms()).await?;
         tracing::info!(platform, ?outcome, "pairing requested by an unknown user");
         Ok(Decision::Pair(match outcome {
             PairingRequest::Created => format!(
@@ -112,6 +181,23 @@ impl Access {
         }))
     }
 
+    /// Whether `sender` on `platform` may run admin commands and act on what others made.
+    pub fn is_admin(&self, platform: &str, sender_id: &str) -> bool {
+        match platform {
+            // The operator's own shell: they could edit the environment anyway.
+            "terminal" => return true,
+            // Nobody stands behind these turns to be an admin.
+            "cron" | "webhook" => return false,
+            _ => {}
+        }
+        let platform_rule = self.rules.get(platform);
+        let explicit = !self.gateway.admins.is_empty() || platform_rule.is_some_and(|r| !r.admins.is_empty());
+        let holds = |pick: fn(&Rule) -> &HashSet<String>| {
+            pick(&self.gateway).contains(sender_id) || platform_rule.is_some_and(|r| pick(r).contains(sender_id))
+        };
+        if explicit { holds(|r| &r.admins) } else { holds(|r| &r.users) }
+    }
+
     /// Whether allowlists (not approvals) admit the user, by id or by a role they hold.
     fn listed(&self, platform: &str, sender: &Sender) -> bool {
         let admits = |rule: &Rule| {
@@ -119,11 +205,36 @@ impl Access {
         };
         admits(&self.gateway) || self.rules.get(platform).is_some_and(admits)
     }
+
+    /// Records a reply to a stranger; false when they had one within the window (or too many
+    /// strangers are remembered to take another).
+    fn first_reply_in_window(&self, platform: &str, user_id: &str) -> bool {
+        let now = now_ms();
+        let window = LIMITS.min_interval_ms;
+        let mut answered = self.answered.lock().unwrap_or_else(PoisonError::into_inner);
+        let who = (platform.to_owned(), user_id.to_owned());
+        if answered.get(&who).is_some_and(|&at| now - at < window) {
+            return false;
+        }
+        if answered.len() >= MAX_ANSWERED {
+            answered.retain(|_, at| now - *at < window);
+            if answered.len() >= MAX_ANSWERED {
+                return false;
+            }
+        }
+        answered.insert(who, now);
+        true
+    }
 }
 
 /// Approve a code typed by the operator.
-pub async fn approve(store: &dyn Store, platform: &str, code: &str) -> Result<PairingApproval, StoreError> {
-    store.approve_pairing(platform, &hash_code(&normalise(code)), &LIMITS, now_ms()).await
+pub async fn approve(
+    store: &dyn Store,
+    key: &PairingKey,
+    platform: &str,
+    code: &str,
+) -> Result<PairingApproval, StoreError> {
+    store.approve_pairing(platform, &key.hash(&normalise(code)), &LIMITS, now_ms()).await
 }
 
 fn new_code() -> String {
@@ -134,10 +245,6 @@ fn new_code() -> String {
 /// Codes are compared case-insensitively and without separators an operator may type.
 fn normalise(code: &str) -> String {
     code.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_uppercase()).collect()
-}
-
-fn hash_code(code: &str) -> String {
-    Sha256::digest(code.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -157,7 +264,11 @@ mod tests {
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
         let env = Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
-        (Access::from_env(&env, ["telegram", "slack"], store.clone()), store, dir)
+        (Access::from_env(&env, ["telegram", "slack"], store.clone(), key()), store, dir)
+    }
+
+    fn key() -> PairingKey {
+        PairingKey::from_bytes([3; 32])
     }
 
     fn code_in(text: &str) -> String {
@@ -199,15 +310,20 @@ mod tests {
             panic!()
         };
         let code = code_in(&text);
-        // Asking again at once gives no second code.
-        let Decision::Pair(again) = access.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap() else {
+        // Asking again at once gets no reply at all: one per window.
+        assert_eq!(access.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap(), Decision::Ignore);
+        // A fresh daemon (nothing remembered) answers once that a code is already out.
+        let (env, fresh) = (Env::from_map(HashMap::new()), store.clone());
+        let restarted = Access::from_env(&env, ["telegram"], fresh, key());
+        let Decision::Pair(again) = restarted.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap() else {
             panic!()
         };
         assert!(again.contains("less than 10 minutes"), "{again}");
+        assert_eq!(restarted.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap(), Decision::Ignore);
         // Wrong code, then the right one (typed in lower case with a dash).
-        assert_eq!(approve(store.as_ref(), "telegram", "AAAA2222").await.unwrap(), PairingApproval::NoSuchCode);
+        assert_eq!(approve(store.as_ref(), &key(), "telegram", "AAAA2222").await.unwrap(), PairingApproval::NoSuchCode);
         let typed = format!("{}-{}", &code[..4], &code[4..]).to_lowercase();
-        let approved = approve(store.as_ref(), "telegram", &typed).await.unwrap();
+        let approved = approve(store.as_ref(), &key(), "telegram", &typed).await.unwrap();
         assert_eq!(approved, PairingApproval::Approved { user_id: "7".into(), user_name: Some("Ann".into()) });
         assert_eq!(access.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap(), Decision::Allow);
         // At most three waiting codes per platform.
@@ -227,13 +343,70 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_code_hashed_under_another_homes_key_does_not_approve() {
+        let (access, store, _dir) = access(&[]).await;
+        let Decision::Pair(text) = access.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap() else {
+            panic!()
+        };
+        let code = code_in(&text);
+        let other = PairingKey::from_bytes([4; 32]);
+        assert_eq!(approve(store.as_ref(), &other, "telegram", &code).await.unwrap(), PairingApproval::NoSuchCode);
+        assert!(matches!(
+            approve(store.as_ref(), &key(), "telegram", &code).await.unwrap(),
+            PairingApproval::Approved { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn admins_are_named_or_else_the_listed_users() {
+        let (listed, _, _dir) = access(&[
+            ("TELEGRAM_ALLOWED_USERS", "1"),
+            ("GATEWAY_ALLOWED_USERS", "9"),
+            ("SLACK_ALLOW_ALL_USERS", "true"),
+        ])
+        .await;
+        assert!(listed.is_admin("telegram", "1") && listed.is_admin("telegram", "9") && listed.is_admin("slack", "9"));
+        assert!(!listed.is_admin("slack", "anyone"), "allow-all never makes admins");
+        assert!(!listed.is_admin("slack", "1"), "a telegram id is no slack admin");
+        assert!(
+            listed.is_admin("terminal", "local") && !listed.is_admin("cron", "9") && !listed.is_admin("webhook", "9")
+        );
+        let (named, store, _dir2) =
+            access(&[("TELEGRAM_ALLOWED_USERS", "1,2"), ("TELEGRAM_ADMIN_USERS", "2"), ("GATEWAY_ADMIN_USERS", "5")])
+                .await;
+        assert!(named.is_admin("telegram", "2") && named.is_admin("telegram", "5") && named.is_admin("slack", "5"));
+        assert!(!named.is_admin("telegram", "1"), "a named admin list replaces the allowlist fallback");
+        // Paired users are never admins by default.
+        let Decision::Pair(text) = named.check("slack", "d", ChatType::Dm, &sender("p")).await.unwrap() else {
+            panic!()
+        };
+        approve(store.as_ref(), &key(), "slack", &code_in(&text)).await.unwrap();
+        assert_eq!(named.check("slack", "d", ChatType::Dm, &sender("p")).await.unwrap(), Decision::Allow);
+        assert!(!named.is_admin("slack", "p"));
+        let env = Env::from_map(
+            [("TELEGRAM_ALLOWED_USERS", "1"), ("SLACK_ADMIN_USERS", "s1,s0")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let report = admin_report(&env, ["telegram", "slack", "discord", "terminal"]);
+        assert!(report[0].starts_with("telegram: 1 (listed by id"), "{report:?}");
+        assert!(report[1].starts_with("slack: s0, s1 (from SLACK_ADMIN_USERS"), "{report:?}");
+        assert!(report[2].starts_with("discord: nobody"), "{report:?}");
+        assert!(report[3].starts_with("terminal: the terminal user"), "{report:?}");
+    }
+
+    #[tokio::test]
     async fn repeated_wrong_codes_lock_approvals() {
         let (_, store, _dir) = access(&[]).await;
         for _ in 0..LIMITS.max_failures {
-            assert_eq!(approve(store.as_ref(), "telegram", "WRONG234").await.unwrap(), PairingApproval::NoSuchCode);
+            assert_eq!(
+                approve(store.as_ref(), &key(), "telegram", "WRONG234").await.unwrap(),
+                PairingApproval::NoSuchCode
+            );
         }
         assert!(matches!(
-            approve(store.as_ref(), "telegram", "WRONG234").await.unwrap(),
+            approve(store.as_ref(), &key(), "telegram", "WRONG234").await.unwrap(),
             PairingApproval::Locked { .. }
         ));
     }

@@ -187,7 +187,8 @@ impl Daemon {
                 },
             },
         ));
-        let access = Arc::new(Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone()));
+        let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
+        let access = Arc::new(Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key));
         let router = Router::new(
             runner,
             access,

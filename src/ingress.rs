@@ -1,5 +1,7 @@
-//! The host's `Ingress`: every platform's events enter here, are stored and deduplicated in one
-//! transaction, and only then handed to the router.
+//! The host's `Ingress`: every platform's events enter here. `admit` decides on the sender
+//! first (default deny, through the router's `Access`), so a stranger's event is never stored
+//! and their files never downloaded; admitted events are stored and deduplicated in one
+//! transaction by `accept`, and only then handed to the router.
 //!
 //! Invariant: `accept` returns `New` only after the event is durable, so an adapter that acks
 //! the platform afterwards can never lose it; a replay answers `Duplicate` and runs nothing.
@@ -8,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use hermesd_platform::{Accepted, InboundEvent, Ingress, IngressError};
+use hermesd_platform::{Accepted, Admission, InboundEvent, Ingress, IngressError};
 
 use crate::clock::now_ms;
 use crate::metrics::{INBOUND_TOTAL, Metrics};
@@ -42,6 +44,20 @@ impl HostIngress {
 
 #[async_trait]
 impl Ingress for HostIngress {
+    async fn admit(&self, event: &InboundEvent) -> Result<Admission, IngressError> {
+        let platform = event.platform();
+        if self.is_closed() {
+            return Err(IngressError("hermesd is shutting down".into()));
+        }
+        let admission = self.router.admit(event).await.map_err(|e| IngressError(format!("check access: {e}")))?;
+        match admission {
+            Admission::Admit => {}
+            Admission::Pairing => self.metrics.inc(INBOUND_TOTAL, &[("platform", platform), ("outcome", "pairing")]),
+            Admission::Ignored => self.metrics.inc(INBOUND_TOTAL, &[("platform", platform), ("outcome", "stranger")]),
+        }
+        Ok(admission)
+    }
+
     async fn accept(&self, event: InboundEvent) -> Result<Accepted, IngressError> {
         let platform = event.platform().to_owned();
         if self.is_closed() {

@@ -1,6 +1,7 @@
 //! Every chat command through a platform: answered on the control lane, transcript-changing ones
 //! refused mid-turn, `/retry` and `/undo` acting on the stored transcript, `/model` switching the
-//! model the next turn starts on, `/sethome` making a chat the target `hermesd send` reaches.
+//! model the next turn starts on, `/sethome` making a chat the target `hermesd send` reaches, and
+//! both refused to users who are not admins.
 
 mod support;
 
@@ -16,6 +17,17 @@ use support::{FakeLlm, TestDaemon, client, eventually, start_daemon_with};
 const WAIT: Duration = Duration::from_secs(10);
 
 async fn daemon(home: &Path, llm: &FakeLlm, fallback: &FakeLlm, platform: &Arc<RecordingPlatform>) -> TestDaemon {
+    // Listed by id with no admin list set: ann is an admin.
+    daemon_with_env(home, llm, fallback, platform, &[("REC_ALLOWED_USERS", "ann")]).await
+}
+
+async fn daemon_with_env(
+    home: &Path,
+    llm: &FakeLlm,
+    fallback: &FakeLlm,
+    platform: &Arc<RecordingPlatform>,
+    env: &[(&str, &str)],
+) -> TestDaemon {
     let config = format!(
         "[http]\nlisten = \"127.0.0.1:0\"\n\n[model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"main-model\"\n\
          context_length = 10000\n\n[[model.fallback]]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"small-model\"\n",
@@ -23,14 +35,19 @@ async fn daemon(home: &Path, llm: &FakeLlm, fallback: &FakeLlm, platform: &Arc<R
         fallback.base_url()
     );
     let options = DaemonOptions { extra_platforms: vec![platform.clone() as Arc<_>], ..Default::default() };
-    let d = start_daemon_with(home, &config, &[("REC_ALLOW_ALL_USERS", "true")], options).await;
+    let d = start_daemon_with(home, &config, env, options).await;
     assert!(eventually(Duration::from_secs(2), || platform.started()).await);
     d
 }
 
 /// Send `text` as event `id` and wait for the `n`-th message sent in all.
 async fn say(platform: &RecordingPlatform, id: &str, text: &str, n: usize) -> String {
-    platform.inject(id, "ann", text).await;
+    say_as(platform, "ann", id, text, n).await
+}
+
+/// `say` as `user`.
+async fn say_as(platform: &RecordingPlatform, user: &str, id: &str, text: &str, n: usize) -> String {
+    platform.inject(id, user, text).await;
     assert!(eventually(WAIT, || platform.sent().len() >= n).await, "no answer to {text}: {:?}", platform.texts());
     platform.texts()[n - 1].clone()
 }
@@ -146,5 +163,36 @@ async fn sethome_makes_the_chat_the_target_of_hermesd_send() {
     let file = std::fs::read_to_string(home.path().join("deliveries").join("inbox.md")).unwrap();
     assert!(file.contains("to the file"));
     assert_eq!(send("slack:C1", "x").await.unwrap().status().as_u16(), 400);
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sethome_and_switching_the_model_need_an_admin() {
+    let (llm, small) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    // Everyone may talk; boss is listed by id, so with no admin list boss is the admin.
+    let env = [("REC_ALLOW_ALL_USERS", "true"), ("GATEWAY_ALLOWED_USERS", "boss")];
+    let d = daemon_with_env(home.path(), &llm, &small, &platform, &env).await;
+
+    let refused = say_as(&platform, "ann", "h1", "/sethome", 1).await;
+    assert!(
+        refused.starts_with("Only an admin can set the home channel") && refused.contains("REC_ADMIN_USERS"),
+        "{refused}"
+    );
+    let refused = say_as(&platform, "ann", "m1", "/model small-model", 2).await;
+    assert!(refused.starts_with("Only an admin can switch the model"), "{refused}");
+    // Looking is fine.
+    assert!(say_as(&platform, "ann", "m2", "/model", 3).await.contains("main-model, small-model"));
+    assert_eq!(say_as(&platform, "ann", "a", "hello", 4).await, "echo: hello");
+    assert_eq!(small.count(), 0, "the model was not switched");
+    let store = hermesd::store::SqliteStore::open(&home.path().join("state.db"), WAIT, 1).await.unwrap();
+    assert!(hermesd::store::ExtrasStore::home_channel(&store, "rec").await.unwrap().is_none());
+
+    assert!(say_as(&platform, "boss", "h2", "/sethome", 5).await.contains("rec home channel"));
+    assert_eq!(say_as(&platform, "boss", "m3", "/model small-model", 6).await, "This session now uses small-model.");
+    let home_chat = hermesd::store::ExtrasStore::home_channel(&store, "rec").await.unwrap().unwrap();
+    assert_eq!(home_chat.chat_id, "boss");
+    store.close().await;
     d.daemon.stop().await;
 }

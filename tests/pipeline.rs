@@ -138,7 +138,8 @@ async fn unknown_users_pair_by_code_and_are_answered_once_approved() {
     // The operator approves; the user is answered from then on.
     let store =
         hermesd::store::SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
-    let approved = hermesd::access::approve(&store, "rec", &code).await.unwrap();
+    let key = hermesd::access::PairingKey::load_or_create(home.path()).unwrap();
+    let approved = hermesd::access::approve(&store, &key, "rec", &code).await.unwrap();
     assert!(matches!(approved, hermesd::store::PairingApproval::Approved { ref user_id, .. } if user_id == "zed"));
     platform.inject("p2", "zed", "now?").await;
     assert!(eventually(Duration::from_secs(5), || platform.texts().contains(&"echo: now?".to_owned())).await);

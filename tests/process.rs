@@ -106,6 +106,16 @@ fn check_lists_every_problem_and_exits_78() {
     let empty = tempfile::tempdir().unwrap();
     let out = Command::new(BIN).args(["--home", empty.path().to_str().unwrap(), "check"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // `check` names the admins of every platform.
+    let out = Command::new(BIN)
+        .args(["--home", empty.path().to_str().unwrap(), "check"])
+        .env("GATEWAY_ADMIN_USERS", "7,3")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("admins api: 3, 7 (from API_ADMIN_USERS / GATEWAY_ADMIN_USERS)"), "{stdout}");
+    assert!(stdout.contains("admins terminal: the terminal user"), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

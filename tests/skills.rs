@@ -30,7 +30,7 @@ fn write_skill(skills: &Path, name: &str, text: &str) {
 async fn daemon(home: &Path, llm: &FakeLlm, platform: &Arc<RecordingPlatform>) -> TestDaemon {
     let options = DaemonOptions { extra_platforms: vec![platform.clone() as Arc<_>], ..Default::default() };
     let config = config_for(llm, "");
-    let d = start_daemon_with(home, &config, &[("REC_ALLOW_ALL_USERS", "true")], options).await;
+    let d = start_daemon_with(home, &config, &[("REC_ALLOWED_USERS", "ann")], options).await;
     assert!(eventually(Duration::from_secs(2), || platform.started()).await);
     d
 }

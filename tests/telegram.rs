@@ -137,7 +137,8 @@ async fn unknown_dm_users_pair_and_unknown_group_users_are_ignored() {
 
     let store =
         hermesd::store::SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
-    let approved = hermesd::access::approve(&store, "telegram", &code).await.unwrap();
+    let key = hermesd::access::PairingKey::load_or_create(home.path()).unwrap();
+    let approved = hermesd::access::approve(&store, &key, "telegram", &code).await.unwrap();
     assert!(matches!(approved, hermesd::store::PairingApproval::Approved { ref user_id, .. } if user_id == "2001"));
     store.close().await;
     tg.push_message(&dm, &zed, "now?");

@@ -21,10 +21,10 @@ use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
 use super::runtime::chain::ProviderChain;
 use super::runtime::compress::{Compressor, estimate_tokens};
 use super::runtime::prompt::PromptBuilder;
-use super::tools::{Registry, ToolContext};
+use super::tools::{Registry, ToolContext, ToolPolicy};
 use crate::clock::now_ms;
 use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
-use crate::delivery::turns::{Routing, TurnOrigin};
+use crate::delivery::turns::{NOT_FOR_CRON, Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
@@ -41,6 +41,8 @@ pub struct TurnJob {
     pub key: SessionKey,
     /// When the host accepted it.
     pub accepted_at: Instant,
+    /// Whether the sender is an admin (decided by the router from `Access`).
+    pub admin: bool,
 }
 
 /// Why a running turn was asked to stop.
@@ -272,6 +274,21 @@ impl TurnRunner {
         }
     }
 
+    /// The tool policy of a turn: the platform's toolsets; for a cron run the job's own (else
+    /// the `cron` platform's), never more than its creating chat's platform allows, and never
+    /// the interactive or job-creating ones.
+    fn policy(&self, origin: &TurnOrigin, platform: &str) -> ToolPolicy {
+        let tools = &self.settings.tools;
+        let platform_policy = ToolPolicy::new(tools.toolsets_for(platform));
+        let TurnOrigin::Cron(run) = origin else { return platform_policy };
+        let job = &run.job;
+        let mut policy = job.toolsets.as_ref().map_or(platform_policy, ToolPolicy::new);
+        if let Some(creator) = &job.origin {
+            policy = policy.narrow(&ToolPolicy::new(tools.toolsets_for(&creator.platform)));
+        }
+        ToolPolicy::new(policy.toolsets().iter().filter(|set| !NOT_FOR_CRON.contains(&set.as_str())))
+    }
+
     fn compressor(&self, session_id: &str, platform: &str) -> Compressor {
         let tools = self.parts.registry.select(self.settings.tools.toolsets_for(platform));
         Compressor {
@@ -318,8 +335,8 @@ impl TurnRunner {
         store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
 
         let platform_name = job.key.platform.as_str();
-        let toolsets = self.parts.routing.toolsets(&origin, self.settings.tools.toolsets_for(platform_name));
-        let tools = self.parts.registry.select(&toolsets);
+        let policy = self.policy(&origin, platform_name);
+        let tools = self.parts.registry.allowed(&policy);
         // A model chosen by `/model` (or a cron job) goes first; the rest of the chain stays as
         // its fallbacks.
         let chosen = session.model.as_deref().or_else(|| self.parts.routing.model(&origin));
@@ -388,6 +405,8 @@ impl TurnRunner {
             store: store.clone(),
             human,
             cancel: stop.token.child_token(),
+            policy,
+            admin: job.admin,
         };
         // Streamed text is masked on the accumulated answer, so a token split across deltas is
         // still caught; the held-back tail arrives with the (masked) final reply.

@@ -89,7 +89,8 @@ pub(super) async fn run(loaded: Loaded, command: CronCommand) -> ExitCode {
                 "origin" => "local",
                 other => other,
             };
-            let spec = JobSpec { schedule, prompt, name, deliver, repeat, model, toolsets, origin: None };
+            let spec =
+                JobSpec { schedule, prompt, name, deliver, repeat, model, toolsets, origin: None, created_by: None };
             let check = |target: &Target| loaded.config.check_target(&target.to_string(), false);
             let models: Vec<String> = loaded.config.model_chain().iter().map(|m| m.name.clone()).collect();
             let rules = JobRules { tz, default_deliver: default, models: &models, check_target: &check };

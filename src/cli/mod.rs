@@ -165,6 +165,9 @@ fn check(loaded: &Loaded) -> ExitCode {
             format!("embedded defaults ({} not found)", loaded.paths.config.display())
         };
         println!("configuration OK: {source}");
+        for line in crate::access::admin_report(&loaded.env, chat_platforms(&loaded.config)) {
+            println!("admins {line}");
+        }
         ExitCode::SUCCESS
     } else {
         eprintln!("hermesd: invalid configuration ({}):", loaded.paths.config.display());
@@ -173,6 +176,16 @@ fn check(loaded: &Loaded) -> ExitCode {
         }
         ExitCode::from(EXIT_CONFIG)
     }
+}
+
+/// The enabled platforms people talk through, for the admin report.
+fn chat_platforms(config: &crate::config::Config) -> Vec<&'static str> {
+    let p = &config.platforms;
+    let enabled = [("api", p.api.enabled), ("telegram", p.telegram.enabled), ("discord", p.discord.enabled)];
+    let mut names: Vec<&str> =
+        enabled.into_iter().chain([("slack", p.slack.enabled)]).filter(|(_, on)| *on).map(|(n, _)| n).collect();
+    names.push("terminal");
+    names
 }
 
 /// Log lines go to stderr with every secret in `redaction` (and token shapes) masked.

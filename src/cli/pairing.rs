@@ -30,6 +30,17 @@ pub enum PairingCommand {
     },
 }
 
+/// Approve with the home's pairing key (made here if the daemon never ran, so no code matches).
+async fn approve(
+    loaded: &Loaded,
+    store: &crate::store::SqliteStore,
+    platform: &str,
+    code: &str,
+) -> Result<PairingApproval, String> {
+    let key = access::PairingKey::load_or_create(&loaded.paths.home).map_err(|e| e.to_string())?;
+    access::approve(store, &key, platform, code).await.map_err(|e| e.to_string())
+}
+
 fn time(ms: i64) -> String {
     super::format_time(ms, false)
 }
@@ -62,7 +73,7 @@ pub(super) async fn run(loaded: Loaded, command: PairingCommand) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        PairingCommand::Approve { platform, code } => match access::approve(&store, &platform, &code).await {
+        PairingCommand::Approve { platform, code } => match approve(&loaded, &store, &platform, &code).await {
             Ok(PairingApproval::Approved { user_id, user_name }) => {
                 println!("approved {platform} user {user_id} ({})", user_name.as_deref().unwrap_or("no name"));
                 ExitCode::SUCCESS

@@ -35,6 +35,8 @@ pub struct JobSpec {
     pub model: Option<String>,
     /// The chat creating it.
     pub origin: Option<ChatRef>,
+    /// The user creating it from that chat; `None`: the operator.
+    pub created_by: Option<String>,
 }
 
 /// Where a job is checked: the zone, the default target, the configured models and whether a
@@ -101,6 +103,7 @@ pub fn prepare(spec: JobSpec, rules: &JobRules<'_>, now: DateTime<Utc>) -> Resul
         origin: spec.origin,
         toolsets: spec.toolsets,
         model: spec.model,
+        created_by: spec.created_by,
     })
 }
 

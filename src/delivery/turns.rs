@@ -22,7 +22,7 @@ pub const CRON: &str = "cron";
 /// A cron reply of exactly this suppresses delivery.
 pub const SILENT: &str = "[SILENT]";
 /// Toolsets a cron run never gets: nobody can answer a question, and a job must not spawn jobs.
-const NOT_FOR_CRON: [&str; 2] = ["clarify", "cron"];
+pub const NOT_FOR_CRON: [&str; 2] = ["clarify", "cron"];
 
 /// Where a turn came from, as far as its reply is concerned.
 #[derive(Debug, Clone)]
@@ -87,22 +87,6 @@ impl Routing {
                 Ok(self.webhooks.get(&message.chat.chat_id).cloned().map_or(TurnOrigin::Chat, TurnOrigin::Webhook))
             }
             _ => Ok(TurnOrigin::Chat),
-        }
-    }
-
-    /// The toolsets of a turn: a cron job's own, else the platform's; cron runs never get the
-    /// interactive or job-creating ones.
-    pub fn toolsets(&self, origin: &TurnOrigin, platform_default: &[String]) -> Vec<String> {
-        match origin {
-            TurnOrigin::Cron(run) => run
-                .job
-                .toolsets
-                .clone()
-                .unwrap_or_else(|| platform_default.to_vec())
-                .into_iter()
-                .filter(|set| !NOT_FOR_CRON.contains(&set.as_str()))
-                .collect(),
-            _ => platform_default.to_vec(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The control lane: chat commands answered at once, never queued behind a running turn.
 //! Commands that change the transcript (`/retry`, `/undo`, `/compress`) refuse while a turn
-//! runs and say so; `/queue` and `/steer` turn their text into a turn of their own.
+//! runs and say so; `/queue` and `/steer` turn their text into a turn of their own. Commands
+//! that change what every chat shares (`/sethome`, switching with `/model`) need an admin.
 
 use std::sync::atomic::Ordering;
 
@@ -69,8 +70,12 @@ impl Router {
                 Ok(None) => "There is nothing to undo.".to_owned(),
                 Err(e) => e,
             },
+            ChatCommand::Model { name: Some(_) } if !self.is_admin(message) => {
+                refuse_not_admin(message, "switch the model")
+            }
             ChatCommand::Model { name } => self.model(key, name.as_deref()).await,
             ChatCommand::Title { words } => self.title(key, &words.join(" ")).await,
+            ChatCommand::Sethome if !self.is_admin(message) => refuse_not_admin(message, "set the home channel"),
             ChatCommand::Sethome => match self.inner.runner.store().set_home_channel(&message.chat, now_ms()).await {
                 Ok(()) => format!(
                     "This chat is now the {platform} home channel: deliveries to \"{platform}\" (cron jobs, webhooks, \
@@ -212,6 +217,14 @@ impl Router {
             Err(e) => format!("Could not read the session: {e}"),
         }
     }
+}
+
+/// The answer to a non-admin asking for an admin command: what is refused and how to allow it.
+fn refuse_not_admin(message: &InboundMessage, what: &str) -> String {
+    format!(
+        "Only an admin can {what}. The operator can name admins in {}_ADMIN_USERS or GATEWAY_ADMIN_USERS.",
+        message.chat.platform.to_ascii_uppercase()
+    )
 }
 
 fn preview(text: &str) -> String {

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermesd_platform::{InboundEvent, InboundMessage, OutboundKind};
+use hermesd_platform::{Admission, InboundEvent, InboundMessage, OutboundKind};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -26,7 +26,7 @@ use crate::agent::turn::{StopReason, TurnJob, TurnRunner};
 use crate::clock::now_ms;
 use crate::config::BusyPolicy;
 use crate::metrics::Metrics;
-use crate::store::{EventState, SessionKey};
+use crate::store::{EventState, SessionKey, StoreError};
 use actor::{ActorState, actor_loop};
 use commands::Parsed;
 
@@ -96,17 +96,37 @@ impl Router {
         }
     }
 
-    /// Route an accepted event.
+    /// The access decision before anything of the sender's is stored or downloaded: admitted,
+    /// answered with a pairing reply (at most one per window; the reply is the only thing
+    /// stored), or ignored.
+    pub async fn admit(&self, event: &InboundEvent) -> Result<Admission, StoreError> {
+        let chat = event.chat();
+        match self.inner.access.check(&chat.platform, &chat.chat_id, chat.chat_type, event.sender()).await? {
+            Decision::Allow => Ok(Admission::Admit),
+            Decision::Pair(text) => {
+                let turn_id = format!("pair:{}", uuid::Uuid::now_v7());
+                self.inner.runner.outbox().notify(chat, &text, Some(reply_to(event)), &turn_id).await;
+                Ok(Admission::Pairing)
+            }
+            Decision::Ignore => Ok(Admission::Ignored),
+        }
+    }
+
+    /// Whether the sender of `message` is an admin of its platform.
+    pub(crate) fn is_admin(&self, message: &InboundMessage) -> bool {
+        self.inner.access.is_admin(&message.chat.platform, &message.sender.id)
+    }
+
+    /// Route an accepted event. The access check here is the second line behind `admit`: it
+    /// holds for events that entered without it (in-process platforms, events stored before an
+    /// upgrade), and a stranger answered by `admit` this window is not answered again.
     pub async fn dispatch(&self, seq: i64, event: InboundEvent) {
         let chat = event.chat().clone();
         match self.inner.access.check(&chat.platform, &chat.chat_id, chat.chat_type, event.sender()).await {
             Ok(Decision::Allow) => {}
             Ok(Decision::Pair(text)) => {
-                let reply_to = match &event {
-                    InboundEvent::Message { message, .. } => message.message_id.clone(),
-                    InboundEvent::Action { action, .. } => action.message_id.clone(),
-                };
-                let reply = self.inner.runner.outbox().compose(&chat, &text, OutboundKind::Notice, Some(&reply_to));
+                let reply =
+                    self.inner.runner.outbox().compose(&chat, &text, OutboundKind::Notice, Some(reply_to(&event)));
                 self.close(seq, &chat, &reply).await;
                 return;
             }
@@ -169,7 +189,8 @@ impl Router {
             self.close(seq, &message.chat, &[]).await;
             return;
         }
-        let job = TurnJob { seq, message, key, accepted_at: Instant::now() };
+        let admin = self.is_admin(&message);
+        let job = TurnJob { seq, message, key, accepted_at: Instant::now(), admin };
         if policy == BusyPolicy::Steer {
             let state =
                 self.inner.actors.lock().expect("router lock poisoned").get(&job.key.key).map(|a| a.state.clone());
@@ -289,6 +310,14 @@ impl Router {
     /// Turns running now.
     pub fn running_turns(&self) -> usize {
         self.inner.settings.max_concurrent_turns - self.inner.pool.available_permits()
+    }
+}
+
+/// The platform message an answer to `event` replies to.
+fn reply_to(event: &InboundEvent) -> &str {
+    match event {
+        InboundEvent::Message { message, .. } => &message.message_id,
+        InboundEvent::Action { action, .. } => &action.message_id,
     }
 }
 

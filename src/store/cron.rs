@@ -70,6 +70,9 @@ pub struct CronJob {
     pub toolsets: Option<Vec<String>>,
     /// A model of the configured chain to start on; `None`: the primary.
     pub model: Option<String>,
+    /// The user id (on the origin's platform) who created it from a chat; `None`: the operator
+    /// (CLI) or a job older than this field.
+    pub created_by: Option<String>,
     /// Created, Unix ms.
     pub created_at: i64,
     /// Last run's start, Unix ms.
@@ -107,6 +110,8 @@ pub struct NewJob {
     pub toolsets: Option<Vec<String>>,
     /// Model.
     pub model: Option<String>,
+    /// Creating user's id (on the origin's platform); `None` for the operator's CLI.
+    pub created_by: Option<String>,
 }
 
 /// A change to a job; `None` fields stay as they are.

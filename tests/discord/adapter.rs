@@ -1,5 +1,6 @@
 //! The Discord adapter on its own against the fake Discord: the shared conformance checks from
-//! `hermesd-platform`, plus typing throttling, reactions, attachments, health and a refused token.
+//! `hermesd-platform`, plus typing throttling, reactions, attachments, health, a refused token,
+//! and a sender the ingress does not admit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use hermesd_platform::conformance::{
     RecordingIngress, check_capabilities, check_reports_rate_limit, check_run_honours_cancel, check_send_chunks,
 };
 use hermesd_platform::{
-    ChatRef, ChatType, InboundEvent, LengthUnit, OutboundKind, OutboundMessage, Platform, PlatformContext,
+    Admission, ChatRef, ChatType, InboundEvent, LengthUnit, OutboundKind, OutboundMessage, Platform, PlatformContext,
     PlatformError,
 };
 use serde_json::json;
@@ -184,6 +185,28 @@ async fn attachments_are_downloaded_with_a_size_cap() {
     assert!(saved.path.starts_with("media/discord/7109/"), "{saved:?}");
     assert_eq!(std::fs::read(dir.path().join(&saved.path)).unwrap(), b"remember the milk");
     assert!(message.text.contains("[file too large: huge.png"), "{}", message.text);
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_the_ingress_does_not_admit_costs_no_download_and_no_accept() {
+    let dc = FakeDiscord::builder().token(TOKEN).start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let platform = Arc::new(DiscordPlatform::new(settings(&dc, dir.path())));
+    let (ingress, cancel) = run(&platform);
+    ingress.refuse("3003");
+    let file = File { name: "note.txt".into(), mime: "text/plain".into(), bytes: b"not for strangers".to_vec() };
+    let stranger = crate::support::fake_discord::User::new(3003, "stranger");
+    dc.post_files(&Channel::dm(7110), &stranger, "take this", &[file]);
+    // The next admitted message proves the refused one was handled (in order) first.
+    dc.post(&Channel::dm(7111), &ann(), "after");
+    let events = ingress.wait_for(1, WAIT).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].sender().id, ann().id.to_string());
+    let admissions: Vec<Admission> = ingress.admissions().into_iter().map(|(_, a)| a).collect();
+    assert_eq!(admissions, [Admission::Pairing, Admission::Admit]);
+    assert!(!dc.calls().iter().any(|c| c.contains("/attachments/")), "{:?}", dc.calls());
+    assert!(!dir.path().join("media").exists());
     cancel.cancel();
 }
 

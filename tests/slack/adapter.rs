@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hermesd_platform::conformance::RecordingIngress;
-use hermesd_platform::{Accepted, InboundEvent, Ingress, IngressError, Platform, PlatformContext};
+use hermesd_platform::{Accepted, Admission, InboundEvent, Ingress, IngressError, Platform, PlatformContext};
 use hermesd_slack::{SlackMode, SlackPlatform, SlackSettings};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +25,10 @@ struct Flaky {
 
 #[async_trait]
 impl Ingress for Flaky {
+    async fn admit(&self, event: &InboundEvent) -> Result<Admission, IngressError> {
+        self.inner.admit(event).await
+    }
+
     async fn accept(&self, event: InboundEvent) -> Result<Accepted, IngressError> {
         if self.refusals.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
             return Err(IngressError("store unavailable".into()));

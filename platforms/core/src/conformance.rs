@@ -13,12 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chunk::{chunk, measure};
 use crate::{
-    Accepted, Capabilities, ChatRef, InboundEvent, Ingress, IngressError, MessageRef, OutboundKind, OutboundMessage,
-    Platform, PlatformContext, PlatformError,
+    Accepted, Admission, Capabilities, ChatRef, InboundEvent, Ingress, IngressError, MessageRef, OutboundKind,
+    OutboundMessage, Platform, PlatformContext, PlatformError,
 };
 
 /// An Ingress that records every accepted event and dedups by (platform, event_id) like the host
-/// does; cursors kept in memory.
+/// does; cursors kept in memory. It admits every sender except those `refuse` names, and records
+/// every `admit` call, so a test can prove an adapter asks before it downloads or accepts.
 pub struct RecordingIngress {
     state: Mutex<Recorded>,
     /// How many new events were accepted, so `wait_for` can sleep instead of polling.
@@ -31,6 +32,8 @@ struct Recorded {
     seen: HashSet<(String, String)>,
     duplicates: usize,
     cursors: HashMap<String, String>,
+    refused: HashSet<String>,
+    admissions: Vec<(String, Admission)>,
 }
 
 impl RecordingIngress {
@@ -42,6 +45,16 @@ impl RecordingIngress {
     /// Every event accepted as new, in arrival order.
     pub fn events(&self) -> Vec<InboundEvent> {
         self.lock().events.clone()
+    }
+
+    /// Refuse sender `id` from now on (`admit` answers `Pairing` in a DM, `Ignored` elsewhere).
+    pub fn refuse(&self, id: &str) {
+        self.lock().refused.insert(id.to_owned());
+    }
+
+    /// Every `admit` answer so far: (event id, admission), in call order.
+    pub fn admissions(&self) -> Vec<(String, Admission)> {
+        self.lock().admissions.clone()
     }
 
     /// How many events were refused as duplicates.
@@ -70,6 +83,19 @@ impl RecordingIngress {
 
 #[async_trait]
 impl Ingress for RecordingIngress {
+    async fn admit(&self, event: &InboundEvent) -> Result<Admission, IngressError> {
+        let mut state = self.lock();
+        let admission = if !state.refused.contains(&event.sender().id) {
+            Admission::Admit
+        } else if event.chat().chat_type == crate::ChatType::Dm {
+            Admission::Pairing
+        } else {
+            Admission::Ignored
+        };
+        state.admissions.push((event.event_id().to_owned(), admission));
+        Ok(admission)
+    }
+
     async fn accept(&self, event: InboundEvent) -> Result<Accepted, IngressError> {
         let key = (event.platform().to_owned(), event.event_id().to_owned());
         {

@@ -18,7 +18,7 @@ pub use model::{
     MessageRef, OutboundKind, OutboundMessage, ReplyContext, Sender,
 };
 pub use platform::{
-    Accepted, Capabilities, Ingress, IngressError, LengthUnit, MarkdownDialect, Platform, PlatformContext,
+    Accepted, Admission, Capabilities, Ingress, IngressError, LengthUnit, MarkdownDialect, Platform, PlatformContext,
     PlatformError, PlatformHealth, WebhookRequest, WebhookResponse,
 };
 pub use redact::Redactor;

@@ -140,15 +140,42 @@ pub enum Accepted {
     Duplicate,
 }
 
+/// The host's access decision about an event's sender, made before anything of it is stored or
+/// downloaded (`Ingress::admit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// A known sender: download attachments, then `accept`.
+    Admit,
+    /// An unknown sender in a DM: the host answered with a pairing reply (at most one per
+    /// window). Download nothing, accept nothing; acknowledge the platform and move the cursor.
+    Pairing,
+    /// An unknown sender in a group (or one already answered): nothing is downloaded, stored or
+    /// answered; acknowledge the platform and move the cursor.
+    Ignored,
+}
+
+impl Admission {
+    /// Whether the adapter goes on to download and accept.
+    pub fn admitted(self) -> bool {
+        self == Admission::Admit
+    }
+}
+
 /// The host could not store an event; the adapter must not acknowledge it to the platform.
 #[derive(Debug, thiserror::Error)]
 #[error("ingress refused event: {0}")]
 pub struct IngressError(pub String);
 
-/// Where adapters hand normalised events. `accept` returns only after the event is durably stored
-/// and deduplicated; only then may the adapter acknowledge it or advance its cursor.
+/// Where adapters hand normalised events. `admit` comes first: a stranger costs one access check
+/// and nothing else. `accept` returns only after the event is durably stored and deduplicated;
+/// only then may the adapter acknowledge it or advance its cursor.
 #[async_trait]
 pub trait Ingress: Send + Sync {
+    /// Decide on `event`'s sender before downloading its attachments, opening threads or
+    /// accepting it. `event` is normalised but carries no downloaded files yet. An error means
+    /// the decision could not be made: treat it like a refused `accept` (do not acknowledge).
+    async fn admit(&self, event: &InboundEvent) -> Result<Admission, IngressError>;
+
     /// Store and deduplicate `event`, then schedule it.
     async fn accept(&self, event: InboundEvent) -> Result<Accepted, IngressError>;
 

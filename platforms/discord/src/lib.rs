@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Accepted, Capabilities, ChatRef, InboundEvent, LengthUnit, MarkdownDialect, MessageRef, OutboundKind,
+    Accepted, Admission, Capabilities, ChatRef, InboundEvent, LengthUnit, MarkdownDialect, MessageRef, OutboundKind,
     OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth,
 };
 use serenity::all::{ComponentInteraction, Event, Interaction, Message};
@@ -185,6 +185,15 @@ impl DiscordPlatform {
         }
         let channel = message.channel_id.get();
         let message_id = message.id.get();
+        // A stranger costs one access check: no thread opened, no download, nothing stored.
+        match admit(ctx, &normalised.event, cancel).await {
+            Some(Admission::Admit) => {}
+            Some(admission) => {
+                tracing::debug!(platform = NAME, message = message_id, ?admission, "message from an unknown sender");
+                return true;
+            }
+            None => return false,
+        }
         if normalised.open_thread
             && let Some(thread) = self.open_thread(rest, channel, message_id, &message.content, me.id).await
         {
@@ -206,6 +215,11 @@ impl DiscordPlatform {
         let (Ok(rest), Some(me)) = (self.rest(), self.me()) else { return };
         let place = self.place(rest, press.guild_id.map(|g| g.get()), press.channel_id.get(), me.id).await;
         let Some(event) = inbound::normalise_press(press, place) else { return };
+        match admit(ctx, &event, cancel).await {
+            Some(Admission::Admit) => {}
+            // A stranger's press is left unacknowledged: Discord shows them it failed.
+            _ => return,
+        }
         // Acknowledged only once stored: an unacknowledged press shows the user it failed.
         if accept(ctx, event, cancel).await.is_none() {
             return;
@@ -291,6 +305,23 @@ impl DiscordPlatform {
     async fn react(&self, rest: &Rest, channel: u64, message: u64, emoji: &str) {
         if let Err(error) = rest.react(channel, message, emoji).await {
             tracing::debug!(platform = NAME, %error, "reaction failed");
+        }
+    }
+}
+
+/// Asks the ingress to admit an event's sender, retrying while it cannot decide: Discord will not
+/// deliver the event again. `None` when cancelled first.
+async fn admit(ctx: &PlatformContext, event: &InboundEvent, cancel: &CancellationToken) -> Option<Admission> {
+    let mut backoff = hermesd_platform::Backoff::new();
+    loop {
+        match ctx.ingress.admit(event).await {
+            Ok(admission) => return Some(admission),
+            Err(error) => {
+                tracing::warn!(platform = NAME, %error, "ingress could not check a discord sender; retrying");
+                if !backoff.wait(cancel).await {
+                    return None;
+                }
+            }
         }
     }
 }

@@ -134,8 +134,8 @@ async fn interaction(platform: &SlackPlatform, ctx: &PlatformContext, body: &[u8
     };
     let Some(identity) = platform.identity() else { return respond(503, r#"{"error":"starting"}"#) };
     let Some(event) = normalise_interaction(&interaction, &identity) else { return respond(200, "") };
-    match ctx.ingress.accept(event).await {
-        Ok(_) => respond(200, ""),
+    match platform.deliver_press(ctx, event).await {
+        Ok(()) => respond(200, ""),
         Err(error) => {
             tracing::warn!(platform = NAME, %error, "ingress refused a button press");
             respond(503, r#"{"error":"not stored"}"#)

@@ -119,8 +119,9 @@ impl SlackPlatform {
         }
     }
 
-    /// Normalises one event callback, downloads its files, and hands the event to the ingress.
-    /// `Ok` means the event may be acknowledged: it was accepted (new or duplicate) or ignored.
+    /// Normalises one event callback, asks the ingress to admit its sender, downloads its files,
+    /// and hands the event to the ingress. `Ok` means the event may be acknowledged: it was
+    /// accepted (new or duplicate), its sender refused, or it was ignored.
     async fn deliver(
         &self,
         identity: &BotIdentity,
@@ -137,6 +138,12 @@ impl SlackPlatform {
             tracing::debug!(platform = NAME, event = ?callback.event_id, "event ignored");
             return Ok(());
         };
+        // A stranger costs one access check: no download, nothing stored.
+        let admission = ctx.ingress.admit(&normalised.event).await?;
+        if !admission.admitted() {
+            tracing::debug!(platform = NAME, event = ?callback.event_id, ?admission, "event from an unknown sender");
+            return Ok(());
+        }
         if let Some(media) = &self.media {
             media.fetch_all(&self.settings.bot_token, &self.redactor, &mut normalised).await;
         }
@@ -149,6 +156,14 @@ impl SlackPlatform {
         }
         let accepted = ctx.ingress.accept(normalised.event).await?;
         tracing::debug!(platform = NAME, event = ?callback.event_id, ?accepted, "event accepted");
+        Ok(())
+    }
+
+    /// Admits, then accepts, a button press; `Ok` means it may be acknowledged.
+    pub(crate) async fn deliver_press(&self, ctx: &PlatformContext, event: InboundEvent) -> Result<(), IngressError> {
+        if ctx.ingress.admit(&event).await?.admitted() {
+            ctx.ingress.accept(event).await?;
+        }
         Ok(())
     }
 

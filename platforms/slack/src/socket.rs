@@ -236,7 +236,7 @@ async fn handle(platform: &SlackPlatform, identity: &BotIdentity, ctx: &Platform
         },
         "interactive" => match serde_json::from_value::<Interaction>(payload) {
             Ok(interaction) => match normalise_interaction(&interaction, identity) {
-                Some(event) => ctx.ingress.accept(event).await.map(drop),
+                Some(event) => platform.deliver_press(ctx, event).await,
                 None => Ok(()),
             },
             Err(error) => {

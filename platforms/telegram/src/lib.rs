@@ -111,8 +111,9 @@ impl TelegramPlatform {
         }
     }
 
-    /// Normalises one update, downloads its files, and hands the event to the ingress. `Ok` means
-    /// the update may be acknowledged: its event was accepted (new or duplicate) or it was ignored.
+    /// Normalises one update, asks the ingress to admit its sender, downloads its files, and
+    /// hands the event to the ingress. `Ok` means the update may be acknowledged: its event was
+    /// accepted (new or duplicate), its sender refused, or it was ignored.
     async fn deliver(
         &self,
         bot: &Bot,
@@ -124,6 +125,12 @@ impl TelegramPlatform {
             tracing::debug!(platform = NAME, update = update.id.0, "update ignored");
             return Ok(());
         };
+        // A stranger costs one access check: no download, nothing stored.
+        let admission = ctx.ingress.admit(&normalised.event).await?;
+        if !admission.admitted() {
+            tracing::debug!(platform = NAME, update = update.id.0, ?admission, "update from an unknown sender");
+            return Ok(());
+        }
         self.media.fetch_all(bot, &self.redactor, &mut normalised).await;
         let accepted = ctx.ingress.accept(normalised.event).await?;
         tracing::debug!(platform = NAME, update = update.id.0, ?accepted, "update accepted");

@@ -61,7 +61,7 @@ pub fn builtin(
     }
     let child_tools = registry.clone();
     registry.register(Arc::new(CronJobTool::new(extras.cron, extras.targets.clone(), chain.models())));
-    registry.register(Arc::new(SendMessageTool::new(extras.targets, extras.outbox)));
+    registry.register(Arc::new(SendMessageTool::new(extras.targets, extras.outbox, approval)));
     registry.register(Arc::new(ClarifyTool::new(tools.clarify_timeout.get())));
     registry.register(Arc::new(DelegateTool::new(
         chain.clone(),

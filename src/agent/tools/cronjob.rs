@@ -1,6 +1,10 @@
 //! The `cronjob` tool: create, list, update, pause, resume, run and remove scheduled prompts
-//! from a chat. A job created here remembers the chat as its origin, so `origin` delivers back
-//! to it. Prompts are scanned and targets checked before anything is stored.
+//! from a chat. A job created here remembers the chat as its origin (so `origin` delivers back
+//! to it) and who created it. Prompts are scanned and targets checked before anything is stored.
+//!
+//! Limits: a job's toolsets stay within the creating turn's policy (its runs are narrowed to the
+//! origin platform's again at run time); a non-admin lists only this chat's jobs and changes only
+//! jobs they created.
 
 use std::time::Duration;
 
@@ -18,7 +22,7 @@ use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 use crate::cron::scan::scan_prompt;
 use crate::cron::schedule::Schedule;
 use crate::delivery::{Target, Targets};
-use crate::store::{JobState, JobUpdate};
+use crate::store::{CronJob, JobState, JobUpdate};
 
 /// Manages cron jobs.
 pub struct CronJobTool {
@@ -46,6 +50,17 @@ impl CronJobTool {
             other => self.targets.check(&other.to_string()).map(drop).map_err(|e| e.to_string()),
         }
     }
+}
+
+/// Whether `ctx`'s user created `job` from a chat of the same platform.
+fn created_by_caller(job: &CronJob, ctx: &ToolContext) -> bool {
+    job.origin.as_ref().is_some_and(|o| o.platform == ctx.chat.platform)
+        && job.created_by.as_deref() == Some(ctx.user_id.as_str())
+}
+
+/// Whether `job` was made from the chat `ctx` answers.
+fn from_this_chat(job: &CronJob, ctx: &ToolContext) -> bool {
+    job.origin.as_ref().is_some_and(|o| o.platform == ctx.chat.platform && o.chat_id == ctx.chat.chat_id)
 }
 
 #[derive(Deserialize)]
@@ -110,12 +125,35 @@ impl Tool for CronJobTool {
         let now = Utc::now();
         let job_id = || args.job_id.as_deref().ok_or_else(|| invalid(format!("{} needs job_id", args.action)));
         let missing = |id: &str| ToolError::Failed(format!("no cron job {id}; use action list to see the jobs"));
+        // Every action on an existing job: it must exist, and be the caller's unless an admin asks.
+        let owned = |id: &str| {
+            let id = id.to_owned();
+            async move {
+                let job = store.job(&id).await.map_err(failed)?.ok_or_else(|| missing(&id))?;
+                if !ctx.admin && !created_by_caller(&job, ctx) {
+                    return Err(ToolError::Denied(format!(
+                        "cron job {id} was created by someone else; only an admin can change or remove it"
+                    )));
+                }
+                Ok(job)
+            }
+        };
         let update = |update: JobUpdate| async move {
             let id = job_id()?;
+            owned(id).await?;
             store.update_job(id, &update, now_ms()).await.map_err(failed)?.ok_or_else(|| missing(id))
         };
         match args.action.as_str() {
             "create" => {
+                // A job's runs never get more than the chat creating it may use.
+                let refused = args.toolsets.as_deref().map(|sets| ctx.policy.refused(sets)).unwrap_or_default();
+                if !refused.is_empty() {
+                    return Err(ToolError::Denied(format!(
+                        "this chat may not use {}; a job gets at most this chat's toolsets ({})",
+                        refused.join(", "),
+                        ctx.policy
+                    )));
+                }
                 let spec = JobSpec {
                     schedule: args.schedule.clone().ok_or_else(|| invalid("create needs schedule"))?,
                     prompt: args.prompt.clone().ok_or_else(|| invalid("create needs prompt"))?,
@@ -125,6 +163,7 @@ impl Tool for CronJobTool {
                     origin: Some(ctx.chat.clone()),
                     model: args.model.clone(),
                     toolsets: args.toolsets.clone(),
+                    created_by: Some(ctx.user_id.clone()),
                 };
                 // The rules borrow a non-Send closure: keep them out of the awaits below.
                 let job = {
@@ -141,9 +180,12 @@ impl Tool for CronJobTool {
                 Ok(format!("Created cron job {}", describe(&job, self.tz())))
             }
             "list" => {
-                let jobs = store.list_jobs().await.map_err(failed)?;
+                let mut jobs = store.list_jobs().await.map_err(failed)?;
+                if !ctx.admin {
+                    jobs.retain(|job| from_this_chat(job, ctx));
+                }
                 if jobs.is_empty() {
-                    return Ok("No cron jobs.".into());
+                    return Ok(if ctx.admin { "No cron jobs." } else { "No cron jobs from this chat." }.into());
                 }
                 Ok(jobs.iter().map(|j| describe(j, self.tz())).collect::<Vec<_>>().join("\n"))
             }
@@ -172,8 +214,7 @@ impl Tool for CronJobTool {
                 Ok(format!("Paused {}", describe(&job, self.tz())))
             }
             "resume" => {
-                let id = job_id()?;
-                let job = store.job(id).await.map_err(failed)?.ok_or_else(|| missing(id))?;
+                let job = owned(job_id()?).await?;
                 let next = next_from_now(&job.schedule, &job.timezone, now).map_err(failed)?;
                 let Some(next) = next else {
                     return Err(failed("the schedule is spent; update it with a new schedule"));
@@ -188,6 +229,7 @@ impl Tool for CronJobTool {
             }
             "remove" => {
                 let id = job_id()?;
+                owned(id).await?;
                 if store.remove_job(id).await.map_err(failed)? {
                     Ok(format!("Removed cron job {id}"))
                 } else {
@@ -198,3 +240,6 @@ impl Tool for CronJobTool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

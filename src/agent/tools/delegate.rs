@@ -1,13 +1,13 @@
 //! `delegate_task`: run a child agent on a self-contained task with its own iteration budget and
 //! a restricted toolset (no further delegation, no questions to the user); only its final text
-//! returns to the parent's context.
+//! returns to the parent's context. A child never gets a tool its parent's policy refuses.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Registry, Tool, ToolContext, ToolError, ToolSpec};
+use super::{Registry, Tool, ToolContext, ToolError, ToolPolicy, ToolSpec};
 use crate::agent::message::{Message, Role};
 use crate::agent::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome};
 use crate::agent::runtime::chain::ProviderChain;
@@ -65,11 +65,14 @@ impl Tool for DelegateTool {
         if let Some(context) = args["context"].as_str().filter(|c| !c.trim().is_empty()) {
             text = format!("{text}\n\nContext:\n{context}");
         }
+        // The child's tools: the ones children may have, narrowed to what the parent may use.
+        let tools = self.tools.allowed(&ctx.policy);
+        let policy = ToolPolicy::new(tools.toolsets()).narrow(&ctx.policy);
+        let child_ctx = ToolContext { policy, ..ctx.clone() };
+        let ctx = &child_ctx;
         let system = format!(
             "{CHILD_PROMPT}\n\n{}",
-            self.prompts
-                .for_platform(&ctx.chat.platform)
-                .build(&self.tools.toolsets(), chrono::Utc::now().date_naive())
+            self.prompts.for_platform(&ctx.chat.platform).build(&tools.toolsets(), chrono::Utc::now().date_naive())
         );
         // The child keeps nothing in the store: its compressor has no session to compact.
         let compressor = Compressor {
@@ -81,7 +84,7 @@ impl Tool for DelegateTool {
         };
         let child = AgentLoop {
             chain: &self.chain,
-            tools: &self.tools,
+            tools: &tools,
             ctx,
             compressor: &compressor,
             events: &|_| {},

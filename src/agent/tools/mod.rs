@@ -11,6 +11,7 @@ pub mod delegate;
 mod executor;
 pub mod files;
 pub mod memory;
+pub mod policy;
 pub mod send_message;
 pub mod session_search;
 pub mod skills;
@@ -36,6 +37,7 @@ use crate::store::Store;
 
 pub use builtin::{ExtraTools, builtin};
 pub use executor::{ExecutorLimits, run_calls};
+pub use policy::ToolPolicy;
 
 /// What a tool is, as the model and the runtime see it.
 #[derive(Debug, Clone)]
@@ -130,6 +132,11 @@ pub struct ToolContext {
     pub human: Arc<dyn Human>,
     /// Fires when the turn is stopped; long tools must honour it.
     pub cancel: CancellationToken,
+    /// The toolsets this turn may use; anything that starts more agent work (a delegated
+    /// child, a cron job) gets at most these.
+    pub policy: ToolPolicy,
+    /// Whether the user who asked is an admin (`<PLATFORM>_ADMIN_USERS`; see `access.rs`).
+    pub admin: bool,
 }
 
 /// A registered tool.
@@ -172,13 +179,18 @@ impl Registry {
         self.tools.get(name).map(|(tool, _)| tool)
     }
 
-    /// The tools whose toolset is in `toolsets`, in name order (stable across turns, so the
-    /// tool list in the prompt prefix is byte-stable).
+    /// The tools whose toolset is in `toolsets` (matched as `ToolPolicy` does), in name order.
     pub fn select(&self, toolsets: &[String]) -> Registry {
+        self.allowed(&ToolPolicy::new(toolsets))
+    }
+
+    /// The tools `policy` admits, in name order (stable across turns, so the tool list in the
+    /// prompt prefix is byte-stable). Every tool a turn is offered passes through here.
+    pub fn allowed(&self, policy: &ToolPolicy) -> Registry {
         let tools = self
             .tools
             .iter()
-            .filter(|(_, (_, spec))| toolsets.iter().any(|s| s == spec.toolset))
+            .filter(|(_, (_, spec))| policy.admits(spec.toolset))
             .map(|(name, entry)| (*name, entry.clone()))
             .collect();
         Registry { tools, redaction: self.redaction.clone() }

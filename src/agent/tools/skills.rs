@@ -3,9 +3,8 @@
 //! agent create and change skills. A changed skill reaches every user's new sessions, so by
 //! default a human approves each change (fail closed: denied where nobody can answer), and its
 //! text passes the same injection scanner as cron prompts.
-//!
-//! Admin-only: once `<PLATFORM>_ADMIN_USERS` exists, `skill_manage` should also require that
-//! `ctx.user_id` is an admin before asking (see `SkillManageTool::call`).
+//! While approval is required (the default), only an admin (`<PLATFORM>_ADMIN_USERS`,
+//! `GATEWAY_ADMIN_USERS`, else the users listed by id) may ask for a change at all.
 
 use std::time::Duration;
 
@@ -216,9 +215,11 @@ impl Tool for SkillManageTool {
             .await
             .map_err(|e| ToolError::Failed(format!("prepare the change: {e}")))?
             .map_err(to_tool_error)?;
-        // Where admins exist (`<PLATFORM>_ADMIN_USERS`), a non-admin `ctx.user_id` should be
-        // refused here, before anyone is asked.
         if self.skills.config().require_approval {
+            // A skill reaches every user's prompt: only an admin may propose one.
+            if !ctx.admin {
+                return Err(ToolError::Denied("skill changes need an admin; nothing was written".into()));
+            }
             let mut action = format!("{} (skills reach every user's new sessions)", prepared.summary);
             if !prepared.preview.is_empty() {
                 action.push_str(&format!(":\n{}", prepared.preview));

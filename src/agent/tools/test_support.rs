@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use hermesd_platform::{ChatRef, ChatType};
 use tokio_util::sync::CancellationToken;
 
-use super::{Approval, Human, ToolContext};
+use super::{Approval, Human, ToolContext, ToolPolicy};
 use crate::store::SqliteStore;
 
 /// Answers every approval the same way and remembers what it was asked.
@@ -43,5 +43,7 @@ pub(super) async fn context(dir: &Path, workdir: PathBuf, data_dir: PathBuf, hum
         store: Arc::new(store),
         human,
         cancel: CancellationToken::new(),
+        policy: ToolPolicy::new(crate::config::ALL_TOOLSETS.iter().copied()),
+        admin: false,
     }
 }

@@ -8,6 +8,18 @@ use crate::store::{
     AccessEntry, AccessStore, PairingApproval, PairingLimits, PairingRequest, PairingSubject, StoreResult,
 };
 
+impl SqliteStore {
+    /// How many inbound events of `platform` are stored: what an operator (or a test) checks to
+    /// see that strangers' messages never reach the store.
+    pub async fn inbound_count(&self, platform: &str) -> StoreResult<i64> {
+        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM inbound_events WHERE platform = ?")
+            .bind(platform)
+            .fetch_one(&self.readers)
+            .await?;
+        Ok(count)
+    }
+}
+
 #[async_trait]
 impl AccessStore for SqliteStore {
     async fn is_approved(&self, platform: &str, user_id: &str) -> StoreResult<bool> {

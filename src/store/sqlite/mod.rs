@@ -29,6 +29,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "runtime", include_str!("../../../migrations/0002_runtime.sql")),
     (3, "access", include_str!("../../../migrations/0003_access.sql")),
     (4, "cron", include_str!("../../../migrations/0004_cron.sql")),
+    (6, "access", include_str!("../../../migrations/0006_access.sql")),
 ];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.

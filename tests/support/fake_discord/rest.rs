@@ -191,7 +191,9 @@ fn start_thread(shared: &Shared, store: &mut Store, channel: u64, message: u64, 
 
 /// A file attached to an incoming message.
 pub async fn attachment(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
-    match shared.lock().files.get(&name) {
+    let mut store = shared.lock();
+    store.calls.push(format!("GET /attachments/{name}"));
+    match store.files.get(&name) {
         Some(bytes) => (StatusCode::OK, bytes.clone()).into_response(),
         None => StatusCode::NOT_FOUND.into_response(),
     }

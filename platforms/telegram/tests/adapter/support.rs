@@ -13,7 +13,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use hermesd_platform::conformance::RecordingIngress;
-use hermesd_platform::{Accepted, InboundEvent, Ingress, IngressError};
+use hermesd_platform::{Accepted, Admission, InboundEvent, Ingress, IngressError};
 use hermesd_telegram::{TelegramMode, TelegramSettings};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -238,6 +238,10 @@ impl FlakyIngress {
 
 #[async_trait]
 impl Ingress for FlakyIngress {
+    async fn admit(&self, event: &InboundEvent) -> Result<Admission, IngressError> {
+        self.inner.admit(event).await
+    }
+
     async fn accept(&self, event: InboundEvent) -> Result<Accepted, IngressError> {
         let refuse = self.fail.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
         let verb = if refuse { "refuse" } else { "accept" };

@@ -52,21 +52,32 @@ async fn manage_writes_only_after_approval() {
     let root = dir.path().join("skills");
     let create = json!({ "action": "create", "name": "standup", "content": STANDUP });
 
-    let no = human(Approval::Denied);
-    let ctx = context(dir.path(), dir.path().into(), dir.path().into(), no.clone()).await;
     let tool = SkillManageTool::new(skills(&root, true), Duration::from_secs(5));
+    // A non-admin is refused before anyone is asked.
+    let yes = human(Approval::Approved);
+    let stranger = context(dir.path(), dir.path().into(), dir.path().into(), yes.clone()).await;
+    let err = tool.call(&stranger, create.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("need an admin"), "{err}");
+    assert!(yes.asked.lock().unwrap().is_empty() && !root.join("standup").exists());
+
+    let no = human(Approval::Denied);
+    let ctx =
+        ToolContext { admin: true, ..context(dir.path(), dir.path().into(), dir.path().into(), no.clone()).await };
     assert!(matches!(tool.call(&ctx, create.clone()).await, Err(ToolError::Denied(_))));
     assert!(no.asked.lock().unwrap()[0].contains("create the skill \"standup\""));
     assert!(no.asked.lock().unwrap()[0].contains("List yesterday"), "the approver sees the text");
     assert!(!root.join("standup").exists());
 
-    let ctx = context(dir.path(), dir.path().into(), dir.path().into(), Arc::new(Nobody)).await;
+    let ctx = ToolContext {
+        admin: true,
+        ..context(dir.path(), dir.path().into(), dir.path().into(), Arc::new(Nobody)).await
+    };
     let err = tool.call(&ctx, create.clone()).await.unwrap_err();
     assert!(err.to_string().contains("nobody can approve"), "{err}");
     assert!(!root.join("standup").exists());
 
-    let yes = human(Approval::Approved);
-    let ctx = context(dir.path(), dir.path().into(), dir.path().into(), yes.clone()).await;
+    let ctx =
+        ToolContext { admin: true, ..context(dir.path(), dir.path().into(), dir.path().into(), yes.clone()).await };
     assert!(tool.call(&ctx, create.clone()).await.unwrap().starts_with("done: create"));
     assert!(root.join("standup/SKILL.md").is_file());
     let patch = json!({ "action": "patch", "name": "standup", "old": "blockers", "new": "risks" });
