@@ -10,6 +10,7 @@ pub mod cronjob;
 pub mod delegate;
 mod executor;
 pub mod files;
+pub mod mcp;
 pub mod memory;
 pub mod send_message;
 pub mod session_search;
@@ -19,6 +20,7 @@ mod test_support;
 pub mod todo;
 pub mod web_fetch;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,13 +41,14 @@ pub use executor::{ExecutorLimits, run_calls};
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     /// The name the model calls.
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// What it does, for the model.
-    pub description: &'static str,
+    pub description: Cow<'static, str>,
     /// JSON schema of the arguments object.
     pub parameters: Value,
-    /// The toolset it belongs to (configuration enables toolsets per platform).
-    pub toolset: &'static str,
+    /// The toolset it belongs to (configuration enables toolsets per platform; see
+    /// `toolset_admits`).
+    pub toolset: Cow<'static, str>,
     /// Whether calls may run concurrently with other parallel-safe calls.
     pub parallel_safe: bool,
     /// Longest result (in chars) that enters the context; longer results are cut with a note.
@@ -139,18 +142,41 @@ pub trait Tool: Send + Sync {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;
 }
 
+/// Whether a configured toolset name admits a tool's toolset: equal names, and `mcp` admits
+/// every `mcp:<server>` (so `mcp` in a platform's `toolsets` allows all MCP servers).
+pub fn toolset_admits(configured: &str, toolset: &str) -> bool {
+    configured == toolset || (configured == "mcp" && toolset.starts_with("mcp:"))
+}
+
+/// A tool with its spec, built once.
+pub type ToolEntry = (Arc<dyn Tool>, Arc<ToolSpec>);
+
+/// Tools that come and go while the daemon runs (MCP servers). A turn takes one snapshot, so its
+/// tool list is fixed for the whole turn.
+pub trait ToolSource: Send + Sync {
+    /// The tools available now, in name order.
+    fn snapshot(&self) -> Arc<[ToolEntry]>;
+}
+
 /// All tools by name, each with its spec built once (specs hold JSON schemas; building them
-/// on every turn was a measurable share of a turn's CPU).
+/// on every turn was a measurable share of a turn's CPU), plus the sources of run-time tools.
 #[derive(Default, Clone)]
 pub struct Registry {
-    tools: BTreeMap<&'static str, (Arc<dyn Tool>, Arc<ToolSpec>)>,
+    tools: BTreeMap<Cow<'static, str>, ToolEntry>,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl Registry {
     /// Add a tool (a later one with the same name replaces the earlier).
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         let spec = Arc::new(tool.spec());
-        self.tools.insert(spec.name, (tool, spec));
+        self.tools.insert(spec.name.clone(), (tool, spec));
+    }
+
+    /// Add a source of run-time tools; `select` merges its snapshot (a registered tool of the
+    /// same name wins).
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
     }
 
     /// A tool by name.
@@ -158,16 +184,21 @@ impl Registry {
         self.tools.get(name).map(|(tool, _)| tool)
     }
 
-    /// The tools whose toolset is in `toolsets`, in name order (stable across turns, so the
-    /// tool list in the prompt prefix is byte-stable).
+    /// The tools whose toolset is admitted by `toolsets`, in name order (stable across turns, so
+    /// the tool list in the prompt prefix is byte-stable while the tools do not change). Run-time
+    /// sources contribute their current snapshot; the result has no sources, so it stays fixed.
     pub fn select(&self, toolsets: &[String]) -> Registry {
-        let tools = self
-            .tools
-            .iter()
-            .filter(|(_, (_, spec))| toolsets.iter().any(|s| s == spec.toolset))
-            .map(|(name, entry)| (*name, entry.clone()))
-            .collect();
-        Registry { tools }
+        let admitted = |spec: &ToolSpec| toolsets.iter().any(|s| toolset_admits(s, &spec.toolset));
+        let mut tools: BTreeMap<Cow<'static, str>, ToolEntry> = BTreeMap::new();
+        for source in &self.sources {
+            for entry in source.snapshot().iter().filter(|(_, spec)| admitted(spec)) {
+                tools.insert(entry.1.name.clone(), entry.clone());
+            }
+        }
+        for (name, entry) in self.tools.iter().filter(|(_, (_, spec))| admitted(spec)) {
+            tools.insert(name.clone(), entry.clone());
+        }
+        Registry { tools, sources: Vec::new() }
     }
 
     /// Every tool's spec, in name order.
@@ -175,9 +206,16 @@ impl Registry {
         self.tools.values().map(|(_, spec)| spec.clone()).collect()
     }
 
-    /// Every tool's toolset, in the tools' name order (what the system prompt lists).
+    /// Every tool's toolset, in the tools' name order (what the system prompt lists). Run-time
+    /// toolsets (`mcp:<server>`) are listed as their family, `mcp`.
     pub fn toolsets(&self) -> Vec<&'static str> {
-        self.tools.values().map(|(_, spec)| spec.toolset).collect()
+        self.tools
+            .values()
+            .map(|(_, spec)| match &spec.toolset {
+                Cow::Borrowed(set) => *set,
+                Cow::Owned(_) => "mcp",
+            })
+            .collect()
     }
 
     /// The tools as providers advertise them, in name order.
@@ -185,8 +223,8 @@ impl Registry {
         self.tools
             .values()
             .map(|(_, s)| ToolSchema {
-                name: s.name.into(),
-                description: s.description.into(),
+                name: s.name.to_string(),
+                description: s.description.to_string(),
                 parameters: s.parameters.clone(),
             })
             .collect()

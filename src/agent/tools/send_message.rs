@@ -41,10 +41,10 @@ struct Args {
 impl Tool for SendMessageTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "send_message",
+            name: "send_message".into(),
             description: "Send a message to a chat other than this conversation's reply: 'origin' (this chat), \
                           'local' (a file on the server), '<platform>' (its home channel) or \
-                          '<platform>:<chat_id>[:<thread_id>]'.",
+                          '<platform>:<chat_id>[:<thread_id>]'.".into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -54,7 +54,7 @@ impl Tool for SendMessageTool {
                 "required": ["target", "text"],
                 "additionalProperties": false
             }),
-            toolset: "messaging",
+            toolset: "messaging".into(),
             parallel_safe: false,
             max_result_chars: 2_000,
             timeout: WAIT + Duration::from_secs(5),
