@@ -118,9 +118,14 @@ async fn test(loaded: &Loaded, name: &str) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let workdir = loaded.paths.workdir(&loaded.config.tools);
+    if let Err(e) = std::fs::create_dir_all(&workdir) {
+        eprintln!("hermesd: create {}: {e}", workdir.display());
+        return ExitCode::FAILURE;
+    }
     let settings = HubSettings {
         home: loaded.paths.home.clone(),
-        workdir: loaded.paths.workdir(&loaded.config.tools),
+        workdir,
         shim_exe,
         approval_timeout: Duration::from_secs(1),
     };

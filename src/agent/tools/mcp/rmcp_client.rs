@@ -33,6 +33,9 @@ impl ClientHandler for Handler {
 
     fn get_info(&self) -> ClientConfig {
         let mut info = ClientConfig::default();
+        // 2025-11-25 is what deployed servers speak, and on it `list_changed` arrives unscoped
+        // (2026-07-28 moves it to `subscriptions/listen` streams).
+        info.protocol_version = rmcp::model::ProtocolVersion::V_2025_11_25;
         info.client_info.name = "hermesd".into();
         info.client_info.version = env!("CARGO_PKG_VERSION").into();
         info
@@ -151,6 +154,9 @@ impl StdioConnector {
 #[async_trait]
 impl McpConnector for StdioConnector {
     async fn connect(&self, changed: mpsc::Sender<()>) -> Result<Arc<dyn McpSession>, McpError> {
+        if !self.plan.cwd.is_dir() {
+            return Err(McpError::Connect(format!("the working directory {} does not exist", self.plan.cwd.display())));
+        }
         if let Some(tmp) = self.plan.env.get("TMPDIR") {
             create_private_dir(tmp).map_err(|e| McpError::Connect(format!("create {tmp}: {e}")))?;
         }
@@ -266,6 +272,8 @@ impl HttpConnector {
 #[async_trait]
 impl McpConnector for HttpConnector {
     async fn connect(&self, changed: mpsc::Sender<()>) -> Result<Arc<dyn McpSession>, McpError> {
+        // hermesd builds TLS on ring only; installing it is a no-op when main already did.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut custom = HashMap::new();
         for (name, value) in &self.headers {
             let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
