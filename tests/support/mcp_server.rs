@@ -28,12 +28,18 @@ pub struct TestServer {
     extra_tools: usize,
     cancel_file: Option<std::path::PathBuf>,
     can_crash: bool,
+    only_numbered: bool,
 }
 
 impl TestServer {
     /// The in-process (HTTP) server.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A server with only the tools `t0`..`t{n-1}` (benchmarks).
+    pub fn numbered(n: usize) -> Self {
+        Self { extra_tools: n, only_numbered: true, ..Self::default() }
     }
 
     /// The stdio server, configured from the environment.
@@ -64,6 +70,9 @@ impl TestServer {
             Tool::new("grow", "Add the tool extra.", object(json!({}), &[])),
             Tool::new("pid", "The server's process id.", object(json!({}), &[])),
         ];
+        if self.only_numbered {
+            tools.clear();
+        }
         if self.can_crash {
             tools.push(Tool::new("crash", "Exit at once.", object(json!({}), &[])));
         }
