@@ -10,8 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use hermesd::agent::message::ToolCall;
 use hermesd::agent::tools::mcp::{HubSettings, McpHub};
-use hermesd::agent::tools::{Approval, Human, Tool, ToolContext, ToolError, ToolSource};
+use hermesd::agent::tools::{
+    Approval, ExecutorLimits, Human, Registry, Tool, ToolContext, ToolError, ToolSource, run_calls,
+};
 use hermesd::config::{Config, Env, McpConfig};
 use hermesd::daemon::DaemonOptions;
 use hermesd_platform::{ChatRef, ChatType};
@@ -63,12 +66,14 @@ fn tool(hub: &McpHub, name: &str) -> Arc<dyn Tool> {
     found.unwrap_or_else(|| panic!("no tool {name} in {:?}", hub.snapshot_names()))
 }
 
-struct Yes;
+/// Answers every approval with its value and remembers what it was asked.
+struct Answer(Approval, std::sync::Mutex<Vec<String>>);
 
 #[async_trait::async_trait]
-impl Human for Yes {
-    async fn approve(&self, _action: &str, _timeout: Duration) -> Approval {
-        Approval::Approved
+impl Human for Answer {
+    async fn approve(&self, action: &str, _timeout: Duration) -> Approval {
+        self.1.lock().unwrap().push(action.to_owned());
+        self.0
     }
     async fn clarify(&self, _q: &str, _c: &[String], _t: Duration) -> Option<String> {
         None
@@ -76,6 +81,10 @@ impl Human for Yes {
 }
 
 async fn context(dir: &Path) -> ToolContext {
+    context_with(dir, Approval::Approved).await
+}
+
+async fn context_with(dir: &Path, approval: Approval) -> ToolContext {
     let store = hermesd::store::SqliteStore::open(&dir.join("t.db"), Duration::from_secs(1), 1).await.expect("store");
     ToolContext {
         session_id: "s".into(),
@@ -85,7 +94,7 @@ async fn context(dir: &Path) -> ToolContext {
         workdir: dir.to_path_buf(),
         data_dir: dir.to_path_buf(),
         store: Arc::new(store),
-        human: Arc::new(Yes),
+        human: Arc::new(Answer(approval, Default::default())),
         cancel: CancellationToken::new(),
     }
 }
@@ -98,7 +107,15 @@ async fn stdio_server_tools_are_listed_called_and_failures_are_tool_errors() {
     let names = hub.snapshot_names();
     assert_eq!(
         names,
-        ["mcp_fix_add", "mcp_fix_crash", "mcp_fix_echo", "mcp_fix_fail", "mcp_fix_grow", "mcp_fix_image", "mcp_fix_slow"],
+        [
+            "mcp_fix_add",
+            "mcp_fix_crash",
+            "mcp_fix_echo",
+            "mcp_fix_fail",
+            "mcp_fix_grow",
+            "mcp_fix_image",
+            "mcp_fix_slow"
+        ],
         "sorted, prefixed, `pid` excluded"
     );
     let spec = tool(&hub, "mcp_fix_add").spec();
@@ -168,6 +185,47 @@ async fn a_call_past_its_timeout_is_cancelled_on_the_server() {
 }
 
 #[tokio::test]
+async fn stop_cancels_a_running_call_and_approval_gates_calls() {
+    let home = tempfile::tempdir().unwrap();
+    let stop = CancellationToken::new();
+    let server = TestServer::new();
+    let url = serve_http(server.clone(), stop.clone()).await;
+    let hub = hub(home.path(), &format!("[servers.web]\nurl = \"{url}\"\napprove = true\n"));
+    ready(&hub, "web", Duration::from_secs(10)).await;
+    let mut registry = Registry::default();
+    registry.add_source(hub.clone());
+    let tools = registry.select(&["mcp:web".to_owned()]);
+    assert!(registry.select(&["mcp:other".to_owned()]).is_empty(), "mcp:<server> admits only that server");
+
+    // `/stop` cancels the turn's token; the executor drops the call and rmcp tells the server.
+    let ctx = context(home.path()).await;
+    let call = ToolCall { id: "1".into(), name: "mcp_web_slow".into(), arguments: r#"{"ms":20000}"#.into() };
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let outcomes = run_calls(&tools, &ctx, &[call], ExecutorLimits::default()).await;
+    assert!(outcomes[0].error && outcomes[0].content.contains("cancelled"), "{:?}", outcomes[0].content);
+    let cancelled = eventually(Duration::from_secs(5), || server.cancelled.load(Ordering::SeqCst) == 1).await;
+    assert!(cancelled, "the server got notifications/cancelled");
+
+    let denied = context_with(home.path(), Approval::Denied).await;
+    match tool(&hub, "mcp_web_grow").call(&denied, json!({})).await {
+        Err(ToolError::Denied(_)) => {}
+        other => panic!("a refused call must not run, got {other:?}"),
+    }
+    assert!(!hub.snapshot_names().contains(&"mcp_web_extra".to_owned()), "the server never saw the call");
+    let nobody = context_with(home.path(), Approval::Unavailable).await;
+    assert!(matches!(
+        tool(&hub, "mcp_web_echo").call(&nobody, json!({ "text": "x" })).await,
+        Err(ToolError::Denied(_))
+    ));
+    hub.shutdown().await;
+    stop.cancel();
+}
+
+#[tokio::test]
 async fn a_crashed_server_restarts_and_its_tools_come_back() {
     let home = tempfile::tempdir().unwrap();
     let hub = hub(home.path(), &stdio_server("servers.fix", ""));
@@ -223,7 +281,8 @@ fn gone(pid: i32) -> bool {
 #[tokio::test]
 async fn the_model_calls_an_mcp_tool_and_sees_its_answer() {
     let home = tempfile::tempdir().unwrap();
-    let llm = FakeLlm::builder().tool_calls(&[("mcp_fix_echo", r#"{"text":"from the model"}"#)]).reply("done").start().await;
+    let llm =
+        FakeLlm::builder().tool_calls(&[("mcp_fix_echo", r#"{"text":"from the model"}"#)]).reply("done").start().await;
     let mcp = stdio_server("mcp.servers.fix", "");
     let config = support::config_for(&llm, &format!("[tools]\ntoolsets = [\"memory\", \"mcp\"]\n\n{mcp}"));
     let env_vars: Vec<(String, String)> =
@@ -237,12 +296,15 @@ async fn the_model_calls_an_mcp_tool_and_sees_its_answer() {
     let (status, body) = ask(&test.base, Some("mcp-1"), "use the echo tool").await;
     assert_eq!((status, answer(&body)), (200, "done"));
     let requests = llm.requests();
-    let offered: Vec<&str> = requests[0]["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
+    let offered: Vec<&str> =
+        requests[0]["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
     assert!(offered.contains(&"mcp_fix_echo") && offered.contains(&"memory"), "{offered:?}");
-    let tool_result = requests[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").cloned().unwrap();
+    let tool_result =
+        requests[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").cloned().unwrap();
     assert_eq!(tool_result["content"], "echo: from the model");
 
-    let ready: serde_json::Value = client().get(format!("{}/readyz", test.base)).send().await.unwrap().json().await.unwrap();
+    let ready: serde_json::Value =
+        client().get(format!("{}/readyz", test.base)).send().await.unwrap().json().await.unwrap();
     assert_eq!(ready["mcp"][0]["name"], "fix");
     assert_eq!(ready["mcp"][0]["state"], "ready");
     assert_eq!(ready["mcp"][0]["calls"], 1);
@@ -289,7 +351,8 @@ async fn kill_9_of_the_daemon_leaves_no_server_process() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = eventually(Duration::from_secs(20), || std::fs::read_to_string(&pids).is_ok_and(|t| t.ends_with('\n'))).await;
+    let started =
+        eventually(Duration::from_secs(20), || std::fs::read_to_string(&pids).is_ok_and(|t| t.ends_with('\n'))).await;
     assert!(started, "the server did not start");
     let text = std::fs::read_to_string(&pids).unwrap();
     let (server, grandchild) = text.trim().split_once(' ').unwrap();

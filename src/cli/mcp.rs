@@ -45,8 +45,12 @@ async fn list(loaded: &Loaded) -> ExitCode {
         let (state, tools, detail) = match (server.enabled, report, &live) {
             (false, _, _) => ("disabled".to_owned(), "-".to_owned(), String::new()),
             (true, Some(r), _) => (r.state.to_owned(), r.tools.to_string(), r.error.clone().unwrap_or_default()),
-            (true, None, Some(_)) => ("unknown".to_owned(), "-".to_owned(), "the running daemon does not know it (restart it)".to_owned()),
-            (true, None, None) => ("-".to_owned(), "-".to_owned(), "daemon not running; try `hermesd mcp test NAME`".to_owned()),
+            (true, None, Some(_)) => {
+                ("unknown".to_owned(), "-".to_owned(), "the running daemon does not know it (restart it)".to_owned())
+            }
+            (true, None, None) => {
+                ("-".to_owned(), "-".to_owned(), "daemon not running; try `hermesd mcp test NAME`".to_owned())
+            }
         };
         println!("{name:<20} {kind:<6} {state:<12} {tools:>5}  {detail}");
     }
@@ -123,12 +127,8 @@ async fn test(loaded: &Loaded, name: &str) -> ExitCode {
         eprintln!("hermesd: create {}: {e}", workdir.display());
         return ExitCode::FAILURE;
     }
-    let settings = HubSettings {
-        home: loaded.paths.home.clone(),
-        workdir,
-        shim_exe,
-        approval_timeout: Duration::from_secs(1),
-    };
+    let settings =
+        HubSettings { home: loaded.paths.home.clone(), workdir, shim_exe, approval_timeout: Duration::from_secs(1) };
     let hub = McpHub::start(&config, &loaded.env, settings);
     let deadline = tokio::time::Instant::now() + one.connect_timeout.get() + Duration::from_secs(2);
     let report = loop {

@@ -126,12 +126,12 @@ impl McpConfig {
                 && name.len() <= MAX_SERVER_NAME
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
             if !name_ok {
-                problems.push(format!(
-                    "{at}: a server name is 1-{MAX_SERVER_NAME} letters, digits, '-' or '_'"
-                ));
+                problems.push(format!("{at}: a server name is 1-{MAX_SERVER_NAME} letters, digits, '-' or '_'"));
             }
             match (&server.command, &server.url) {
-                (Some(_), Some(_)) => problems.push(format!("{at}: set either `command` (stdio) or `url` (HTTP), not both")),
+                (Some(_), Some(_)) => {
+                    problems.push(format!("{at}: set either `command` (stdio) or `url` (HTTP), not both"))
+                }
                 (None, None) => problems.push(format!("{at}: set `command` (stdio) or `url` (Streamable HTTP)")),
                 (Some(command), None) => {
                     if command.trim().is_empty() {
@@ -150,7 +150,9 @@ impl McpConfig {
                         || server.cwd.is_some()
                         || !server.write_paths.is_empty();
                     if stdio_keys {
-                        problems.push(format!("{at}: `args`, `env`, `cwd` and `write_paths` are for stdio servers (`command`)"));
+                        problems.push(format!(
+                            "{at}: `args`, `env`, `cwd` and `write_paths` are for stdio servers (`command`)"
+                        ));
                     }
                 }
             }
@@ -232,8 +234,18 @@ mod tests {
 
     #[test]
     fn header_values_cannot_live_in_the_file() {
-        let err = toml::from_str::<McpConfig>("[servers.a]\nurl = \"http://127.0.0.1:1\"\nheaders = { X = \"secret\" }\n");
+        let err =
+            toml::from_str::<McpConfig>("[servers.a]\nurl = \"http://127.0.0.1:1\"\nheaders = { X = \"secret\" }\n");
         assert!(err.is_err());
+    }
+
+    #[test]
+    fn mcp_toolsets_are_known() {
+        assert!(crate::config::is_known_toolset("mcp"));
+        assert!(crate::config::is_known_toolset("mcp:time"));
+        assert!(!crate::config::is_known_toolset("mcp:"));
+        assert!(!crate::config::is_known_toolset("mcp:bad name"));
+        assert!(!crate::config::is_known_toolset("mcpx"));
     }
 
     #[test]

@@ -190,8 +190,19 @@ impl Default for CompressionConfig {
 
 /// Every built-in toolset, the default for each platform. `mcp` admits every MCP server's
 /// toolset (`mcp:<server>`); see `is_known_toolset`.
-pub const ALL_TOOLSETS: &[&str] =
-    &["memory", "session_search", "todo", "clarify", "files", "terminal", "web", "delegate", "cron", "messaging", "mcp"];
+pub const ALL_TOOLSETS: &[&str] = &[
+    "memory",
+    "session_search",
+    "todo",
+    "clarify",
+    "files",
+    "terminal",
+    "web",
+    "delegate",
+    "cron",
+    "messaging",
+    "mcp",
+];
 
 /// Whether `set` names a toolset: a built-in one, `mcp`, or `mcp:<server>` (servers may be
 /// added later, so any well-formed server name is accepted).

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::ServerHandler;
 use serde_json::{Map, Value, json};
 
 /// The server's state, shared by its connections.
@@ -80,7 +80,11 @@ impl TestServer {
             tools.push(Tool::new("extra", "Appeared after grow.", object(json!({}), &[])));
         }
         for i in 0..self.extra_tools {
-            tools.push(Tool::new(format!("t{i}"), "A numbered tool.", object(json!({ "x": { "type": "string" } }), &[])));
+            tools.push(Tool::new(
+                format!("t{i}"),
+                "A numbered tool.",
+                object(json!({ "x": { "type": "string" } }), &[]),
+            ));
         }
         tools
     }

@@ -28,7 +28,8 @@ impl Tool for ClarifyTool {
         ToolSpec {
             name: "clarify".into(),
             description: "Ask the user a clarifying question when the request is ambiguous and a wrong guess would be \
-                          costly. Offer choices when there are a few clear options.".into(),
+                          costly. Offer choices when there are a few clear options."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -80,7 +80,8 @@ impl Tool for CronJobTool {
                           (job_id + fields to change), pause, resume, run (now), remove. Schedules: '30m' (once, \
                           after a delay), 'every 2h', a cron expression like '0 9 * * 1-5', or an ISO time. \
                           deliver: 'origin' (this chat, the default), 'local', '<platform>' (its home channel) or \
-                          '<platform>:<chat_id>[:<thread_id>]'. A run that answers exactly [SILENT] delivers nothing.".into(),
+                          '<platform>:<chat_id>[:<thread_id>]'. A run that answers exactly [SILENT] delivers nothing."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -39,9 +39,11 @@ impl Tool for DelegateTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "delegate_task".into(),
-            description: "Hand a self-contained sub-task (research, a focused investigation, a batch of file edits) to a \
+            description:
+                "Hand a self-contained sub-task (research, a focused investigation, a batch of file edits) to a \
                           sub-agent with its own step budget. Give it everything it needs in `task` and `context`; \
-                          only its final report comes back.".into(),
+                          only its final report comes back."
+                    .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -238,7 +238,8 @@ impl Tool for ReadFileTool {
         ToolSpec {
             name: "read_file".into(),
             description: "Read a text file as numbered lines (`   12|text`). Relative paths are under the workdir. \
-                          Use offset (first line, from 1) and limit (default 500) to page through long files.".into(),
+                          Use offset (first line, from 1) and limit (default 500) to page through long files."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -328,7 +329,8 @@ impl Tool for WriteFileTool {
             name: "write_file".into(),
             description: "Create or overwrite a text file with `content`, creating parent directories. \
                           Relative paths are under the workdir; writing elsewhere needs the user's approval. \
-                          To change part of a file, prefer `patch`.".into(),
+                          To change part of a file, prefer `patch`."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -388,7 +390,8 @@ impl Tool for SearchFilesTool {
         ToolSpec {
             name: "search_files".into(),
             description: "Search text files for a plain, case-sensitive substring (not a regex). Returns \
-                          `path:line: text` hits. Skips .git, target, node_modules, hidden folders and binary files.".into(),
+                          `path:line: text` hits. Skips .git, target, node_modules, hidden folders and binary files."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -563,7 +566,8 @@ impl Tool for PatchTool {
         ToolSpec {
             name: "patch".into(),
             description: "Replace exact text in a file: `old` must appear exactly once (include surrounding lines \
-                          to make it unique) unless replace_all is true. Whitespace and indentation must match.".into(),
+                          to make it unique) unless replace_all is true. Whitespace and indentation must match."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -86,7 +86,8 @@ impl Tool for MemoryTool {
                           lessons, conventions, environment facts); target \"user\" is facts about the user \
                           (USER.md: preferences, name, projects). Both are small and capped: keep entries short. \
                           Actions: read; add (content); replace (old = a unique part of an entry, content = the \
-                          new entry); remove (old). Both files already appear in your system prompt.".into(),
+                          new entry); remove (old). Both files already appear in your system prompt."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -235,3 +235,68 @@ impl Registry {
         self.tools.is_empty()
     }
 }
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    struct Named(&'static str, &'static str);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.into(),
+                description: "test".into(),
+                parameters: serde_json::json!({ "type": "object" }),
+                // Built-ins name their toolset statically, run-time tools own theirs.
+                toolset: if self.1.starts_with("mcp:") { Cow::Owned(self.1.to_owned()) } else { Cow::Borrowed(self.1) },
+                parallel_safe: true,
+                max_result_chars: 100,
+                timeout: Duration::from_secs(1),
+            }
+        }
+
+        async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
+            Ok(String::new())
+        }
+    }
+
+    struct Source(std::sync::Mutex<Arc<[ToolEntry]>>);
+
+    impl ToolSource for Source {
+        fn snapshot(&self) -> Arc<[ToolEntry]> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    fn entry(name: &'static str, set: &'static str) -> ToolEntry {
+        let tool: Arc<dyn Tool> = Arc::new(Named(name, set));
+        let spec = Arc::new(tool.spec());
+        (tool, spec)
+    }
+
+    #[test]
+    fn mcp_admits_every_server_and_a_server_set_only_itself() {
+        assert!(toolset_admits("mcp", "mcp:time"));
+        assert!(toolset_admits("mcp:time", "mcp:time"));
+        assert!(!toolset_admits("mcp:time", "mcp:docs"));
+        assert!(!toolset_admits("mcp", "memory"));
+        assert!(!toolset_admits("memory", "mcp:time"));
+    }
+
+    #[test]
+    fn a_selection_is_a_sorted_snapshot_that_later_changes_do_not_touch() {
+        let source = Arc::new(Source(std::sync::Mutex::new(Arc::from(vec![entry("mcp_b_x", "mcp:b")]))));
+        let mut registry = Registry::default();
+        registry.register(Arc::new(Named("todo", "todo")));
+        registry.add_source(source.clone());
+        let turn = registry.select(&["todo".to_owned(), "mcp".to_owned()]);
+        *source.0.lock().unwrap() = Arc::from(vec![entry("mcp_a_y", "mcp:a"), entry("mcp_b_x", "mcp:b")]);
+        let names = |r: &Registry| r.specs().iter().map(|s| s.name.to_string()).collect::<Vec<_>>();
+        assert_eq!(names(&turn), ["mcp_b_x", "todo"], "the turn keeps its snapshot");
+        let next = registry.select(&["todo".to_owned(), "mcp:a".to_owned()]);
+        assert_eq!(names(&next), ["mcp_a_y", "todo"]);
+        assert_eq!(next.toolsets(), ["mcp", "todo"]);
+    }
+}

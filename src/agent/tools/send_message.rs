@@ -44,7 +44,8 @@ impl Tool for SendMessageTool {
             name: "send_message".into(),
             description: "Send a message to a chat other than this conversation's reply: 'origin' (this chat), \
                           'local' (a file on the server), '<platform>' (its home channel) or \
-                          '<platform>:<chat_id>[:<thread_id>]'.".into(),
+                          '<platform>:<chat_id>[:<thread_id>]'."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

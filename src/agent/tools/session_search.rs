@@ -18,7 +18,8 @@ impl Tool for SessionSearchTool {
         ToolSpec {
             name: "session_search".into(),
             description: "Search earlier conversations with this user (including summarised history) for words or a \
-                          fragment. Use it to recall facts, decisions or files mentioned before.".into(),
+                          fragment. Use it to recall facts, decisions or files mentioned before."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -71,7 +71,8 @@ impl Tool for TerminalTool {
             description: "Run a shell command (sh -c) in the workdir and get its exit code, stdout and stderr. \
                           No stdin: commands must not wait for input. Default timeout 60 s, at most 600 s. \
                           Destructive or system-wide commands (rm -rf on absolute paths, sudo, force pushes, \
-                          writes outside the workdir…) need the user's approval.".into(),
+                          writes outside the workdir…) need the user's approval."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

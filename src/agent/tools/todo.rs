@@ -72,7 +72,8 @@ impl Tool for TodoTool {
             description: "Track a task list for this session. With no arguments, show the list. With `todos`, \
                           replace the whole list, or with merge=true update items by id (only changed fields \
                           needed) and add new ones. Keep one item in_progress at a time; mark items completed \
-                          as soon as they are done.".into(),
+                          as soon as they are done."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -52,7 +52,8 @@ impl Tool for WebFetchTool {
         ToolSpec {
             name: "web_fetch".into(),
             description: "Fetch a public http(s) URL and return its content as text: HTML pages as readable \
-                          text (title first), JSON and plain text as they are. Binary content is refused.".into(),
+                          text (title first), JSON and plain text as they are. Binary content is refused."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -108,8 +108,14 @@ impl McpHub {
             let connector: Result<Arc<dyn McpConnector>, String> = match (&server.command, &server.url) {
                 (Some(_), _) => match &spawner {
                     Some(spawner) => {
-                        let plan =
-                            StdioPlan::new(name, server, &daemon_env, &settings.home, &settings.workdir, settings.shim_exe.clone());
+                        let plan = StdioPlan::new(
+                            name,
+                            server,
+                            &daemon_env,
+                            &settings.home,
+                            &settings.workdir,
+                            settings.shim_exe.clone(),
+                        );
                         Ok(Arc::new(StdioConnector::new(plan, spawner.clone())))
                     }
                     None => Err("the spawner thread is not running".into()),
@@ -138,7 +144,8 @@ impl McpHub {
         approval_timeout: Duration,
         spawner: Option<Arc<Spawner>>,
     ) -> Arc<Self> {
-        let states: Vec<Arc<ServerState>> = servers.iter().map(|(name, _, _)| Arc::new(ServerState::new(name))).collect();
+        let states: Vec<Arc<ServerState>> =
+            servers.iter().map(|(name, _, _)| Arc::new(ServerState::new(name))).collect();
         let hub = Arc::new(McpHub {
             servers: states.clone(),
             snapshot: Mutex::new(Arc::from(Vec::new())),
@@ -225,7 +232,7 @@ impl McpHub {
         if self.servers.is_empty() {
             return out;
         }
-        let series: [(&str, &str, &dyn Fn(&ServerState) -> String); 5] = [
+        let series: [Series; 5] = [
             ("hermesd_mcp_server_up", "gauge", &|s| u8::from(s.status() == Status::Ready).to_string()),
             ("hermesd_mcp_tools", "gauge", &|s| s.tools().len().to_string()),
             ("hermesd_mcp_calls_total", "counter", &|s| s.stats.calls.load(Ordering::Relaxed).to_string()),
@@ -259,6 +266,9 @@ impl McpHub {
         self.tracker.wait().await;
     }
 }
+
+/// A metric: its name, its Prometheus type, and its value for one server.
+type Series<'a> = (&'a str, &'a str, &'a dyn Fn(&ServerState) -> String);
 
 impl ToolSource for McpHub {
     fn snapshot(&self) -> Arc<[ToolEntry]> {

@@ -102,20 +102,20 @@ fn convert(result: CallToolResult) -> CallOutput {
     let parts = result
         .content
         .into_iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(t) => Some(Part::Text(t.text)),
+        .map(|block| match block {
+            ContentBlock::Text(t) => Part::Text(t.text),
             ContentBlock::Image(i) => match base64::engine::general_purpose::STANDARD.decode(i.data.as_bytes()) {
-                Ok(data) => Some(Part::Image { mime: i.mime_type, data }),
-                Err(_) => Some(Part::Text(format!("[an image ({}) that was not valid base64]", i.mime_type))),
+                Ok(data) => Part::Image { mime: i.mime_type, data },
+                Err(_) => Part::Text(format!("[an image ({}) that was not valid base64]", i.mime_type)),
             },
-            ContentBlock::Audio(_) => Some(Part::Text("[audio content omitted]".into())),
-            ContentBlock::Resource(r) => Some(match r.resource {
+            ContentBlock::Audio(_) => Part::Text("[audio content omitted]".into()),
+            ContentBlock::Resource(r) => match r.resource {
                 ResourceContents::TextResourceContents { uri, text, .. } => Part::Resource { uri, text: Some(text) },
                 ResourceContents::BlobResourceContents { uri, .. } => Part::Resource { uri, text: None },
                 _ => Part::Text("[a resource of an unknown kind]".into()),
-            }),
-            ContentBlock::ResourceLink(link) => Some(Part::Resource { uri: link.uri, text: None }),
-            _ => Some(Part::Text("[content of an unknown kind omitted]".into())),
+            },
+            ContentBlock::ResourceLink(link) => Part::Resource { uri: link.uri, text: None },
+            _ => Part::Text("[content of an unknown kind omitted]".into()),
         })
         .collect();
     CallOutput { is_error: result.is_error.unwrap_or(false), parts, structured: result.structured_content }
@@ -160,8 +160,11 @@ impl McpConnector for StdioConnector {
         if let Some(tmp) = self.plan.env.get("TMPDIR") {
             create_private_dir(tmp).map_err(|e| McpError::Connect(format!("create {tmp}: {e}")))?;
         }
-        let mut child =
-            self.spawner.spawn(self.plan.command()).await.map_err(|e| McpError::Connect(format!("start the shim: {e}")))?;
+        let mut child = self
+            .spawner
+            .spawn(self.plan.command())
+            .await
+            .map_err(|e| McpError::Connect(format!("start the shim: {e}")))?;
         let pgid = child.id();
         let record = self.plan.record.clone();
         if let Err(e) = record_group(&record, pgid) {

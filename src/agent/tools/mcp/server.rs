@@ -292,3 +292,6 @@ fn schema(value: Value) -> Value {
         _ => serde_json::json!({ "type": "object", "properties": {} }),
     }
 }
+
+#[cfg(test)]
+mod tests;

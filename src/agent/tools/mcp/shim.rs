@@ -71,7 +71,8 @@ pub async fn run(args: ShimArgs) -> ExitCode {
     if !parent_is(args.parent) {
         return ExitCode::from(EXIT_SHIM_FAILED);
     }
-    let confinement = Confinement { enabled: args.sandbox, deny_read: args.deny_read.clone(), write: args.write.clone() };
+    let confinement =
+        Confinement { enabled: args.sandbox, deny_read: args.deny_read.clone(), write: args.write.clone() };
     if let Err(e) = confine(&args.server, &confinement) {
         eprintln!("{e}");
         return ExitCode::from(EXIT_SHIM_FAILED);

@@ -116,7 +116,11 @@ impl StdioPlan {
             command: config.command.clone().unwrap_or_default(),
             args: config.args.clone(),
             env,
-            cwd: config.cwd.clone().map(|c| if c.is_absolute() { c } else { workdir.join(c) }).unwrap_or_else(|| workdir.to_path_buf()),
+            cwd: config
+                .cwd
+                .clone()
+                .map(|c| if c.is_absolute() { c } else { workdir.join(c) })
+                .unwrap_or_else(|| workdir.to_path_buf()),
             confinement,
             record: run_dir(home).join(format!("{name}.{}.group", std::process::id())),
         }
@@ -170,11 +174,7 @@ fn stat_field(stat: &str, n: usize) -> Option<u64> {
 /// Write the record for a started group (the shim's pid leads it).
 pub fn record_group(path: &Path, leader: u32) -> io::Result<()> {
     let daemon = std::process::id();
-    let line = format!(
-        "{leader} {} {daemon} {}\n",
-        start_time(leader).unwrap_or(0),
-        start_time(daemon).unwrap_or(0)
-    );
+    let line = format!("{leader} {} {daemon} {}\n", start_time(leader).unwrap_or(0), start_time(daemon).unwrap_or(0));
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -260,7 +260,8 @@ mod tests {
             "OPENAI_API_KEY" => Some("sk-secret".to_owned()),
             _ => None,
         };
-        let plan = StdioPlan::new("time", &config, &daemon_env, Path::new("/data"), Path::new("/work"), "/bin/hermesd".into());
+        let plan =
+            StdioPlan::new("time", &config, &daemon_env, Path::new("/data"), Path::new("/work"), "/bin/hermesd".into());
         let keys: Vec<&str> = plan.env.keys().map(String::as_str).collect();
         assert_eq!(keys, ["HOME", "PATH", "TMPDIR", "TZ"]);
         assert!(plan.confinement.enabled);

@@ -52,7 +52,9 @@ impl Tool for McpTool {
                 Approval::Denied => return Err(ToolError::Denied("the user refused this call".into())),
                 Approval::TimedOut => return Err(ToolError::Denied("nobody approved this call in time".into())),
                 Approval::Unavailable => {
-                    return Err(ToolError::Denied("this server's calls need approval and nobody here can give it".into()));
+                    return Err(ToolError::Denied(
+                        "this server's calls need approval and nobody here can give it".into(),
+                    ));
                 }
             }
         }
@@ -108,7 +110,8 @@ fn save_image(data_dir: &std::path::Path, server: &str, mime: &str, data: &[u8])
         "image/webp" => "webp",
         _ => "bin",
     };
-    let relative = std::path::PathBuf::from("media").join("mcp").join(server).join(format!("{}.{ext}", uuid::Uuid::now_v7()));
+    let relative =
+        std::path::PathBuf::from("media").join("mcp").join(server).join(format!("{}.{ext}", uuid::Uuid::now_v7()));
     let path = data_dir.join(&relative);
     let saved = path.parent().map(std::fs::create_dir_all).transpose().and_then(|_| std::fs::write(&path, data));
     match saved {
@@ -134,7 +137,10 @@ mod tests {
             structured: None,
         };
         let dir = tempfile::tempdir().expect("tempdir");
-        assert_eq!(render(&output, dir.path(), "s"), "one\ntwo\n[resource file:///a.txt]\nbody\n[resource file:///b.bin]");
+        assert_eq!(
+            render(&output, dir.path(), "s"),
+            "one\ntwo\n[resource file:///a.txt]\nbody\n[resource file:///b.bin]"
+        );
     }
 
     #[test]
