@@ -53,6 +53,9 @@ pub struct DaemonOptions {
     pub extra_platforms: Vec<Arc<dyn Platform>>,
     /// Tell systemd about readiness and stopping.
     pub systemd: bool,
+    /// The `hermesd` binary that runs stdio MCP servers' shim (default: this executable; tests
+    /// running the daemon in-process point it at the built binary).
+    pub mcp_shim: Option<std::path::PathBuf>,
 }
 
 /// Why the daemon could not start, by exit code.
@@ -89,6 +92,8 @@ pub struct Daemon {
     pub recovery: RecoveryReport,
     /// How long start took, to READY.
     pub started_in: Duration,
+    /// The MCP servers (state, tools), for tests and benchmarks in-process.
+    pub mcp: Arc<tools::mcp::McpHub>,
     shutdown: CancellationToken,
     done: tokio::task::JoinHandle<()>,
 }
@@ -158,7 +163,19 @@ impl Daemon {
             outbox: outbox.clone(),
             redaction: env.redaction(),
         };
-        let registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
+        let mut registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
+        // MCP servers connect in the background: start never waits for them.
+        let mcp_settings = tools::mcp::HubSettings {
+            home: paths.home.clone(),
+            workdir: workdir.clone(),
+            shim_exe: match &options.mcp_shim {
+                Some(path) => path.clone(),
+                None => std::env::current_exe().context("locate the hermesd binary")?,
+            },
+            approval_timeout: config.tools.approval_timeout.get(),
+        };
+        let mcp = tools::mcp::McpHub::start(&config.mcp, &env, mcp_settings);
+        registry.add_source(mcp.clone());
         let runner = Arc::new(TurnRunner::new(
             RunnerParts {
                 store: store.clone(),
@@ -251,6 +268,7 @@ impl Daemon {
                 targets: targets.clone(),
                 outbox: outbox.clone(),
                 loopback: addr.is_some_and(|a| a.ip().is_loopback()),
+                mcp: mcp.clone(),
             };
             let app = crate::http::router(state, config.http.max_body_bytes);
             let stop = http_cancel.clone();
@@ -274,6 +292,7 @@ impl Daemon {
         tracing::info!(addr = ?addr, recovered = ?recovery, elapsed_ms = started.elapsed().as_millis() as u64, "hermesd ready");
 
         let drain_timeout = config.agent.drain_timeout.get();
+        let stop_mcp = mcp.clone();
         let stopping = shutdown.clone();
         let systemd_on = options.systemd;
         let done = tokio::spawn(async move {
@@ -285,6 +304,7 @@ impl Daemon {
             ready.set_draining();
             ingress.close();
             router.drain(drain_timeout).await;
+            stop_mcp.shutdown().await;
             delivery_tracker.close();
             if tokio::time::timeout(DELIVERY_GRACE, delivery_tracker.wait()).await.is_err() {
                 tracing::info!("deliveries still pending; they resume at the next start");
@@ -300,7 +320,7 @@ impl Daemon {
             sqlite.close().await;
             tracing::info!("hermesd stopped");
         });
-        Ok(Self { addr, metrics, recovery, started_in: started.elapsed(), shutdown, done })
+        Ok(Self { addr, metrics, recovery, started_in: started.elapsed(), mcp, shutdown, done })
     }
 
     /// Begin a graceful shutdown.

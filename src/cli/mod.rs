@@ -1,7 +1,8 @@
-//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills`. Every subcommand reads
+//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills | mcp`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 
 mod cron;
+mod mcp;
 mod pairing;
 mod run;
 mod send;
@@ -79,6 +80,15 @@ pub enum Command {
         #[command(subcommand)]
         command: skills::SkillsCommand,
     },
+    /// MCP servers: list them, test one.
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        command: mcp::McpCommand,
+    },
+    /// Internal: run one stdio MCP server under the daemon (process group, parent death, sandbox).
+    #[command(hide = true)]
+    McpShim(crate::agent::tools::mcp::shim::ShimArgs),
 }
 
 /// Config, paths and environment as every subcommand needs them.
@@ -124,6 +134,10 @@ pub fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
+        if let Command::McpShim(args) = cli.command {
+            // Needs no config: everything comes on the command line from the daemon.
+            return crate::agent::tools::mcp::shim::run(args).await;
+        }
         let loaded = match load(&cli) {
             Ok(loaded) => Loaded { env: loaded.env.with_redaction(redaction), ..loaded },
             Err(code) => return code,
@@ -137,6 +151,8 @@ pub fn main() -> ExitCode {
             Command::Send { target, text } => send::run(loaded, &target, &text).await,
             Command::Cron { command } => cron::run(loaded, command).await,
             Command::Skills { command } => skills::run(loaded, command),
+            Command::Mcp { command } => mcp::run(loaded, command).await,
+            Command::McpShim(_) => unreachable!("handled before loading the config"),
         }
     })
 }

@@ -46,7 +46,8 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
 
 pub(super) async fn chat(loaded: Loaded, user: &str) -> ExitCode {
     let terminal = TerminalPlatform::new(user);
-    let options = DaemonOptions { no_http: true, extra_platforms: vec![terminal.clone() as Arc<_>], systemd: false };
+    let options =
+        DaemonOptions { no_http: true, extra_platforms: vec![terminal.clone() as Arc<_>], ..Default::default() };
     let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
         Ok(daemon) => daemon,
         Err(e) => {

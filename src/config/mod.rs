@@ -5,6 +5,7 @@
 //! structs: only the names of the variables that hold them.
 
 mod duration;
+mod mcp;
 mod secrets;
 mod validate;
 
@@ -14,6 +15,7 @@ use hermesd_platform::ChatType;
 use serde::{Deserialize, Serialize};
 
 pub use duration::{HumanDuration, parse_duration};
+pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
 
 /// The whole configuration file.
@@ -44,6 +46,8 @@ pub struct Config {
     pub recovery: RecoveryConfig,
     /// Skills under `$HERMESD_HOME/skills`.
     pub skills: SkillsConfig,
+    /// MCP servers whose tools the agent may call.
+    pub mcp: McpConfig,
 }
 
 /// `[http]`.
@@ -186,7 +190,8 @@ impl Default for CompressionConfig {
     }
 }
 
-/// Every built-in toolset, the default for each platform.
+/// Every built-in toolset, the default for each platform. `mcp` admits every MCP server's
+/// toolset (`mcp:<server>`); see `is_known_toolset`.
 pub const ALL_TOOLSETS: &[&str] = &[
     "memory",
     "session_search",
@@ -199,7 +204,19 @@ pub const ALL_TOOLSETS: &[&str] = &[
     "cron",
     "messaging",
     "skills",
+    "mcp",
 ];
+
+/// Whether `set` names a toolset: a built-in one, `mcp`, or `mcp:<server>` (servers may be
+/// added later, so any well-formed server name is accepted).
+pub fn is_known_toolset(set: &str) -> bool {
+    ALL_TOOLSETS.contains(&set)
+        || set.strip_prefix("mcp:").is_some_and(|server| {
+            !server.is_empty()
+                && server.len() <= MAX_SERVER_NAME
+                && server.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+}
 
 /// `[tools]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -69,7 +69,7 @@ impl Config {
             .chain(self.tools.platforms.iter().map(|(p, sets)| (format!("tools.platforms.{p}"), sets)));
         for (at, sets) in toolsets {
             for set in sets {
-                if !super::ALL_TOOLSETS.contains(&set.as_str()) {
+                if !super::is_known_toolset(set) {
                     problems.push(format!("{at}: unknown toolset {set:?} (known: {})", super::ALL_TOOLSETS.join(", ")));
                 }
             }
@@ -80,6 +80,7 @@ impl Config {
         }
         check_platforms(self, env, &mut problems);
         check_webhooks(self, env, extra, &mut problems);
+        problems.extend(self.mcp.problems());
         if self.cron.tick.get().as_millis() < 1000 {
             problems.push("cron.tick: must be at least 1s".into());
         }

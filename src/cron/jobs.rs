@@ -77,7 +77,7 @@ pub fn prepare(spec: JobSpec, rules: &JobRules<'_>, now: DateTime<Utc>) -> Resul
         );
     }
     check_target(&target)?;
-    if let Some(unknown) = spec.toolsets.iter().flatten().find(|t| !crate::config::ALL_TOOLSETS.contains(&t.as_str())) {
+    if let Some(unknown) = spec.toolsets.iter().flatten().find(|t| !crate::config::is_known_toolset(t)) {
         return Err(format!("unknown toolset {unknown:?} (known: {})", crate::config::ALL_TOOLSETS.join(", ")));
     }
     if spec.repeat.is_some_and(|n| n < 1) {

@@ -1,5 +1,5 @@
-//! `/healthz` (the process answers), `/readyz` (store open, platforms started, not draining)
-//! and `/metrics` (Prometheus text).
+//! `/healthz` (the process answers), `/readyz` (store open, platforms started, not draining;
+//! MCP servers are reported as details but never make it wait) and `/metrics` (Prometheus text).
 
 use std::sync::atomic::Ordering;
 
@@ -31,15 +31,17 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if state.ready.draining.load(Ordering::SeqCst) {
         problems.push("draining: shutting down".to_owned());
     }
+    let mcp = state.mcp.report();
     if problems.is_empty() {
-        (StatusCode::OK, Json(json!({ "status": "ready" })))
+        (StatusCode::OK, Json(json!({ "status": "ready", "mcp": mcp })))
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready", "problems": problems })))
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready", "problems": problems, "mcp": mcp })))
     }
 }
 
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let mut text = state.metrics.render();
+    text.push_str(&state.mcp.render_metrics());
     text.push_str("# TYPE hermesd_platform_seconds_since_progress gauge\n");
     for platform in state.platforms.all() {
         if let Some(seconds) = platform.health().and_then(|h| h.seconds_since_progress) {

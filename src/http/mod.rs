@@ -71,6 +71,8 @@ pub struct AppState {
     pub outbox: Outbox,
     /// Whether the server listens on loopback only (admin routes then need no key).
     pub loopback: bool,
+    /// MCP servers (`/readyz` details, `/metrics`).
+    pub mcp: std::sync::Arc<crate::agent::tools::mcp::McpHub>,
 }
 
 /// The application's routes.

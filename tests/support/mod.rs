@@ -8,6 +8,7 @@ pub mod fake_llm;
 #[cfg(feature = "slack")]
 pub mod fake_slack;
 pub mod fake_telegram;
+pub mod mcp_server;
 pub mod recording_platform;
 
 use std::collections::HashMap;

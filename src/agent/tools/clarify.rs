@@ -26,9 +26,10 @@ impl ClarifyTool {
 impl Tool for ClarifyTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "clarify",
+            name: "clarify".into(),
             description: "Ask the user a clarifying question when the request is ambiguous and a wrong guess would be \
-                          costly. Offer choices when there are a few clear options.",
+                          costly. Offer choices when there are a few clear options."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -38,7 +39,7 @@ impl Tool for ClarifyTool {
                 "required": ["question"],
                 "additionalProperties": false
             }),
-            toolset: "clarify",
+            toolset: "clarify".into(),
             parallel_safe: false,
             max_result_chars: 4_000,
             timeout: self.timeout + Duration::from_secs(30),

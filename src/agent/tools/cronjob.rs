@@ -89,13 +89,14 @@ fn failed(e: impl std::fmt::Display) -> ToolError {
 impl Tool for CronJobTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "cronjob",
+            name: "cronjob".into(),
             description: "Schedule prompts that run later as fresh agent turns, with their output delivered to a \
                           target. Actions: create (schedule + prompt, optional name, deliver, repeat), list, update \
                           (job_id + fields to change), pause, resume, run (now), remove. Schedules: '30m' (once, \
                           after a delay), 'every 2h', a cron expression like '0 9 * * 1-5', or an ISO time. \
                           deliver: 'origin' (this chat, the default), 'local', '<platform>' (its home channel) or \
-                          '<platform>:<chat_id>[:<thread_id>]'. A run that answers exactly [SILENT] delivers nothing.",
+                          '<platform>:<chat_id>[:<thread_id>]'. A run that answers exactly [SILENT] delivers nothing."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -112,7 +113,7 @@ impl Tool for CronJobTool {
                 "required": ["action"],
                 "additionalProperties": false
             }),
-            toolset: "cron",
+            toolset: "cron".into(),
             parallel_safe: false,
             max_result_chars: 20_000,
             timeout: Duration::from_secs(30),

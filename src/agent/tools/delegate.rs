@@ -38,10 +38,12 @@ impl DelegateTool {
 impl Tool for DelegateTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "delegate_task",
-            description: "Hand a self-contained sub-task (research, a focused investigation, a batch of file edits) to a \
+            name: "delegate_task".into(),
+            description:
+                "Hand a self-contained sub-task (research, a focused investigation, a batch of file edits) to a \
                           sub-agent with its own step budget. Give it everything it needs in `task` and `context`; \
-                          only its final report comes back.",
+                          only its final report comes back."
+                    .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -51,7 +53,7 @@ impl Tool for DelegateTool {
                 "required": ["task"],
                 "additionalProperties": false
             }),
-            toolset: "delegate",
+            toolset: "delegate".into(),
             parallel_safe: true,
             max_result_chars: 16_000,
             timeout: Duration::from_secs(30 * 60),

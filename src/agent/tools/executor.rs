@@ -88,7 +88,7 @@ async fn run_one(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Cal
 
 async fn execute(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Result<String, String> {
     let Some(tool) = registry.get(&call.name).cloned() else {
-        let known = registry.specs().iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
+        let known = registry.specs().iter().map(|s| s.name.as_ref()).collect::<Vec<_>>().join(", ");
         return Err(format!("error: there is no tool named {:?}; available tools: {known}", call.name));
     };
     let spec = tool.spec();
@@ -113,7 +113,7 @@ async fn execute(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Res
         Ok(Ok(text)) => Ok(cap(redact(&text), spec.max_result_chars)),
         Ok(Err(e)) => Err(cap(redact(&format!("error: {e}")), spec.max_result_chars)),
         Err(join) => {
-            tracing::error!(tool = spec.name, error = %join, "tool panicked");
+            tracing::error!(tool = %spec.name, error = %join, "tool panicked");
             Err(format!("error: {} crashed; try another approach", spec.name))
         }
     }

@@ -236,9 +236,10 @@ struct ReadArgs {
 impl Tool for ReadFileTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "read_file",
+            name: "read_file".into(),
             description: "Read a text file as numbered lines (`   12|text`). Relative paths are under the workdir. \
-                          Use offset (first line, from 1) and limit (default 500) to page through long files.",
+                          Use offset (first line, from 1) and limit (default 500) to page through long files."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -249,7 +250,7 @@ impl Tool for ReadFileTool {
                 "required": ["path"],
                 "additionalProperties": false
             }),
-            toolset: "files",
+            toolset: "files".into(),
             parallel_safe: true,
             max_result_chars: READ_BUDGET_CHARS + 10_000,
             timeout: Duration::from_secs(30),
@@ -325,10 +326,11 @@ struct WriteArgs {
 impl Tool for WriteFileTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "write_file",
+            name: "write_file".into(),
             description: "Create or overwrite a text file with `content`, creating parent directories. \
                           Relative paths are under the workdir; writing elsewhere needs the user's approval. \
-                          To change part of a file, prefer `patch`.",
+                          To change part of a file, prefer `patch`."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -338,7 +340,7 @@ impl Tool for WriteFileTool {
                 "required": ["path", "content"],
                 "additionalProperties": false
             }),
-            toolset: "files",
+            toolset: "files".into(),
             parallel_safe: false,
             max_result_chars: 2_000,
             timeout: self.approval_timeout + Duration::from_secs(60),
@@ -386,9 +388,10 @@ struct SearchArgs {
 impl Tool for SearchFilesTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "search_files",
+            name: "search_files".into(),
             description: "Search text files for a plain, case-sensitive substring (not a regex). Returns \
-                          `path:line: text` hits. Skips .git, target, node_modules, hidden folders and binary files.",
+                          `path:line: text` hits. Skips .git, target, node_modules, hidden folders and binary files."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -400,7 +403,7 @@ impl Tool for SearchFilesTool {
                 "required": ["pattern"],
                 "additionalProperties": false
             }),
-            toolset: "files",
+            toolset: "files".into(),
             parallel_safe: true,
             max_result_chars: 50_000,
             timeout: Duration::from_secs(60),
@@ -561,9 +564,10 @@ struct PatchArgs {
 impl Tool for PatchTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "patch",
+            name: "patch".into(),
             description: "Replace exact text in a file: `old` must appear exactly once (include surrounding lines \
-                          to make it unique) unless replace_all is true. Whitespace and indentation must match.",
+                          to make it unique) unless replace_all is true. Whitespace and indentation must match."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -575,7 +579,7 @@ impl Tool for PatchTool {
                 "required": ["path", "old", "new"],
                 "additionalProperties": false
             }),
-            toolset: "files",
+            toolset: "files".into(),
             parallel_safe: false,
             max_result_chars: 10_000,
             timeout: self.approval_timeout + Duration::from_secs(60),

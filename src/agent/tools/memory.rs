@@ -81,12 +81,13 @@ struct Args {
 impl Tool for MemoryTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "memory",
+            name: "memory".into(),
             description: "Keep durable notes across sessions. target \"memory\" is your own notes (MEMORY.md: \
                           lessons, conventions, environment facts); target \"user\" is facts about the user \
                           (USER.md: preferences, name, projects). Both are small and capped: keep entries short. \
                           Actions: read; add (content); replace (old = a unique part of an entry, content = the \
-                          new entry); remove (old). Both files already appear in your system prompt.",
+                          new entry); remove (old). Both files already appear in your system prompt."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -98,7 +99,7 @@ impl Tool for MemoryTool {
                 "required": ["action", "target"],
                 "additionalProperties": false
             }),
-            toolset: "memory",
+            toolset: "memory".into(),
             parallel_safe: false,
             max_result_chars: 10_000,
             timeout: Duration::from_secs(30),

@@ -10,6 +10,7 @@ pub mod cronjob;
 pub mod delegate;
 mod executor;
 pub mod files;
+pub mod mcp;
 pub mod memory;
 pub mod policy;
 pub mod send_message;
@@ -21,6 +22,7 @@ mod test_support;
 pub mod todo;
 pub mod web_fetch;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,13 +45,14 @@ pub use policy::ToolPolicy;
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     /// The name the model calls.
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// What it does, for the model.
-    pub description: &'static str,
+    pub description: Cow<'static, str>,
     /// JSON schema of the arguments object.
     pub parameters: Value,
-    /// The toolset it belongs to (configuration enables toolsets per platform).
-    pub toolset: &'static str,
+    /// The toolset it belongs to (configuration enables toolsets per platform; see
+    /// `toolset_admits`).
+    pub toolset: Cow<'static, str>,
     /// Whether calls may run concurrently with other parallel-safe calls.
     pub parallel_safe: bool,
     /// Longest result (in chars) that enters the context; longer results are cut with a note.
@@ -148,11 +151,28 @@ pub trait Tool: Send + Sync {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;
 }
 
+/// Whether a configured toolset name admits a tool's toolset: equal names, and `mcp` admits
+/// every `mcp:<server>` (so `mcp` in a platform's `toolsets` allows all MCP servers).
+pub fn toolset_admits(configured: &str, toolset: &str) -> bool {
+    policy::entry_admits(configured, toolset)
+}
+
+/// A tool with its spec, built once.
+pub type ToolEntry = (Arc<dyn Tool>, Arc<ToolSpec>);
+
+/// Tools that come and go while the daemon runs (MCP servers). A turn takes one snapshot, so its
+/// tool list is fixed for the whole turn.
+pub trait ToolSource: Send + Sync {
+    /// The tools available now, in name order.
+    fn snapshot(&self) -> Arc<[ToolEntry]>;
+}
+
 /// All tools by name, each with its spec built once (specs hold JSON schemas; building them
-/// on every turn was a measurable share of a turn's CPU).
+/// on every turn was a measurable share of a turn's CPU), plus the sources of run-time tools.
 #[derive(Default, Clone)]
 pub struct Registry {
-    tools: BTreeMap<&'static str, (Arc<dyn Tool>, Arc<ToolSpec>)>,
+    tools: BTreeMap<Cow<'static, str>, ToolEntry>,
+    sources: Vec<Arc<dyn ToolSource>>,
     /// Applied by the executor to every result before it enters the transcript.
     redaction: Redaction,
 }
@@ -161,7 +181,13 @@ impl Registry {
     /// Add a tool (a later one with the same name replaces the earlier).
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         let spec = Arc::new(tool.spec());
-        self.tools.insert(spec.name, (tool, spec));
+        self.tools.insert(spec.name.clone(), (tool, spec));
+    }
+
+    /// Add a source of run-time tools; `select` merges its snapshot (a registered tool of the
+    /// same name wins).
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
     }
 
     /// Mask the daemon's secrets in every tool result (token shapes are masked without it too).
@@ -185,15 +211,21 @@ impl Registry {
     }
 
     /// The tools `policy` admits, in name order (stable across turns, so the tool list in the
-    /// prompt prefix is byte-stable). Every tool a turn is offered passes through here.
+    /// prompt prefix is byte-stable while the tools do not change). Every tool a turn is offered
+    /// passes through here. Run-time sources contribute their current snapshot; the result has
+    /// no sources, so it stays fixed.
     pub fn allowed(&self, policy: &ToolPolicy) -> Registry {
-        let tools = self
-            .tools
-            .iter()
-            .filter(|(_, (_, spec))| policy.admits(spec.toolset))
-            .map(|(name, entry)| (*name, entry.clone()))
-            .collect();
-        Registry { tools, redaction: self.redaction.clone() }
+        let admitted = |spec: &ToolSpec| policy.admits(&spec.toolset);
+        let mut tools: BTreeMap<Cow<'static, str>, ToolEntry> = BTreeMap::new();
+        for source in &self.sources {
+            for entry in source.snapshot().iter().filter(|(_, spec)| admitted(spec)) {
+                tools.insert(entry.1.name.clone(), entry.clone());
+            }
+        }
+        for (name, entry) in self.tools.iter().filter(|(_, (_, spec))| admitted(spec)) {
+            tools.insert(name.clone(), entry.clone());
+        }
+        Registry { tools, sources: Vec::new(), redaction: self.redaction.clone() }
     }
 
     /// Every tool's spec, in name order.
@@ -201,9 +233,16 @@ impl Registry {
         self.tools.values().map(|(_, spec)| spec.clone()).collect()
     }
 
-    /// Every tool's toolset, in the tools' name order (what the system prompt lists).
+    /// Every tool's toolset, in the tools' name order (what the system prompt lists). Run-time
+    /// toolsets (`mcp:<server>`) are listed as their family, `mcp`.
     pub fn toolsets(&self) -> Vec<&'static str> {
-        self.tools.values().map(|(_, spec)| spec.toolset).collect()
+        self.tools
+            .values()
+            .map(|(_, spec)| match &spec.toolset {
+                Cow::Borrowed(set) => *set,
+                Cow::Owned(_) => "mcp",
+            })
+            .collect()
     }
 
     /// The tools as providers advertise them, in name order.
@@ -211,8 +250,8 @@ impl Registry {
         self.tools
             .values()
             .map(|(_, s)| ToolSchema {
-                name: s.name.into(),
-                description: s.description.into(),
+                name: s.name.to_string(),
+                description: s.description.to_string(),
                 parameters: s.parameters.clone(),
             })
             .collect()
@@ -221,5 +260,70 @@ impl Registry {
     /// Whether there are no tools.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    struct Named(&'static str, &'static str);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.into(),
+                description: "test".into(),
+                parameters: serde_json::json!({ "type": "object" }),
+                // Built-ins name their toolset statically, run-time tools own theirs.
+                toolset: if self.1.starts_with("mcp:") { Cow::Owned(self.1.to_owned()) } else { Cow::Borrowed(self.1) },
+                parallel_safe: true,
+                max_result_chars: 100,
+                timeout: Duration::from_secs(1),
+            }
+        }
+
+        async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
+            Ok(String::new())
+        }
+    }
+
+    struct Source(std::sync::Mutex<Arc<[ToolEntry]>>);
+
+    impl ToolSource for Source {
+        fn snapshot(&self) -> Arc<[ToolEntry]> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    fn entry(name: &'static str, set: &'static str) -> ToolEntry {
+        let tool: Arc<dyn Tool> = Arc::new(Named(name, set));
+        let spec = Arc::new(tool.spec());
+        (tool, spec)
+    }
+
+    #[test]
+    fn mcp_admits_every_server_and_a_server_set_only_itself() {
+        assert!(toolset_admits("mcp", "mcp:time"));
+        assert!(toolset_admits("mcp:time", "mcp:time"));
+        assert!(!toolset_admits("mcp:time", "mcp:docs"));
+        assert!(!toolset_admits("mcp", "memory"));
+        assert!(!toolset_admits("memory", "mcp:time"));
+    }
+
+    #[test]
+    fn a_selection_is_a_sorted_snapshot_that_later_changes_do_not_touch() {
+        let source = Arc::new(Source(std::sync::Mutex::new(Arc::from(vec![entry("mcp_b_x", "mcp:b")]))));
+        let mut registry = Registry::default();
+        registry.register(Arc::new(Named("todo", "todo")));
+        registry.add_source(source.clone());
+        let turn = registry.select(&["todo".to_owned(), "mcp".to_owned()]);
+        *source.0.lock().unwrap() = Arc::from(vec![entry("mcp_a_y", "mcp:a"), entry("mcp_b_x", "mcp:b")]);
+        let names = |r: &Registry| r.specs().iter().map(|s| s.name.to_string()).collect::<Vec<_>>();
+        assert_eq!(names(&turn), ["mcp_b_x", "todo"], "the turn keeps its snapshot");
+        let next = registry.select(&["todo".to_owned(), "mcp:a".to_owned()]);
+        assert_eq!(names(&next), ["mcp_a_y", "todo"]);
+        assert_eq!(next.toolsets(), ["mcp", "todo"]);
     }
 }

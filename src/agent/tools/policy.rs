@@ -62,7 +62,7 @@ impl fmt::Display for ToolPolicy {
     }
 }
 
-fn entry_admits(entry: &str, toolset: &str) -> bool {
+pub(crate) fn entry_admits(entry: &str, toolset: &str) -> bool {
     entry == toolset || (entry == MCP && toolset.strip_prefix(MCP).is_some_and(|rest| rest.starts_with(':')))
 }
 

@@ -79,10 +79,11 @@ struct Args {
 impl Tool for SendMessageTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "send_message",
+            name: "send_message".into(),
             description: "Send a message to a chat other than this conversation's reply: 'origin' (this chat), \
                           'local' (a file on the server), '<platform>' (its home channel) or \
-                          '<platform>:<chat_id>[:<thread_id>]'.",
+                          '<platform>:<chat_id>[:<thread_id>]'."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -92,7 +93,7 @@ impl Tool for SendMessageTool {
                 "required": ["target", "text"],
                 "additionalProperties": false
             }),
-            toolset: "messaging",
+            toolset: "messaging".into(),
             parallel_safe: false,
             max_result_chars: 2_000,
             timeout: self.approval_timeout + WAIT + Duration::from_secs(5),

@@ -16,9 +16,10 @@ pub struct SessionSearchTool;
 impl Tool for SessionSearchTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "session_search",
+            name: "session_search".into(),
             description: "Search earlier conversations with this user (including summarised history) for words or a \
-                          fragment. Use it to recall facts, decisions or files mentioned before.",
+                          fragment. Use it to recall facts, decisions or files mentioned before."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -28,7 +29,7 @@ impl Tool for SessionSearchTool {
                 "required": ["query"],
                 "additionalProperties": false
             }),
-            toolset: "session_search",
+            toolset: "session_search".into(),
             parallel_safe: true,
             max_result_chars: 12_000,
             timeout: Duration::from_secs(20),

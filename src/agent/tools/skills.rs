@@ -33,11 +33,12 @@ impl SkillsListTool {
 impl Tool for SkillsListTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "skills_list",
+            name: "skills_list".into(),
             description: "List the skills available here (name and full description), read from disk now: \
-                          includes skills created or edited since this conversation started.",
+                          includes skills created or edited since this conversation started."
+                .into(),
             parameters: json!({ "type": "object", "properties": {}, "additionalProperties": false }),
-            toolset: "skills",
+            toolset: "skills".into(),
             parallel_safe: true,
             max_result_chars: 24_000,
             timeout: Duration::from_secs(30),
@@ -96,10 +97,11 @@ struct ViewArgs {
 impl Tool for SkillViewTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "skill_view",
+            name: "skill_view".into(),
             description: "Load a skill's instructions (SKILL.md, with the list of files beside it), or one of \
                           those files (`file`, a path inside the skill's folder such as references/api.md). \
-                          Load a skill before doing a task it covers, then follow it.",
+                          Load a skill before doing a task it covers, then follow it."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -109,7 +111,7 @@ impl Tool for SkillViewTool {
                 "required": ["name"],
                 "additionalProperties": false
             }),
-            toolset: "skills",
+            toolset: "skills".into(),
             parallel_safe: true,
             max_result_chars: 40_000,
             timeout: Duration::from_secs(30),
@@ -165,12 +167,13 @@ struct ManageArgs {
 impl Tool for SkillManageTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "skill_manage",
+            name: "skill_manage".into(),
             description: "Create or change a skill (a reusable SKILL.md with YAML front matter `name` and \
                           `description`, then instructions). Actions: create (name, content = the whole SKILL.md), \
                           edit (replace SKILL.md), patch (old → new, exact and unique; `file` for a file beside it), \
                           write_file (file, content), delete. Names: lowercase letters, digits, hyphens. Skills \
-                          reach every user's new sessions, so each change may wait for a human's approval.",
+                          reach every user's new sessions, so each change may wait for a human's approval."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -184,7 +187,7 @@ impl Tool for SkillManageTool {
                 "required": ["action", "name"],
                 "additionalProperties": false
             }),
-            toolset: "skills",
+            toolset: "skills".into(),
             parallel_safe: false,
             max_result_chars: 4_000,
             timeout: self.approval_timeout + Duration::from_secs(60),

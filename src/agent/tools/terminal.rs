@@ -67,11 +67,12 @@ struct Args {
 impl Tool for TerminalTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "terminal",
+            name: "terminal".into(),
             description: "Run a shell command (sh -c) in the workdir and get its exit code, stdout and stderr. \
                           No stdin: commands must not wait for input. Default timeout 60 s, at most 600 s. \
                           Destructive or system-wide commands (rm -rf on absolute paths, sudo, force pushes, \
-                          writes outside the workdir…) need the user's approval.",
+                          writes outside the workdir…) need the user's approval."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -82,7 +83,7 @@ impl Tool for TerminalTool {
                 "required": ["command"],
                 "additionalProperties": false
             }),
-            toolset: "terminal",
+            toolset: "terminal".into(),
             parallel_safe: false,
             max_result_chars: 2 * (KEEP_HEAD + KEEP_TAIL) + 2_000,
             // The tool enforces the command's own timeout; this only bounds a stuck tool.

@@ -68,11 +68,12 @@ struct Args {
 impl Tool for TodoTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "todo",
+            name: "todo".into(),
             description: "Track a task list for this session. With no arguments, show the list. With `todos`, \
                           replace the whole list, or with merge=true update items by id (only changed fields \
                           needed) and add new ones. Keep one item in_progress at a time; mark items completed \
-                          as soon as they are done.",
+                          as soon as they are done."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -95,7 +96,7 @@ impl Tool for TodoTool {
                 "required": [],
                 "additionalProperties": false
             }),
-            toolset: "todo",
+            toolset: "todo".into(),
             parallel_safe: false,
             max_result_chars: 20_000,
             timeout: Duration::from_secs(30),

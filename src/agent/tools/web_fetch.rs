@@ -77,9 +77,10 @@ struct Args {
 impl Tool for WebFetchTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "web_fetch",
+            name: "web_fetch".into(),
             description: "Fetch a public http(s) URL and return its content as text: HTML pages as readable \
-                          text (title first), JSON and plain text as they are. Binary content is refused.",
+                          text (title first), JSON and plain text as they are. Binary content is refused."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -89,7 +90,7 @@ impl Tool for WebFetchTool {
                 "required": ["url"],
                 "additionalProperties": false
             }),
-            toolset: "web",
+            toolset: "web".into(),
             parallel_safe: true,
             max_result_chars: LIMIT_MAX_CHARS + 1_000,
             timeout: FETCH_TIMEOUT + Duration::from_secs(10),

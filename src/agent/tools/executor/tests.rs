@@ -31,10 +31,10 @@ struct TestTool {
 impl Tool for TestTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: self.name,
-            description: "test",
+            name: self.name.into(),
+            description: "test".into(),
             parameters: json!({"type": "object"}),
-            toolset: "test",
+            toolset: "test".into(),
             parallel_safe: self.parallel_safe,
             max_result_chars: 50,
             timeout: Duration::from_millis(300),

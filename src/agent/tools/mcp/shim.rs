@@ -1,0 +1,127 @@
+//! `hermesd mcp-shim` (hidden): the process between the daemon and one stdio MCP server.
+//!
+//! It sets its own parent-death signal, re-checks that its parent is still the daemon, applies
+//! the sandbox, and runs the server inside its own process group (the daemon started the shim
+//! as that group's leader). When the daemon goes — a SIGTERM from the daemon, the parent-death
+//! signal, or a changed parent pid — or the server exits, it kills the whole group, including
+//! grandchildren that launchers such as `uvx` and `npx` start. It never writes to stdout: that
+//! is the server's MCP channel.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::spawn::Confinement;
+
+/// Exit code when the shim could not start the server.
+const EXIT_SHIM_FAILED: u8 = 70;
+/// How long the server's group gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Arguments of `hermesd mcp-shim`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShimArgs {
+    /// The server's name (for messages).
+    #[arg(long)]
+    pub server: String,
+    /// The daemon's pid; the shim exits when its parent is no longer this process.
+    #[arg(long)]
+    pub parent: u32,
+    /// Confine the server with the sandbox.
+    #[arg(long)]
+    pub sandbox: bool,
+    /// A path the server must not read (repeatable).
+    #[arg(long = "deny-read")]
+    pub deny_read: Vec<PathBuf>,
+    /// A path the server may write (repeatable).
+    #[arg(long = "write")]
+    pub write: Vec<PathBuf>,
+    /// The server's program and arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// The sandbox seam: confine this process (and so the server it starts) to `confinement`.
+///
+/// This is the one place where the sandbox module (`src/sandbox/`, Landlock) is called for MCP
+/// servers: map `deny_read` and `write` onto its `Policy` and apply it here, before the server
+/// is spawned. Until that module is part of the build, a server that asks for the sandbox is
+/// refused (fail closed) with a message naming `sandbox = "none"`.
+fn confine(server: &str, confinement: &Confinement) -> Result<(), String> {
+    if !confinement.enabled {
+        return Ok(());
+    }
+    Err(format!(
+        "mcp server {server}: sandbox = \"landlock\" is not available in this build; set sandbox = \"none\" \
+         for this server to run it unconfined"
+    ))
+}
+
+/// Run the shim; returns the server's exit code (or 70 when it could not start).
+pub async fn run(args: ShimArgs) -> ExitCode {
+    // The signal goes to this process when the daemon's spawning thread ends; set it first,
+    // then check the parent, so a daemon that died in between is noticed too.
+    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(Signal::TERM)) {
+        eprintln!("mcp server {}: set the parent-death signal: {e}", args.server);
+        return ExitCode::from(EXIT_SHIM_FAILED);
+    }
+    if !parent_is(args.parent) {
+        return ExitCode::from(EXIT_SHIM_FAILED);
+    }
+    let confinement =
+        Confinement { enabled: args.sandbox, deny_read: args.deny_read.clone(), write: args.write.clone() };
+    if let Err(e) = confine(&args.server, &confinement) {
+        eprintln!("{e}");
+        return ExitCode::from(EXIT_SHIM_FAILED);
+    }
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
+    else {
+        eprintln!("mcp server {}: cannot install signal handlers", args.server);
+        return ExitCode::from(EXIT_SHIM_FAILED);
+    };
+    let Some((program, rest)) = args.command.split_first() else { return ExitCode::from(EXIT_SHIM_FAILED) };
+    let mut child = match tokio::process::Command::new(program).args(rest).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("mcp server {}: start {program}: {e}", args.server);
+            return ExitCode::from(EXIT_SHIM_FAILED);
+        }
+    };
+    let mut check = tokio::time::interval(Duration::from_millis(500));
+    let code = loop {
+        tokio::select! {
+            status = child.wait() => break status.ok().and_then(|s| s.code()).unwrap_or(1),
+            _ = term.recv() => break 143,
+            _ = int.recv() => break 130,
+            _ = hup.recv() => break 129,
+            _ = check.tick() => if !parent_is(args.parent) { break 143 },
+        }
+    };
+    end_group(&mut child).await;
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn parent_is(parent: u32) -> bool {
+    rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) == i32::try_from(parent).ok()
+}
+
+/// Stop everything in this shim's group: SIGTERM (the shim ignores it: its handler is
+/// installed), wait for the server up to the grace period, then SIGKILL the group — which also
+/// ends the shim, last.
+async fn end_group(child: &mut tokio::process::Child) {
+    let group = rustix::process::getpgrp();
+    let Some(own) = Pid::from_raw(rustix::process::getpid().as_raw_nonzero().get()) else { return };
+    if group != own {
+        // Not a group leader (run by hand): only the server can be stopped.
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        return;
+    }
+    let _ = rustix::process::kill_process_group(group, Signal::TERM);
+    let _ = tokio::time::timeout(GRACE, child.wait()).await;
+    let _ = rustix::process::kill_process_group(group, Signal::KILL);
+}
