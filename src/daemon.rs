@@ -240,21 +240,12 @@ impl Daemon {
                 outbox: outbox.clone(),
                 loopback: addr.is_some_and(|a| a.ip().is_loopback()),
             };
-            let app = crate::http::router(state, config.http.max_body_bytes);
-            let stop = http_cancel.clone();
-            tasks.spawn(async move {
-                // Replies and SSE deltas are small writes that must leave at once, not wait for
-                // Nagle's algorithm to coalesce them with the next.
-                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                    if let Err(e) = tcp.set_nodelay(true) {
-                        tracing::debug!(error = %e, "TCP_NODELAY not set");
-                    }
-                });
-                let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
-                if let Err(e) = serve.await {
-                    tracing::error!(error = %e, "http server failed");
-                }
-            });
+            let app = crate::http::router(state, &config.http);
+            let settings = crate::http::ServeSettings {
+                header_read_timeout: config.http.header_read_timeout.get(),
+                max_connections: config.http.max_connections,
+            };
+            tasks.spawn(crate::http::serve(listener, app, settings, http_cancel.clone()));
         }
         if options.systemd {
             systemd::ready(&tasks, shutdown.clone(), store.clone());
