@@ -118,7 +118,11 @@ impl Daemon {
         let metrics = Arc::new(Metrics::default());
 
         let mut platforms = build_platforms(&config, &env, &paths)?;
-        let api = config.platforms.api.enabled.then(|| Arc::new(ApiPlatform::default()));
+        let api = config
+            .platforms
+            .api
+            .enabled
+            .then(|| Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id)));
         if let Some(api) = &api {
             platforms.insert(api.clone());
         }
@@ -239,7 +243,10 @@ impl Daemon {
                 targets: targets.clone(),
                 outbox: outbox.clone(),
                 loopback: addr.is_some_and(|a| a.ip().is_loopback()),
+                idempotency_ttl: config.retention.idempotency.get(),
             };
+            let ttl = config.retention.idempotency.get();
+            tasks.spawn(crate::http::prune_idempotency(store.clone(), ttl, platform_cancel.clone()));
             let app = crate::http::router(state, &config.http);
             let settings = crate::http::ServeSettings {
                 header_read_timeout: config.http.header_read_timeout.get(),

@@ -6,11 +6,13 @@ mod admin;
 mod api;
 mod guard;
 mod health;
+mod idempotency;
 mod limit;
 mod serve;
 mod webhook;
 
 pub use guard::BrowserGuard;
+pub use idempotency::prune as prune_idempotency;
 pub use limit::ApiRateLimit;
 pub use serve::{ServeSettings, serve};
 
@@ -80,6 +82,8 @@ pub struct AppState {
     pub outbox: Outbox,
     /// Whether the server listens on loopback only (admin routes then need no key).
     pub loopback: bool,
+    /// How long `Idempotency-Key` records count (`[retention] idempotency`).
+    pub idempotency_ttl: Duration,
 }
 
 /// The application's routes.
