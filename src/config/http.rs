@@ -59,11 +59,12 @@ pub fn normalize_origin(text: &str) -> Option<String> {
 impl Config {
     /// Suggestions for a valid config that may not do what the operator wants; `hermesd check`
     /// prints them without failing.
-    pub fn advice(&self, _env: &Env) -> Vec<String> {
+    pub fn advice(&self, env: &Env) -> Vec<String> {
         let mut notes = Vec::new();
         if !self.http.allowed_hosts.is_empty() {
             return notes;
         }
+        let keyed = matches!(env.secret("API_SERVER_KEY"), Ok(Some(_)));
         let public = self.http.listen.parse::<SocketAddr>().is_ok_and(|a| !a.ip().is_loopback());
         let platforms = &self.platforms;
         let mut signed = Vec::new();
@@ -77,18 +78,19 @@ impl Config {
             signed.push("[[webhooks]]");
         }
         if public {
+            let rule = if keyed { "any Host is accepted with the bearer key; " } else { "" };
             notes.push(format!(
-                "http.listen {} is not loopback and http.allowed_hosts is empty: without API_SERVER_KEY, \
-                 /v1/* and /admin/* answer 421 to any Host but an IP address or localhost; list the names \
-                 clients use in http.allowed_hosts",
+                "http.listen {} is not loopback and http.allowed_hosts is empty: {rule}without API_SERVER_KEY, \
+                 /v1/* and /admin/* answer 421 to every Host but an IP address or localhost; set \
+                 http.allowed_hosts to the names clients use",
                 self.http.listen
             ));
         }
-        if !signed.is_empty() {
+        if !signed.is_empty() && !keyed {
             notes.push(format!(
-                "{} receive signed requests behind a reverse proxy with any Host; if clients also reach /v1/* \
-                 or /admin/* through that proxy by name, add the name to http.allowed_hosts (needed while \
-                 API_SERVER_KEY is unset)",
+                "{} receive signed requests behind a reverse proxy with any Host, but /v1/* and /admin/* \
+                 reached through that proxy by name answer 421 while API_SERVER_KEY is unset; set \
+                 http.allowed_hosts to the proxy's public name, or set API_SERVER_KEY",
                 signed.join(", ")
             ));
         }
@@ -133,8 +135,11 @@ mod tests {
         assert!(Config::default().advice(&env).is_empty());
         let public = config("[http]\nlisten = \"0.0.0.0:8642\"\n").advice(&env);
         assert!(public.len() == 1 && public[0].contains("http.allowed_hosts"), "{public:?}");
-        let webhook = config("[platforms.telegram]\nenabled = true\nmode = \"webhook\"\n").advice(&env);
-        assert!(webhook.len() == 1 && webhook[0].contains("telegram"), "{webhook:?}");
+        let webhook = config("[platforms.telegram]\nenabled = true\nmode = \"webhook\"\n");
+        let notes = webhook.advice(&env);
+        assert!(notes.len() == 1 && notes[0].contains("telegram"), "{notes:?}");
+        let keyed = Env::from_map([("API_SERVER_KEY".to_owned(), "k".to_owned())].into_iter().collect());
+        assert!(webhook.advice(&keyed).is_empty(), "with a key the Host rule is off");
         let set = config("[http]\nlisten = \"0.0.0.0:8642\"\nallowed_hosts = [\"h.example\"]\n").advice(&env);
         assert!(set.is_empty());
     }

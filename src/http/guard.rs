@@ -50,7 +50,7 @@ impl BrowserGuard {
         if name.parse::<IpAddr>().is_ok() {
             return true;
         }
-        name == "localhost" || name.ends_with(".localhost") || self.hosts.iter().any(|h| *h == name)
+        name == "localhost" || name.ends_with(".localhost") || self.hosts.contains(&name)
     }
 }
 
