@@ -224,46 +224,18 @@ pub(super) async fn chat_completions(
         (api.register(&request_id, meta.clone()), None)
     };
     let session_header = HeaderValue::from_str(&chat_id).ok();
-    let accepted = match &idempotency_key {
-        None => state.ingress.accept(event).await.map(|accepted| match accepted {
-            Accepted::New => IdempotentAccept::New { seq: 0 },
-            // The event id is fresh per request, so this cannot repeat; treat it as running.
-            Accepted::Duplicate => IdempotentAccept::InProgress,
-        }),
-        Some(key) => {
-            let scope = idempotency::scope(state.api_key.as_ref(), &continuity);
-            let fingerprint = idempotency::fingerprint(&raw);
-            let ttl_ms = i64::try_from(state.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
-            let claim = IdempotencyClaim {
-                scope: &scope,
-                key,
-                fingerprint: &fingerprint,
-                request_id: &request_id,
-                expires_before: now_ms().saturating_sub(ttl_ms),
-            };
-            state.ingress.accept_idempotent(event, &claim).await
-        }
-    };
-    let early = match accepted {
-        Ok(IdempotentAccept::New { .. }) => None,
-        Ok(IdempotentAccept::Replay(stored)) => Some(idempotency::replay(stored, request.stream)),
-        Ok(IdempotentAccept::InProgress) => Some(error(
-            StatusCode::CONFLICT,
-            "invalid_request_error",
-            "request_in_progress",
-            "a request with this Idempotency-Key is still running; retry after it finished",
-        )),
-        Ok(IdempotentAccept::Mismatch) => Some(error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_request_error",
-            "idempotency_key_reused",
-            "this Idempotency-Key was used with a different request body",
-        )),
-        Err(e) => {
-            tracing::warn!(error = %e, "api request not accepted");
-            Some(error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "not_accepted", e.to_string()))
-        }
-    };
+    let hashes = idempotency_key
+        .as_ref()
+        .map(|_| (idempotency::scope(state.api_key.as_ref(), &continuity), idempotency::fingerprint(&raw)));
+    let ttl_ms = i64::try_from(state.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+    let claim = idempotency_key.as_deref().zip(hashes.as_ref()).map(|(key, (scope, fingerprint))| IdempotencyClaim {
+        scope,
+        key,
+        fingerprint,
+        request_id: &request_id,
+        expires_before: now_ms().saturating_sub(ttl_ms),
+    });
+    let early = admit(&state, event, claim.as_ref(), request.stream).await;
     if let Some(mut response) = early {
         api.forget(&request_id);
         if let Some(value) = session_header {
@@ -288,6 +260,44 @@ pub(super) async fn chat_completions(
         response.headers_mut().insert(SESSION_HEADER, value);
     }
     response
+}
+
+/// Hand the event to the ingress, claiming its Idempotency-Key when it has one. `None`: a turn
+/// was started and its reply will come; `Some`: the answer, as no turn starts for this request.
+async fn admit(
+    state: &AppState,
+    event: InboundEvent,
+    claim: Option<&IdempotencyClaim<'_>>,
+    stream: bool,
+) -> Option<Response> {
+    let accepted = match claim {
+        None => state.ingress.accept(event).await.map(|accepted| match accepted {
+            Accepted::New => IdempotentAccept::New { seq: 0 },
+            // The event id is fresh per request, so this cannot repeat; treat it as running.
+            Accepted::Duplicate => IdempotentAccept::InProgress,
+        }),
+        Some(claim) => state.ingress.accept_idempotent(event, claim).await,
+    };
+    match accepted {
+        Ok(IdempotentAccept::New { .. }) => None,
+        Ok(IdempotentAccept::Replay(stored)) => Some(idempotency::replay(stored, stream)),
+        Ok(IdempotentAccept::InProgress) => Some(error(
+            StatusCode::CONFLICT,
+            "invalid_request_error",
+            "request_in_progress",
+            "a request with this Idempotency-Key is still running; retry after it finished",
+        )),
+        Ok(IdempotentAccept::Mismatch) => Some(error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request_error",
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request body",
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "api request not accepted");
+            Some(error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "not_accepted", e.to_string()))
+        }
+    }
 }
 
 fn complete_response(reply: &ApiReply, meta: &ReplyMeta, request_id: &str) -> Response {
