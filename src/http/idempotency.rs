@@ -214,6 +214,41 @@ mod tests {
         assert!(!s.contains("key-one"));
     }
 
+    #[tokio::test]
+    async fn pruning_removes_expired_records_only() {
+        use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Sender};
+
+        use crate::store::{IdempotencyClaim, IdempotentAccept, SqliteStore};
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteStore::open(&dir.path().join("t.db"), Duration::from_secs(1), 1).await.unwrap();
+        let store: Arc<dyn Store> = Arc::new(sqlite);
+        let ttl = Duration::from_secs(3600);
+        let now = now_ms();
+        for (id, key, at) in [("r-old", "old", now - 2 * 3_600_000), ("r-new", "new", now - 60_000)] {
+            let event = InboundEvent::Message {
+                event_id: id.into(),
+                message: InboundMessage {
+                    message_id: id.into(),
+                    chat: ChatRef::new("api", "c", ChatType::Dm),
+                    sender: Sender { id: "u".into(), name: None, is_bot: false, roles: Vec::new() },
+                    text: "hi".into(),
+                    attachments: Vec::new(),
+                    reply_to: None,
+                    addressed: true,
+                    timestamp_ms: at,
+                    history: Vec::new(),
+                },
+            };
+            let claim = IdempotencyClaim { scope: "s", key, fingerprint: "f", request_id: id, expires_before: 0 };
+            assert!(matches!(store.accept_idempotent(&event, &claim, at).await.unwrap(), IdempotentAccept::New { .. }));
+        }
+        // A cancelled token still lets the first pass run, then returns.
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        prune(store.clone(), ttl, cancel).await;
+        assert_eq!(store.prune_idempotency(now + 1, 10).await.unwrap(), 1, "only the fresh record was left");
+    }
+
     #[test]
     fn a_stored_answer_replays_as_chunks() {
         let stored = StoredResponse {
