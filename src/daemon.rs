@@ -124,7 +124,11 @@ impl Daemon {
         let metrics = Arc::new(Metrics::default());
 
         let mut platforms = build_platforms(&config, &env, &paths)?;
-        let api = config.platforms.api.enabled.then(|| Arc::new(ApiPlatform::default()));
+        let api = config
+            .platforms
+            .api
+            .enabled
+            .then(|| Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id)));
         if let Some(api) = &api {
             platforms.insert(api.clone());
         }
@@ -269,22 +273,16 @@ impl Daemon {
                 outbox: outbox.clone(),
                 loopback: addr.is_some_and(|a| a.ip().is_loopback()),
                 mcp: mcp.clone(),
+                idempotency_ttl: config.retention.idempotency.get(),
             };
-            let app = crate::http::router(state, config.http.max_body_bytes);
-            let stop = http_cancel.clone();
-            tasks.spawn(async move {
-                // Replies and SSE deltas are small writes that must leave at once, not wait for
-                // Nagle's algorithm to coalesce them with the next.
-                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                    if let Err(e) = tcp.set_nodelay(true) {
-                        tracing::debug!(error = %e, "TCP_NODELAY not set");
-                    }
-                });
-                let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
-                if let Err(e) = serve.await {
-                    tracing::error!(error = %e, "http server failed");
-                }
-            });
+            let ttl = config.retention.idempotency.get();
+            tasks.spawn(crate::http::prune_idempotency(store.clone(), ttl, platform_cancel.clone()));
+            let app = crate::http::router(state, &config.http);
+            let settings = crate::http::ServeSettings {
+                header_read_timeout: config.http.header_read_timeout.get(),
+                max_connections: config.http.max_connections,
+            };
+            tasks.spawn(crate::http::serve(listener, app, settings, http_cancel.clone()));
         }
         if options.systemd {
             systemd::ready(&tasks, shutdown.clone(), store.clone());

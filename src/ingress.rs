@@ -15,7 +15,7 @@ use hermesd_platform::{Accepted, Admission, InboundEvent, Ingress, IngressError}
 use crate::clock::now_ms;
 use crate::metrics::{INBOUND_TOTAL, Metrics};
 use crate::router::Router;
-use crate::store::{AcceptOutcome, Store};
+use crate::store::{AcceptOutcome, IdempotencyClaim, IdempotentAccept, Store};
 
 /// The ingress shared by every platform.
 pub struct HostIngress {
@@ -39,6 +39,36 @@ impl HostIngress {
     /// Whether intake is closed.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// `accept` for a request carrying an `Idempotency-Key`: the key is claimed in the same
+    /// transaction that stores the event, and only a new claim is dispatched. A retry finds the
+    /// claim instead and runs nothing, across restarts.
+    pub async fn accept_idempotent(
+        &self,
+        event: InboundEvent,
+        claim: &IdempotencyClaim<'_>,
+    ) -> Result<IdempotentAccept, IngressError> {
+        let platform = event.platform().to_owned();
+        if self.is_closed() {
+            self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "refused")]);
+            return Err(IngressError("hermesd is shutting down".into()));
+        }
+        match self.store.accept_idempotent(&event, claim, now_ms()).await {
+            Ok(IdempotentAccept::New { seq }) => {
+                self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "new")]);
+                self.router.dispatch(seq, event).await;
+                Ok(IdempotentAccept::New { seq })
+            }
+            Ok(other) => {
+                self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "duplicate")]);
+                Ok(other)
+            }
+            Err(e) => {
+                self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "refused")]);
+                Err(IngressError(format!("store event: {e}")))
+            }
+        }
     }
 }
 

@@ -118,6 +118,31 @@ fn check_lists_every_problem_and_exits_78() {
     assert!(stdout.contains("admins terminal: the terminal user"), "{stdout}");
 }
 
+#[test]
+fn check_says_what_to_set_when_a_proxy_meets_empty_allowed_hosts() {
+    let home = tempfile::tempdir().unwrap();
+    let routes = "[[webhooks]]\nroute = \"gh\"\nsecret_env = \"GH_SECRET\"\nprompt = \"x\"\ndeliver = \"local\"\n";
+    std::fs::write(home.path().join("config.toml"), routes).unwrap();
+    let check = |extra: &[(&str, &str)]| {
+        let mut command = Command::new(BIN);
+        command.args(["--home", home.path().to_str().unwrap(), "check"]).env("GH_SECRET", "hook-secret-1");
+        command.env_remove("API_SERVER_KEY").envs(extra.iter().copied());
+        command.output().unwrap()
+    };
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(0), "advice never fails the check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("note:") && stdout.contains("http.allowed_hosts"), "{stdout}");
+    let public = format!("[http]\nlisten = \"0.0.0.0:8642\"\n{routes}");
+    std::fs::write(home.path().join("config.toml"), public).unwrap();
+    let out = check(&[("API_SERVER_KEY", "a-long-key")]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0.0.0.0:8642 is not loopback"));
+    let quiet = "[http]\nallowed_hosts = [\"hermes.example.com\"]\n".to_owned() + routes;
+    std::fs::write(home.path().join("config.toml"), quiet).unwrap();
+    assert!(!String::from_utf8_lossy(&check(&[]).stdout).contains("note:"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_and_exits_zero() {
     let llm = FakeLlm::builder().latency(Duration::from_millis(500)).start().await;

@@ -116,7 +116,7 @@ fn free_port() -> u16 {
 
 fn write_config(home: &Path, port: u16, llm: &FakeLlm) {
     let text = format!(
-        "[http]\nlisten = \"127.0.0.1:{port}\"\n\n\
+        "[http]\nlisten = \"127.0.0.1:{port}\"\n# The load comes from one address, far above any sane per-client limit.\nrate_limit_per_minute = 0\n\n\
          [model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"bench\"\n\n\
          [agent]\nmax_concurrent_turns = 64\nmax_queued_per_session = 64\n",
         llm.base_url()

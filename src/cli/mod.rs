@@ -174,6 +174,9 @@ fn format_time(ms: i64, seconds: bool) -> String {
 
 fn check(loaded: &Loaded) -> ExitCode {
     let problems = loaded.config.validate(&loaded.env);
+    for note in loaded.config.advice(&loaded.env) {
+        println!("note: {note}");
+    }
     if problems.is_empty() {
         let source = if loaded.paths.config.exists() {
             loaded.paths.config.display().to_string()

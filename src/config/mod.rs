@@ -5,6 +5,7 @@
 //! structs: only the names of the variables that hold them.
 
 mod duration;
+mod http;
 mod mcp;
 mod secrets;
 mod validate;
@@ -15,6 +16,7 @@ use hermesd_platform::ChatType;
 use serde::{Deserialize, Serialize};
 
 pub use duration::{HumanDuration, parse_duration};
+pub use http::normalize_origin;
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
 
@@ -48,6 +50,8 @@ pub struct Config {
     pub skills: SkillsConfig,
     /// MCP servers whose tools the agent may call.
     pub mcp: McpConfig,
+    /// How long records that only serve deduplication are kept.
+    pub retention: RetentionConfig,
 }
 
 /// `[http]`.
@@ -60,11 +64,32 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Interval between SSE keepalive comments on streaming API responses.
     pub sse_keepalive: HumanDuration,
+    /// Extra `Host` names (port ignored) accepted on `/v1/*` and `/admin/*` while the API has no
+    /// key; IP literals and loopback names are always accepted (DNS-rebinding defence).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins (`scheme://host[:port]`) allowed on `/v1/*` and `/admin/*`; any other
+    /// `Origin` is refused with 403 and gets no CORS preflight.
+    pub allowed_origins: Vec<String>,
+    /// How long a client may take to send a request's headers before the connection is closed.
+    pub header_read_timeout: HumanDuration,
+    /// Connections served at once; further ones wait in the listen backlog.
+    pub max_connections: usize,
+    /// Requests per minute to `/v1/*` per API key (per client address without a key); 0: off.
+    pub rate_limit_per_minute: u32,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:8642".into(), max_body_bytes: 1024 * 1024, sse_keepalive: HumanDuration::secs(15) }
+        Self {
+            listen: "127.0.0.1:8642".into(),
+            max_body_bytes: 1024 * 1024,
+            sse_keepalive: HumanDuration::secs(15),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            header_read_timeout: HumanDuration::secs(10),
+            max_connections: 512,
+            rate_limit_per_minute: 600,
+        }
     }
 }
 
@@ -648,6 +673,21 @@ pub struct RecoveryConfig {
 impl Default for RecoveryConfig {
     fn default() -> Self {
         Self { freshness: HumanDuration::secs(3600), max_attempts: 3, max_session_restarts: 3 }
+    }
+}
+
+/// `[retention]`: how long records kept only for deduplication live.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// How long an `Idempotency-Key` and its stored response are kept; older ones are pruned
+    /// and count as absent.
+    pub idempotency: HumanDuration,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self { idempotency: HumanDuration::secs(24 * 3600) }
     }
 }
 

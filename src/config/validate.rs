@@ -33,6 +33,7 @@ impl Config {
         if self.http.max_body_bytes < 1024 {
             problems.push("http.max_body_bytes: must be at least 1024".into());
         }
+        super::http::check_http(self, &mut problems);
         if let Some(model) = &self.model {
             check_model("model", model, env, &mut problems);
             for (i, fallback) in model.fallback.iter().enumerate() {

@@ -20,9 +20,10 @@ use hermesd_platform::{Accepted, ChatRef, ChatType, HistoryMessage, InboundEvent
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::{AppState, idempotency};
 use crate::clock::now_ms;
-use crate::platforms::api::{ApiReply, NAME, StreamBuffer};
+use crate::platforms::api::{ApiReply, NAME, ReplyMeta, StreamBuffer, completion};
+use crate::store::{IdempotencyClaim, IdempotentAccept};
 
 /// Header carrying server-side session continuity.
 const SESSION_HEADER: &str = "x-hermes-session-id";
@@ -128,8 +129,10 @@ pub(super) async fn chat_completions(
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_body", rejection.body_text());
         }
     };
-    let request: CompletionRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
+    let parsed = serde_json::from_slice::<Value>(&body)
+        .and_then(|value| CompletionRequest::deserialize(&value).map(|request| (request, value)));
+    let (request, raw) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -168,33 +171,38 @@ pub(super) async fn chat_completions(
         );
     }
 
+    let idempotency_key = match idempotency::key(&headers) {
+        Ok(key) => key,
+        Err(e) => {
+            return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_idempotency_key", e.to_string());
+        }
+    };
+
     // Continuity: a session header or the `user` field keep history server-side; otherwise the
     // request is stateless and its own messages are the history.
     let header_session =
         headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
-    let (chat_id, history) = match (header_session, request.user.as_deref()) {
-        (Some(session), _) => (session.to_owned(), Vec::new()),
-        (None, Some(user)) if !user.trim().is_empty() => (format!("user:{}", user.trim()), Vec::new()),
+    let (chat_id, history, continuity) = match (header_session, request.user.as_deref()) {
+        (Some(session), _) => (session.to_owned(), Vec::new(), format!("session:{session}")),
+        (None, Some(user)) if !user.trim().is_empty() => {
+            (format!("user:{}", user.trim()), Vec::new(), format!("user:{}", user.trim()))
+        }
         _ => {
             let history = request.messages[..last_user]
                 .iter()
                 .filter(|m| matches!(m.role.as_str(), "system" | "user" | "assistant"))
                 .map(|m| HistoryMessage { role: m.role.clone(), content: content_text(&m.content) })
                 .collect();
-            (uuid::Uuid::now_v7().to_string(), history)
+            (uuid::Uuid::now_v7().to_string(), history, "stateless".to_owned())
         }
     };
+    // The request id is also the event id: unique per request. A retried request is caught by
+    // its Idempotency-Key record, claimed in the same transaction that stores the event.
     let request_id = uuid::Uuid::now_v7().to_string();
-    // A client-supplied idempotency key makes a retried request a duplicate, never a second turn.
-    let event_id = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(|k| format!("idem:{chat_id}:{k}"))
-        .unwrap_or_else(|| request_id.clone());
     let chat = ChatRef::new(NAME, chat_id.clone(), ChatType::Dm);
     let user_id = request.user.clone().unwrap_or_else(|| chat_id.clone());
     let event = InboundEvent::Message {
-        event_id,
+        event_id: request_id.clone(),
         message: InboundMessage {
             message_id: request_id.clone(),
             chat,
@@ -207,36 +215,39 @@ pub(super) async fn chat_completions(
             history,
         },
     };
+    let model = request.model.clone().unwrap_or_else(|| state.model_id.clone());
+    let meta = ReplyMeta { model: model.clone(), created: now_ms() / 1000, idempotent: idempotency_key.is_some() };
     let (waiter, buffer) = if request.stream {
-        let (waiter, buffer) = api.register_stream(&request_id);
+        let (waiter, buffer) = api.register_stream(&request_id, meta.clone());
         (waiter, Some(buffer))
     } else {
-        (api.register(&request_id), None)
+        (api.register(&request_id, meta.clone()), None)
     };
-    match state.ingress.accept(event).await {
-        Ok(Accepted::New) => {}
-        Ok(Accepted::Duplicate) => {
-            api.forget(&request_id);
-            return error(
-                StatusCode::CONFLICT,
-                "invalid_request_error",
-                "duplicate_request",
-                "a request with this Idempotency-Key was already accepted",
-            );
-        }
-        Err(e) => {
-            api.forget(&request_id);
-            tracing::warn!(error = %e, "api request not accepted");
-            return error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "not_accepted", e.to_string());
-        }
-    }
-    let model = request.model.unwrap_or_else(|| state.model_id.clone());
     let session_header = HeaderValue::from_str(&chat_id).ok();
+    let hashes = idempotency_key
+        .as_ref()
+        .map(|_| (idempotency::scope(state.api_key.as_ref(), &continuity), idempotency::fingerprint(&raw)));
+    let ttl_ms = i64::try_from(state.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+    let claim = idempotency_key.as_deref().zip(hashes.as_ref()).map(|(key, (scope, fingerprint))| IdempotencyClaim {
+        scope,
+        key,
+        fingerprint,
+        request_id: &request_id,
+        expires_before: now_ms().saturating_sub(ttl_ms),
+    });
+    let early = admit(&state, event, claim.as_ref(), request.stream).await;
+    if let Some(mut response) = early {
+        api.forget(&request_id);
+        if let Some(value) = session_header {
+            response.headers_mut().insert(SESSION_HEADER, value);
+        }
+        return response;
+    }
     let mut response = if let Some(buffer) = buffer {
         stream_response(waiter, buffer, model, request_id, state.sse_keepalive)
     } else {
         match waiter.await {
-            Ok(reply) => complete_response(reply, &model, &request_id),
+            Ok(reply) => complete_response(&reply, &meta, &request_id),
             Err(_) => error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
@@ -251,19 +262,48 @@ pub(super) async fn chat_completions(
     response
 }
 
-fn complete_response(reply: ApiReply, model: &str, request_id: &str) -> Response {
-    if reply.error {
-        return error(StatusCode::BAD_GATEWAY, "server_error", "turn_failed", reply.text);
+/// Hand the event to the ingress, claiming its Idempotency-Key when it has one. `None`: a turn
+/// was started and its reply will come; `Some`: the answer, as no turn starts for this request.
+async fn admit(
+    state: &AppState,
+    event: InboundEvent,
+    claim: Option<&IdempotencyClaim<'_>>,
+    stream: bool,
+) -> Option<Response> {
+    let accepted = match claim {
+        None => state.ingress.accept(event).await.map(|accepted| match accepted {
+            Accepted::New => IdempotentAccept::New { seq: 0 },
+            // The event id is fresh per request, so this cannot repeat; treat it as running.
+            Accepted::Duplicate => IdempotentAccept::InProgress,
+        }),
+        Some(claim) => state.ingress.accept_idempotent(event, claim).await,
+    };
+    match accepted {
+        Ok(IdempotentAccept::New { .. }) => None,
+        Ok(IdempotentAccept::Replay(stored)) => Some(idempotency::replay(stored, stream)),
+        Ok(IdempotentAccept::InProgress) => Some(error(
+            StatusCode::CONFLICT,
+            "invalid_request_error",
+            "request_in_progress",
+            "a request with this Idempotency-Key is still running; retry after it finished",
+        )),
+        Ok(IdempotentAccept::Mismatch) => Some(error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request_error",
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request body",
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "api request not accepted");
+            Some(error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "not_accepted", e.to_string()))
+        }
     }
-    Json(json!({
-        "id": format!("chatcmpl-{request_id}"),
-        "object": "chat.completion",
-        "created": now_ms() / 1000,
-        "model": model,
-        "choices": [{ "index": 0, "message": { "role": "assistant", "content": reply.text }, "finish_reason": "stop" }],
-        "usage": { "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 },
-    }))
-    .into_response()
+}
+
+fn complete_response(reply: &ApiReply, meta: &ReplyMeta, request_id: &str) -> Response {
+    let stored = completion(reply, meta, request_id);
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], stored.body).into_response()
 }
 
 fn stream_response(

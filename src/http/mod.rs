@@ -1,10 +1,20 @@
-//! The one HTTP server (axum): health, readiness, metrics and the OpenAI-compatible API. Later
-//! webhook and platform callback routes mount here too; they all enter through the ingress.
+//! The one HTTP server (axum): health, readiness, metrics, the OpenAI-compatible API, `/admin/*`,
+//! and the signed webhook routes; they all enter through the ingress. Routes a browser could
+//! drive (`/v1/*`, `/admin/*`) sit behind the browser guard; signed routes do not.
 
 mod admin;
 mod api;
+mod guard;
 mod health;
+mod idempotency;
+mod limit;
+mod serve;
 mod webhook;
+
+pub use guard::BrowserGuard;
+pub use idempotency::prune as prune_idempotency;
+pub use limit::ApiRateLimit;
+pub use serve::{ServeSettings, serve};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,9 +22,10 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 
-use crate::config::Secret;
+use crate::config::{HttpConfig, Secret};
 use crate::delivery::Targets;
 use crate::ingress::HostIngress;
 use crate::metrics::Metrics;
@@ -73,10 +84,12 @@ pub struct AppState {
     pub loopback: bool,
     /// MCP servers (`/readyz` details, `/metrics`).
     pub mcp: std::sync::Arc<crate::agent::tools::mcp::McpHub>,
+    /// How long `Idempotency-Key` records count (`[retention] idempotency`).
+    pub idempotency_ttl: Duration,
 }
 
 /// The application's routes.
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+pub fn router(state: AppState, http: &HttpConfig) -> Router {
     let mut app = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -93,12 +106,24 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             .with_state(state.webhooks.clone());
         app = app.merge(hooks);
     }
-    app = app.route("/admin/send", post(admin::send));
+    let mut browser = Router::new().route("/admin/send", post(admin::send).options(guard::preflight));
     if state.api.is_some() {
-        app = app
-            .route("/v1/chat/completions", post(api::chat_completions))
-            .route("/v1/models", get(api::models))
-            .fallback(api::not_found);
+        let mut v1 = Router::new()
+            .route("/v1/chat/completions", post(api::chat_completions).options(guard::preflight))
+            .route("/v1/models", get(api::models).options(guard::preflight));
+        if let Some(limit) = ApiRateLimit::new(http.rate_limit_per_minute) {
+            let keyed = state.clone();
+            let authorized = Arc::new(move |headers: &axum::http::HeaderMap| {
+                keyed.api_key.is_some() && api::authorized(&keyed, headers)
+            });
+            v1 = v1.route_layer(from_fn_with_state(limit::RateState { limit, authorized }, limit::rate_limit));
+        }
+        browser = browser.merge(v1);
     }
-    app.layer(DefaultBodyLimit::max(max_body_bytes)).with_state(state)
+    let guard = Arc::new(BrowserGuard::new(http, state.api_key.is_none()));
+    app = app.merge(browser.route_layer(from_fn_with_state(guard, guard::browser_guard)));
+    if state.api.is_some() {
+        app = app.fallback(api::not_found);
+    }
+    app.layer(DefaultBodyLimit::max(http.max_body_bytes)).with_state(state)
 }

@@ -1,6 +1,10 @@
 //! The API platform: requests to `/v1/chat/completions` become inbound events like any chat
 //! message; the reply comes back through the outbox to `send`, which completes the waiting
 //! request. Queue acks and progress are not part of an HTTP answer and are dropped here.
+//!
+//! `send` is also where an `Idempotency-Key` request's response is stored, before the waiting
+//! client sees it (a retry right after the answer must replay it, not get 409) and even when no
+//! client waits any more (it hung up, or the turn ran again after a restart).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,8 +14,12 @@ use hermesd_platform::{
     Capabilities, ChatRef, LengthUnit, MarkdownDialect, MessageRef, OutboundKind, OutboundMessage, Platform,
     PlatformContext, PlatformError,
 };
+use serde_json::json;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
+
+use crate::clock::now_ms;
+use crate::store::{IdempotencyStore, StoredResponse};
 
 /// The platform name in chat refs and session keys.
 pub const NAME: &str = "api";
@@ -40,34 +48,88 @@ impl StreamBuffer {
     }
 }
 
+/// What the final answer of a request is rendered with, fixed when the request arrives so a
+/// stored response and the one the client got are the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyMeta {
+    /// The model id the response names.
+    pub model: String,
+    /// The response's `created` time, Unix seconds.
+    pub created: i64,
+    /// The request carried an `Idempotency-Key`: store its response.
+    pub idempotent: bool,
+}
+
+/// The OpenAI-shaped HTTP answer (status and JSON body) for a turn's final reply.
+pub fn completion(reply: &ApiReply, meta: &ReplyMeta, request_id: &str) -> StoredResponse {
+    if reply.error {
+        let body = json!({ "error": { "message": reply.text, "type": "server_error", "code": "turn_failed" } });
+        return StoredResponse { status: 502, body: body.to_string() };
+    }
+    let body = json!({
+        "id": format!("chatcmpl-{request_id}"),
+        "object": "chat.completion",
+        "created": meta.created,
+        "model": meta.model,
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": reply.text }, "finish_reason": "stop" }],
+        "usage": { "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 },
+    });
+    StoredResponse { status: 200, body: body.to_string() }
+}
+
 struct Waiter {
     tx: oneshot::Sender<ApiReply>,
     text: String,
     stream: Option<Arc<StreamBuffer>>,
+    meta: ReplyMeta,
 }
 
 /// Requests waiting for their reply, by request id; chunks are joined before completing.
 #[derive(Default)]
 pub struct ApiPlatform {
     waiters: Mutex<HashMap<String, Waiter>>,
+    /// Where idempotent responses are stored (absent in tests of the platform alone).
+    records: Option<Arc<dyn IdempotencyStore>>,
+    /// The model id replies name when no request is waiting for them.
+    model_id: String,
 }
 
 impl ApiPlatform {
+    /// The platform, storing idempotent responses in `records`; `model_id` names the model in
+    /// responses stored for requests nobody waits for any more.
+    pub fn new(records: Arc<dyn IdempotencyStore>, model_id: &str) -> Self {
+        Self { waiters: Mutex::default(), records: Some(records), model_id: model_id.to_owned() }
+    }
+
     /// Register a request before accepting its event, so the reply cannot outrun the waiter.
-    pub fn register(&self, request_id: &str) -> oneshot::Receiver<ApiReply> {
+    pub fn register(&self, request_id: &str, meta: ReplyMeta) -> oneshot::Receiver<ApiReply> {
         let (tx, rx) = oneshot::channel();
-        let waiter = Waiter { tx, text: String::new(), stream: None };
+        let waiter = Waiter { tx, text: String::new(), stream: None, meta };
         self.waiters.lock().expect("api lock poisoned").insert(request_id.to_owned(), waiter);
         rx
     }
 
     /// Register a streaming request: deltas arrive in the returned buffer as the model writes.
-    pub fn register_stream(&self, request_id: &str) -> (oneshot::Receiver<ApiReply>, Arc<StreamBuffer>) {
+    pub fn register_stream(
+        &self,
+        request_id: &str,
+        meta: ReplyMeta,
+    ) -> (oneshot::Receiver<ApiReply>, Arc<StreamBuffer>) {
         let (tx, rx) = oneshot::channel();
         let buffer = Arc::new(StreamBuffer::default());
-        let waiter = Waiter { tx, text: String::new(), stream: Some(buffer.clone()) };
+        let waiter = Waiter { tx, text: String::new(), stream: Some(buffer.clone()), meta };
         self.waiters.lock().expect("api lock poisoned").insert(request_id.to_owned(), waiter);
         (rx, buffer)
+    }
+
+    /// Store the response of an idempotent request (or of one nobody waits for: after a restart
+    /// only the store knows whether it had a key). Failures are logged; the reply still goes out.
+    async fn record(&self, request_id: &str, reply: &ApiReply, meta: &ReplyMeta) {
+        let Some(records) = &self.records else { return };
+        let response = completion(reply, meta, request_id);
+        if let Err(e) = records.complete_idempotent(request_id, &response, now_ms()).await {
+            tracing::warn!(error = %e, "idempotent response not stored; retries get 409 until the key expires");
+        }
     }
 
     /// Forget a request whose client went away or whose event was a duplicate.
@@ -117,16 +179,32 @@ impl Platform for ApiPlatform {
         let done = MessageRef { chat: message.chat.clone(), message_id: id };
         let final_kind = matches!(message.kind, OutboundKind::Reply | OutboundKind::Error);
         let Some(request_id) = message.reply_to.as_deref().filter(|_| final_kind) else { return Ok(done) };
-        let mut waiters = self.waiters.lock().expect("api lock poisoned");
+        let error = message.kind == OutboundKind::Error;
         let last = message.chunk.0 + 1 >= message.chunk.1;
-        if last {
-            if let Some(mut waiter) = waiters.remove(request_id) {
-                waiter.text.push_str(&message.text);
-                // A client that hung up is fine: the reply is in the session history.
-                let _ = waiter.tx.send(ApiReply { text: waiter.text, error: message.kind == OutboundKind::Error });
+        let waiter = {
+            let mut waiters = self.waiters.lock().expect("api lock poisoned");
+            if !last {
+                if let Some(waiter) = waiters.get_mut(request_id) {
+                    waiter.text.push_str(&message.text);
+                }
+                return Ok(done);
             }
-        } else if let Some(waiter) = waiters.get_mut(request_id) {
-            waiter.text.push_str(&message.text);
+            waiters.remove(request_id)
+        };
+        match waiter {
+            Some(mut waiter) => {
+                waiter.text.push_str(&message.text);
+                let reply = ApiReply { text: waiter.text, error };
+                if waiter.meta.idempotent {
+                    self.record(request_id, &reply, &waiter.meta).await;
+                }
+                // A client that hung up is fine: the reply is in the session history.
+                let _ = waiter.tx.send(reply);
+            }
+            None => {
+                let meta = ReplyMeta { model: self.model_id.clone(), created: now_ms() / 1000, idempotent: true };
+                self.record(request_id, &ApiReply { text: message.text.clone(), error }, &meta).await;
+            }
         }
         Ok(done)
     }

@@ -5,6 +5,7 @@
 //! A PostgreSQL backend for scale-out is a second implementation of the same traits.
 
 mod cron;
+mod idempotency;
 mod sqlite;
 
 use async_trait::async_trait;
@@ -406,6 +407,7 @@ pub trait AccessStore: Send + Sync {
 }
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
+pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
 #[async_trait]
@@ -439,6 +441,12 @@ pub struct TurnReceipts {
 }
 
 /// Everything the daemon keeps.
-pub trait Store: InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore {}
+pub trait Store:
+    InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore + IdempotencyStore
+{
+}
 
-impl<T: InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore> Store for T {}
+impl<T> Store for T where
+    T: InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore + IdempotencyStore
+{
+}

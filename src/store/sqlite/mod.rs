@@ -6,6 +6,7 @@
 mod access;
 mod cron;
 mod extras;
+mod idempotency;
 mod inbound;
 mod outbox;
 mod sessions;
@@ -29,6 +30,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "runtime", include_str!("../../../migrations/0002_runtime.sql")),
     (3, "access", include_str!("../../../migrations/0003_access.sql")),
     (4, "cron", include_str!("../../../migrations/0004_cron.sql")),
+    (5, "idempotency", include_str!("../../../migrations/0005_idempotency.sql")),
     (6, "access", include_str!("../../../migrations/0006_access.sql")),
 ];
 

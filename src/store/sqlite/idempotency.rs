@@ -1,0 +1,174 @@
+//! Idempotency-Key records in SQLite. A claim and the request's inbound event are written in one
+//! `BEGIN IMMEDIATE` transaction, so a crash can never leave a key claimed without its event
+//! (which would answer 409 until the record expired) or an event without its key.
+
+use async_trait::async_trait;
+use hermesd_platform::InboundEvent;
+use sqlx::Row;
+
+use super::{SqliteStore, retry_busy, to_json};
+use crate::store::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoreResult, StoredResponse};
+
+#[async_trait]
+impl IdempotencyStore for SqliteStore {
+    async fn accept_idempotent(
+        &self,
+        event: &InboundEvent,
+        claim: &IdempotencyClaim<'_>,
+        now: i64,
+    ) -> StoreResult<IdempotentAccept> {
+        let payload = &to_json(event);
+        retry_busy(|| async move {
+            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let found = sqlx::query(
+                "SELECT fingerprint, state, status, body, created_at FROM idempotency_keys \
+                 WHERE scope = ? AND idem_key = ?",
+            )
+            .bind(claim.scope)
+            .bind(claim.key)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(row) = found {
+                let created_at: i64 = row.get("created_at");
+                if created_at >= claim.expires_before {
+                    let fingerprint: String = row.get("fingerprint");
+                    let state: String = row.get("state");
+                    let status: Option<i64> = row.get("status");
+                    let body: Option<String> = row.get("body");
+                    // Read-only outcome: nothing to write, the transaction just ends.
+                    return Ok(match (fingerprint == claim.fingerprint, state.as_str(), status, body) {
+                        (false, _, _, _) => IdempotentAccept::Mismatch,
+                        (true, "done", Some(status), Some(body)) => IdempotentAccept::Replay(StoredResponse {
+                            status: u16::try_from(status).unwrap_or(500),
+                            body,
+                        }),
+                        _ => IdempotentAccept::InProgress,
+                    });
+                }
+                sqlx::query("DELETE FROM idempotency_keys WHERE scope = ? AND idem_key = ?")
+                    .bind(claim.scope)
+                    .bind(claim.key)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let inserted = sqlx::query(
+                "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (platform, event_id) DO NOTHING",
+            )
+            .bind(event.platform())
+            .bind(event.event_id())
+            .bind(payload)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            if inserted.rows_affected() == 0 {
+                // The event id is the request id, fresh per request: a clash means this very
+                // request was stored already.
+                return Ok(IdempotentAccept::InProgress);
+            }
+            let seq = inserted.last_insert_rowid();
+            sqlx::query(
+                "INSERT INTO idempotency_keys (scope, idem_key, fingerprint, request_id, state, created_at) \
+                 VALUES (?, ?, ?, ?, 'running', ?)",
+            )
+            .bind(claim.scope)
+            .bind(claim.key)
+            .bind(claim.fingerprint)
+            .bind(claim.request_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(IdempotentAccept::New { seq })
+        })
+        .await
+    }
+
+    async fn complete_idempotent(&self, request_id: &str, response: &StoredResponse, now: i64) -> StoreResult<bool> {
+        retry_busy(|| async move {
+            let done = sqlx::query(
+                "UPDATE idempotency_keys SET state = 'done', status = ?, body = ?, completed_at = ? \
+                 WHERE request_id = ? AND state = 'running'",
+            )
+            .bind(i64::from(response.status))
+            .bind(&response.body)
+            .bind(now)
+            .bind(request_id)
+            .execute(&self.writer)
+            .await?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
+    }
+
+    async fn prune_idempotency(&self, before: i64, limit: u32) -> StoreResult<u64> {
+        retry_busy(|| async move {
+            let done = sqlx::query(
+                "DELETE FROM idempotency_keys WHERE rowid IN \
+                 (SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(&self.writer)
+            .await?;
+            Ok(done.rows_affected())
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hermesd_platform::{ChatRef, ChatType, InboundMessage, Sender};
+
+    use super::*;
+    use crate::store::InboundStore;
+
+    fn event(id: &str) -> InboundEvent {
+        InboundEvent::Message {
+            event_id: id.to_owned(),
+            message: InboundMessage {
+                message_id: id.to_owned(),
+                chat: ChatRef::new("api", "c", ChatType::Dm),
+                sender: Sender { id: "u".into(), name: None, is_bot: false, roles: Vec::new() },
+                text: "hi".into(),
+                attachments: Vec::new(),
+                reply_to: None,
+                addressed: true,
+                timestamp_ms: 0,
+                history: Vec::new(),
+            },
+        }
+    }
+
+    fn claim<'a>(fingerprint: &'a str, request_id: &'a str, expires_before: i64) -> IdempotencyClaim<'a> {
+        IdempotencyClaim { scope: "s", key: "k", fingerprint, request_id, expires_before }
+    }
+
+    #[tokio::test]
+    async fn claim_replay_mismatch_and_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("t.db"), std::time::Duration::from_secs(1), 1).await.unwrap();
+        let first = store.accept_idempotent(&event("r1"), &claim("f", "r1", 0), 100).await.unwrap();
+        assert!(matches!(first, IdempotentAccept::New { .. }), "{first:?}");
+        assert_eq!(store.unfinished_events().await.unwrap().len(), 1, "the event was accepted with the claim");
+        let again = store.accept_idempotent(&event("r2"), &claim("f", "r2", 0), 110).await.unwrap();
+        assert_eq!(again, IdempotentAccept::InProgress);
+        let other = store.accept_idempotent(&event("r3"), &claim("g", "r3", 0), 110).await.unwrap();
+        assert_eq!(other, IdempotentAccept::Mismatch);
+        assert_eq!(store.unfinished_events().await.unwrap().len(), 1, "retries store no event");
+
+        let response = StoredResponse { status: 200, body: "{\"a\":1}".into() };
+        assert!(store.complete_idempotent("r1", &response, 120).await.unwrap());
+        assert!(!store.complete_idempotent("r1", &response, 121).await.unwrap(), "completed once");
+        assert!(!store.complete_idempotent("no-key", &response, 121).await.unwrap());
+        let replay = store.accept_idempotent(&event("r4"), &claim("f", "r4", 0), 130).await.unwrap();
+        assert_eq!(replay, IdempotentAccept::Replay(response));
+
+        // Expired: the key is free again and a new event runs.
+        let fresh = store.accept_idempotent(&event("r5"), &claim("g", "r5", 101), 200).await.unwrap();
+        assert!(matches!(fresh, IdempotentAccept::New { .. }), "{fresh:?}");
+        assert_eq!(store.prune_idempotency(200, 10).await.unwrap(), 0, "the new record is younger");
+        assert_eq!(store.prune_idempotency(201, 10).await.unwrap(), 1);
+    }
+}
