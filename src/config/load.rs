@@ -105,6 +105,10 @@ impl ConfigFile {
                 break;
             };
             let path = render_path(&at);
+            if removed.contains(&path) {
+                // The entry could not be taken out: stop rather than report it again.
+                break;
+            }
             // A required key removed for being wrong is reported once, not again as missing.
             let missing = backticked(&message).into_iter().next().filter(|_| message.starts_with("missing field"));
             let repeat = missing.is_some_and(|key| removed.contains(&join(&path, &key)));
@@ -121,7 +125,8 @@ impl ConfigFile {
             removed.insert(path);
         }
         if config.is_none() {
-            problems.push((usize::MAX, format!("{name}: more problems than listed; fix these first")));
+            problems
+                .push((usize::MAX, format!("{name}: checking stopped here; fix the problems above and check again")));
         }
         problems.sort_by_key(|(line, _)| *line);
         let problems = problems.into_iter().map(|(_, text)| text).collect();
