@@ -111,9 +111,17 @@ impl ConfigFile {
             }
             // A required key removed for being wrong is reported once, not again as missing.
             let missing = backticked(&message).into_iter().next().filter(|_| message.starts_with("missing field"));
-            let repeat = missing.is_some_and(|key| removed.contains(&join(&path, &key)));
-            if !repeat {
-                let what = describe(&message);
+            let what = match &missing {
+                Some(first) => {
+                    let keys: Vec<String> = all_missing(&document, &at, first, &span)
+                        .into_iter()
+                        .filter(|key| !removed.contains(&join(&path, key)))
+                        .collect();
+                    (!keys.is_empty()).then(|| describe_missing(&keys))
+                }
+                None => Some(describe(&message)),
+            };
+            if let Some(what) = what {
                 let text = if path.is_empty() {
                     format!("{name}:{line}: {what}")
                 } else {
@@ -144,6 +152,85 @@ impl ConfigFile {
         all.extend(self.config.validate(env).iter().map(|p| self.locator.locate(p)));
         all
     }
+}
+
+/// Every required key the table at `at` lacks, `first` (serde's report) included. serde names
+/// one missing field per attempt, so each is filled with a placeholder of whichever type it
+/// takes until the table reports no more (bounded; the table is removed afterwards anyway).
+fn all_missing(document: &DeTable<'_>, at: &[Step], first: &str, table_span: &Range<usize>) -> Vec<String> {
+    let mut probe = document.clone();
+    let mut missing = vec![first.to_owned()];
+    // An empty span right at the table marks the placeholders apart from the table itself.
+    let marker = table_span.start..table_span.start;
+    'keys: while missing.len() < 16 {
+        let key = missing.last().cloned().unwrap_or_default();
+        let mut candidates = std::collections::VecDeque::from(placeholders());
+        let mut tries = 0;
+        while let Some(placeholder) = candidates.pop_front().filter(|_| tries < 8) {
+            tries += 1;
+            let Some(table) = table_at(&mut probe, at) else { break 'keys };
+            table.insert(Spanned::new(marker.clone(), key.clone().into()), Spanned::new(marker.clone(), placeholder));
+            let attempt = Config::deserialize(toml::de::Deserializer::from(Spanned::new(0..0, probe.clone())));
+            let Err(error) = attempt else { break 'keys };
+            if error.span().as_ref() == Some(&marker) {
+                // Wrong type for this key: try the next placeholder; an enum names its values.
+                if error.message().starts_with("unknown variant")
+                    && let Some(value) = backticked(error.message()).get(1)
+                {
+                    candidates.push_front(DeValue::String(value.clone().into()));
+                }
+                continue;
+            }
+            let next = backticked(error.message()).into_iter().next();
+            match next {
+                Some(next)
+                    if error.message().starts_with("missing field")
+                        && error.span().as_ref() == Some(table_span)
+                        && !missing.contains(&next) =>
+                {
+                    missing.push(next);
+                    continue 'keys;
+                }
+                _ => break 'keys,
+            }
+        }
+        break;
+    }
+    missing
+}
+
+/// One value of each TOML type, for `all_missing`.
+fn placeholders() -> [DeValue<'static>; 5] {
+    [
+        DeValue::String("".into()),
+        DeValue::Integer(Default::default()),
+        DeValue::Boolean(false),
+        DeValue::Array(DeArray::new()),
+        DeValue::Table(DeTable::new()),
+    ]
+}
+
+/// The table at `path`, if that is a table.
+fn table_at<'a, 'i>(table: &'a mut DeTable<'i>, path: &[Step]) -> Option<&'a mut DeTable<'i>> {
+    let Some((first, rest)) = path.split_first() else { return Some(table) };
+    let Step::Key(key) = first else { return None };
+    let mut value = table.get_mut(key.as_str())?.get_mut();
+    let mut rest = rest;
+    loop {
+        match (value, rest.split_first()) {
+            (DeValue::Table(inner), _) => return table_at(inner, rest),
+            (DeValue::Array(items), Some((Step::Index(i), tail))) => {
+                value = items.get_mut(*i)?.get_mut();
+                rest = tail;
+            }
+            _ => return None,
+        }
+    }
+}
+
+fn describe_missing(keys: &[String]) -> String {
+    let names = keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+    if keys.len() == 1 { format!("missing key {names}") } else { format!("missing keys {names}") }
 }
 
 /// One step of a key path: a table key or an array index.
@@ -308,8 +395,6 @@ fn describe(message: &str) -> String {
             Some(guess) => format!("unknown value {found:?} (did you mean `{guess}`?)"),
             None => format!("unknown value {found:?} (expected one of {})", known()),
         }
-    } else if message.starts_with("missing field") {
-        format!("missing key `{found}`")
     } else {
         message.to_owned()
     }

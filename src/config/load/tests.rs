@@ -56,13 +56,24 @@ fn a_bad_required_key_is_not_reported_again_as_missing() {
     assert_eq!(file.problems.len(), 1, "{:?}", file.problems);
     assert!(file.problems[0].starts_with("c.toml:2: model.provider: unknown value"), "{:?}", file.problems);
     assert!(file.config.model.is_none());
+
+    // Another key missing from the same table is still reported.
+    let text = "[model]\nprovider = \"chat_complete\"\nbase_url = \"http://x\"\n";
+    let file = ConfigFile::from_text(text, "c.toml");
+    assert_eq!(file.problems.len(), 2, "{:?}", file.problems);
+    assert_eq!(file.problems[0], "c.toml:1: model: missing key `name`");
 }
 
 #[test]
 fn missing_required_keys_and_bad_array_items_are_located() {
     let text = "[[webhooks]]\nroute = \"a\"\n\n[platforms.telegram]\nmention_patterns = [\"x\", 3]\n";
     let file = ConfigFile::from_text(text, "c.toml");
-    assert!(file.problems.iter().any(|p| p.starts_with("c.toml:1: webhooks[0]: missing key `")), "{:?}", file.problems);
+    // serde names one missing field at a time; all of them are listed.
+    assert!(
+        file.problems.contains(&"c.toml:1: webhooks[0]: missing keys `secret_env`, `prompt`, `deliver`".to_owned()),
+        "{:?}",
+        file.problems
+    );
     assert!(
         file.problems.iter().any(|p| p.starts_with("c.toml:5: platforms.telegram.mention_patterns[1]: invalid type")),
         "{:?}",
