@@ -31,6 +31,7 @@ use crate::delivery::turns::Routing;
 use crate::http::{AppState, Readiness};
 use crate::ingress::HostIngress;
 use crate::metrics::Metrics;
+use crate::net_guard::AddressPolicy;
 use crate::outbox::{Outbox, PlatformRegistry};
 use crate::platforms::api::ApiPlatform;
 use crate::recovery::{RecoveryReport, recover};
@@ -135,7 +136,8 @@ impl Daemon {
             metrics.clone(),
             delivery_tracker.clone(),
             delivery_cancel.clone(),
-        );
+        )
+        .with_redaction(env.redaction());
         let http = crate::http_client::build().context("build HTTP client")?;
         let chain = build_chain(&config, &env, &http)?.with_metrics(metrics.clone());
         drop(http);
@@ -144,9 +146,18 @@ impl Daemon {
         let webhooks = Arc::new(WebhookRoutes::build(&config.webhooks, &env).map_err(|e| anyhow::anyhow!(e))?);
         let targets = Targets::new(store.clone(), platforms.clone(), &env);
         let routing = Routing::new(store.clone(), targets.clone(), webhooks.clone(), &paths.home);
-        let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone());
-        let fetcher = crate::http_client::build_fetcher().context("build HTTP client")?;
-        let extras = tools::ExtraTools { cron: config.cron.clone(), targets: targets.clone(), outbox: outbox.clone() };
+        let skills =
+            crate::agent::skills::Skills::new(paths.skills(), config.skills.clone(), crate::router::commands::names());
+        let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone())
+            .with_skills(skills);
+        let fetcher = tools::web_fetch::WebFetchTool::new(AddressPolicy::new(config.tools.web_allow_private))
+            .context("build web_fetch client")?;
+        let extras = tools::ExtraTools {
+            cron: config.cron.clone(),
+            targets: targets.clone(),
+            outbox: outbox.clone(),
+            redaction: env.redaction(),
+        };
         let registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
         let runner = Arc::new(TurnRunner::new(
             RunnerParts {

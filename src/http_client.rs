@@ -14,12 +14,16 @@ pub fn build() -> reqwest::Result<reqwest::Client> {
         .build()
 }
 
-/// A client for `web_fetch`: redirects are never followed by the client, because the tool follows
-/// them itself and checks every hop against the private-address rule.
-pub fn build_fetcher() -> reqwest::Result<reqwest::Client> {
+/// A client for `web_fetch`: names are resolved only by `resolver` (which checks the addresses it
+/// returns), proxies from the environment are ignored (a proxy would connect on its own terms),
+/// and redirects are never followed by the client, because the tool follows them itself and
+/// checks every hop.
+pub fn build_fetcher(resolver: std::sync::Arc<dyn reqwest::dns::Resolve>) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .dns_resolver(resolver)
         .user_agent(concat!("hermesd/", env!("CARGO_PKG_VERSION"), " (web_fetch)"))
         .build()
 }

@@ -256,7 +256,9 @@ async fn no_model_configured_still_answers_with_a_hint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_answers_as_server_sent_events() {
-    let llm = FakeLlm::builder().reply("streamed answer").start().await;
+    // Several words: streamed text goes out a word at a time (the unfinished last word waits
+    // until it can be checked for secrets).
+    let llm = FakeLlm::builder().reply("a streamed answer in words").start().await;
     let home = tempfile::tempdir().unwrap();
     let d = start_daemon(home.path(), &config_for(&llm, ""), &[]).await;
     let response = client()
@@ -275,7 +277,7 @@ async fn streaming_answers_as_server_sent_events() {
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     let pieces: Vec<&str> = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
     assert!(pieces.len() >= 3, "the model's deltas are forwarded as they come: {pieces:?}");
-    assert_eq!(pieces.concat(), "streamed answer");
+    assert_eq!(pieces.concat(), "a streamed answer in words");
     assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "stop");
     assert_eq!(llm.requests()[0]["stream"], true, "the model was asked to stream");
     d.daemon.stop().await;

@@ -6,5 +6,6 @@ pub mod heartbeat;
 pub mod message;
 pub mod provider;
 pub mod runtime;
+pub mod skills;
 pub mod tools;
 pub mod turn;

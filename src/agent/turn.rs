@@ -192,6 +192,11 @@ impl TurnRunner {
         &self.parts.approvals
     }
 
+    /// The skills, when configured (`/skills`, `/<skill-name>`).
+    pub fn skills(&self) -> Option<&crate::agent::skills::Skills> {
+        self.parts.prompts.skills()
+    }
+
     /// Reply routing and delivery targets.
     pub fn routing(&self) -> &Routing {
         &self.parts.routing
@@ -273,7 +278,7 @@ impl TurnRunner {
             store: self.parts.store.clone(),
             session_id: session_id.to_owned(),
             threshold: self.settings.compression_threshold,
-            prompts: self.parts.prompts.clone(),
+            prompts: self.parts.prompts.for_platform(platform),
             toolsets: tools.toolsets(),
         }
     }
@@ -326,7 +331,8 @@ impl TurnRunner {
         let mut system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
             None => {
-                let prompt = self.parts.prompts.build(&tools.toolsets(), chrono::Utc::now().date_naive());
+                let prompts = self.parts.prompts.for_platform(platform_name);
+                let prompt = prompts.build(&tools.toolsets(), chrono::Utc::now().date_naive());
                 store.set_system_prompt(&session.id, &prompt).await?;
                 prompt
             }
@@ -383,10 +389,16 @@ impl TurnRunner {
             human,
             cancel: stop.token.child_token(),
         };
+        // Streamed text is masked on the accumulated answer, so a token split across deltas is
+        // still caught; the held-back tail arrives with the (masked) final reply.
+        let stream_mask = std::sync::Mutex::new(self.parts.outbox.redaction().stream());
         let events = |event: TurnEvent| match event {
             TurnEvent::Delta(text) => {
                 if let Some(platform) = &platform {
-                    platform.stream_delta(&reply_to, &text);
+                    let safe = stream_mask.lock().unwrap_or_else(|e| e.into_inner()).push(&text);
+                    if !safe.is_empty() {
+                        platform.stream_delta(&reply_to, &safe);
+                    }
                 }
             }
             other => {

@@ -1,4 +1,4 @@
-//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing`. Every subcommand reads
+//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 
 mod check;
@@ -7,6 +7,7 @@ mod pairing;
 mod run;
 mod send;
 mod sessions;
+mod skills;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,6 +74,12 @@ pub enum Command {
         #[command(subcommand)]
         command: pairing::PairingCommand,
     },
+    /// List, show, install and remove skills ($HERMESD_HOME/skills).
+    Skills {
+        /// What to do.
+        #[command(subcommand)]
+        command: skills::SkillsCommand,
+    },
 }
 
 /// Config, paths and environment as every subcommand needs them.
@@ -119,7 +126,9 @@ pub fn load(cli: &Cli) -> Result<Loaded, ExitCode> {
 /// Parse arguments and run.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // One redaction for logs and everything else: the secrets `Env` reads land in it.
+    let redaction = crate::redact::Redaction::default();
+    init_logging(redaction.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -129,7 +138,7 @@ pub fn main() -> ExitCode {
     };
     runtime.block_on(async {
         let loaded = match load(&cli) {
-            Ok(loaded) => loaded,
+            Ok(loaded) => Loaded { env: loaded.env.with_redaction(redaction), ..loaded },
             Err(code) => return code,
         };
         match cli.command {
@@ -140,6 +149,7 @@ pub fn main() -> ExitCode {
             Command::Pairing { command } => pairing::run(loaded, command).await,
             Command::Send { target, text } => send::run(loaded, &target, &text).await,
             Command::Cron { command } => cron::run(loaded, command).await,
+            Command::Skills { command } => skills::run(loaded, command),
         }
     })
 }
@@ -159,10 +169,12 @@ fn format_time(ms: i64, seconds: bool) -> String {
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms).map(|t| t.format(format).to_string()).unwrap_or_default()
 }
 
-fn init_logging() {
+/// Log lines go to stderr with every secret in `redaction` (and token shapes) masked.
+fn init_logging(redaction: crate::redact::Redaction) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HERMESD_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+    let writer = crate::redact::RedactingWriter::new(std::io::stderr, redaction);
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer).init();
 }

@@ -44,6 +44,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// What happens to unfinished work after a restart.
     pub recovery: RecoveryConfig,
+    /// Skills under `$HERMESD_HOME/skills`.
+    pub skills: SkillsConfig,
 }
 
 /// `[http]`.
@@ -187,8 +189,19 @@ impl Default for CompressionConfig {
 }
 
 /// Every built-in toolset, the default for each platform.
-pub const ALL_TOOLSETS: &[&str] =
-    &["memory", "session_search", "todo", "clarify", "files", "terminal", "web", "delegate", "cron", "messaging"];
+pub const ALL_TOOLSETS: &[&str] = &[
+    "memory",
+    "session_search",
+    "todo",
+    "clarify",
+    "files",
+    "terminal",
+    "web",
+    "delegate",
+    "cron",
+    "messaging",
+    "skills",
+];
 
 /// `[tools]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -204,7 +217,8 @@ pub struct ToolsConfig {
     pub approval_timeout: HumanDuration,
     /// How long `clarify` waits for an answer.
     pub clarify_timeout: HumanDuration,
-    /// Let `web_fetch` reach loopback and private addresses.
+    /// Let `web_fetch` reach private-use networks (RFC 1918, shared CGNAT space, unique-local
+    /// IPv6); loopback, link-local and the other special-purpose blocks stay refused.
     pub web_allow_private: bool,
     /// Size cap of MEMORY.md, in characters.
     pub memory_chars: usize,
@@ -231,6 +245,39 @@ impl ToolsConfig {
     /// The toolsets `platform` gets.
     pub fn toolsets_for(&self, platform: &str) -> &[String] {
         self.platforms.get(platform).unwrap_or(&self.toolsets)
+    }
+}
+
+/// `[skills]`: skills in the Agent Skills format under `$HERMESD_HOME/skills/<name>/SKILL.md`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SkillsConfig {
+    /// Skills hidden everywhere (index, `/skills`, `/<name>`, `skill_view`).
+    pub disabled: Vec<String>,
+    /// Skills hidden on one platform, e.g. `telegram = ["deploy"]`.
+    pub platform_disabled: std::collections::BTreeMap<String, Vec<String>>,
+    /// `skill_manage` (create, edit, patch, delete) asks a human first; where nobody can answer
+    /// it is refused.
+    pub require_approval: bool,
+    /// Largest skill index in the system prompt, in characters; descriptions are shortened and
+    /// the rest left to `skills_list`.
+    pub index_chars: usize,
+    /// Largest `SKILL.md`, in bytes (larger ones are not loaded, nor written).
+    pub max_skill_bytes: usize,
+    /// Largest file beside a skill that `skill_view` reads or `skill_manage` writes, in bytes.
+    pub max_file_bytes: usize,
+}
+
+impl Default for SkillsConfig {
+    fn default() -> Self {
+        Self {
+            disabled: Vec::new(),
+            platform_disabled: Default::default(),
+            require_approval: true,
+            index_chars: 8_000,
+            max_skill_bytes: 64 * 1024,
+            max_file_bytes: 256 * 1024,
+        }
     }
 }
 
@@ -611,6 +658,11 @@ impl Paths {
     /// The tools' working directory.
     pub fn workdir(&self, tools: &ToolsConfig) -> PathBuf {
         if tools.workdir.is_absolute() { tools.workdir.clone() } else { self.home.join(&tools.workdir) }
+    }
+
+    /// The skills folder, `$HERMESD_HOME/skills`.
+    pub fn skills(&self) -> PathBuf {
+        self.home.join("skills")
     }
 
     /// The database file.

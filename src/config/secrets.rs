@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
+use crate::redact::Redaction;
+
 /// A lookup of environment-style variables. Tests pass a map instead of mutating the process
 /// environment.
 pub trait EnvSource: Send + Sync {
@@ -60,10 +62,12 @@ impl fmt::Display for Secret {
 }
 
 /// The layered environment hermesd reads secrets and allowlists from: the process environment
-/// first, then `$HERMESD_HOME/.env`.
+/// first, then `$HERMESD_HOME/.env`. Every secret value it hands out is recorded in its
+/// `Redaction`, so the daemon masks it in tool output, chats and logs.
 pub struct Env {
     process: Box<dyn EnvSource>,
     dotenv: HashMap<String, String>,
+    redaction: Redaction,
 }
 
 impl Env {
@@ -75,12 +79,24 @@ impl Env {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
             Err(e) => return Err(format!("read {}: {e}", path.display())),
         };
-        Ok(Self { process, dotenv })
+        Ok(Self { process, dotenv, redaction: Redaction::default() })
     }
 
     /// An environment made of `vars` only (tests).
     pub fn from_map(vars: HashMap<String, String>) -> Self {
-        Self { process: Box::new(vars), dotenv: HashMap::new() }
+        Self { process: Box::new(vars), dotenv: HashMap::new(), redaction: Redaction::default() }
+    }
+
+    /// Record secrets in `redaction` (shared with the log writer) instead of a redaction of
+    /// its own; call it before any secret is read.
+    pub fn with_redaction(mut self, redaction: Redaction) -> Self {
+        self.redaction = redaction;
+        self
+    }
+
+    /// The redaction holding every secret read so far (and every one read later).
+    pub fn redaction(&self) -> Redaction {
+        self.redaction.clone()
     }
 
     /// A plain (non-secret) variable such as an allowlist.
@@ -91,6 +107,14 @@ impl Env {
     /// A secret: `NAME`, else the file named by `NAME_FILE`, else `$CREDENTIALS_DIRECTORY/NAME`.
     /// A file that is named but unreadable is an error, never a silent absence.
     pub fn secret(&self, name: &str) -> Result<Option<Secret>, String> {
+        let secret = self.find_secret(name)?;
+        if let Some(secret) = &secret {
+            self.redaction.record(secret.expose());
+        }
+        Ok(secret)
+    }
+
+    fn find_secret(&self, name: &str) -> Result<Option<Secret>, String> {
         if let Some(value) = self.var(name) {
             return Ok(Some(Secret::new(value.trim())));
         }
@@ -174,5 +198,21 @@ mod tests {
         assert_eq!(format!("{token:?} {token}"), "[redacted] [redacted]");
         assert!(env.secret("MISSING").is_err());
         assert!(env.secret("NOPE").unwrap().is_none());
+    }
+
+    #[test]
+    fn every_secret_read_is_recorded_in_the_shared_redaction() {
+        let shared = crate::redact::Redaction::default();
+        let vars = HashMap::from([
+            ("KEY".to_owned(), " key-0123456789 ".to_owned()),
+            ("PLAIN".to_owned(), "visible-value".to_owned()),
+        ]);
+        let env = Env::from_map(vars).with_redaction(shared.clone());
+        let text = "key-0123456789 visible-value";
+        assert_eq!(shared.redact(text), text, "nothing is masked before it is read");
+        env.secret("KEY").unwrap();
+        env.var("PLAIN");
+        assert_eq!(shared.redact(text), "[redacted] visible-value");
+        assert_eq!(env.redaction().redact(text), "[redacted] visible-value");
     }
 }

@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::now_ms;
 use crate::metrics::{ERRORS_TOTAL, Metrics, OUTBOUND_TOTAL};
+use crate::redact::Redaction;
 use crate::store::{PendingOutbound, Store};
 
 pub use pacer::{ChatPacer, Pacers};
@@ -57,6 +58,7 @@ pub struct Outbox {
     metrics: Arc<Metrics>,
     tracker: TaskTracker,
     cancel: CancellationToken,
+    redaction: Redaction,
 }
 
 impl Outbox {
@@ -69,7 +71,20 @@ impl Outbox {
         tracker: TaskTracker,
         cancel: CancellationToken,
     ) -> Self {
-        Self { store, platforms, pacers: Arc::new(Pacers::default()), metrics, tracker, cancel }
+        let redaction = Redaction::default();
+        Self { store, platforms, pacers: Arc::new(Pacers::default()), metrics, tracker, cancel, redaction }
+    }
+
+    /// Mask the daemon's secrets (and token shapes, which are masked without it too) in all text
+    /// bound for a chat.
+    pub fn with_redaction(mut self, redaction: Redaction) -> Self {
+        self.redaction = redaction;
+        self
+    }
+
+    /// The redaction applied to text bound for a chat (streamed answers use it too).
+    pub fn redaction(&self) -> &Redaction {
+        &self.redaction
     }
 
     /// The platforms.
@@ -77,8 +92,9 @@ impl Outbox {
         &self.platforms
     }
 
-    /// Split `text` into messages sized for `chat`'s platform. An unknown platform gets one
-    /// chunk; its delivery then fails with a clear error.
+    /// Split `text` into messages sized for `chat`'s platform, secrets masked first (on the whole
+    /// text, so no chunk boundary hides one). An unknown platform gets one chunk; its delivery
+    /// then fails with a clear error.
     pub fn compose(
         &self,
         chat: &ChatRef,
@@ -86,7 +102,8 @@ impl Outbox {
         kind: OutboundKind,
         reply_to: Option<&str>,
     ) -> Vec<OutboundMessage> {
-        let text = if text.trim().is_empty() { "(empty reply)" } else { text };
+        let text = if text.trim().is_empty() { "(empty reply)".to_owned() } else { self.redaction.redact(text) };
+        let text = text.as_str();
         let parts = match self.platforms.get(&chat.platform) {
             Some(p) => {
                 let caps = p.capabilities();
@@ -150,6 +167,7 @@ impl Outbox {
         if !platform.capabilities().edits || !platform.shows_progress(chat) || !pacer.try_acquire() {
             return None;
         }
+        let text = &self.redaction.redact(text);
         let result = match current {
             Some(existing) => platform.edit(existing, text).await.map(|()| existing.clone()),
             None => {

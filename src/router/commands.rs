@@ -51,6 +51,8 @@ pub enum ChatCommand {
     },
     /// Show this session's context and message usage
     Usage,
+    /// List the skills available here (run one with /<name> [args])
+    Skills,
     /// List the commands
     Help,
 }
@@ -98,6 +100,17 @@ pub fn rest(text: &str) -> &str {
     text.find(char::is_whitespace).map_or("", |at| text[at..].trim())
 }
 
+/// Every built-in command name and alias (skills may not take them: the command would win).
+pub fn names() -> Vec<String> {
+    let command = CommandLine::command();
+    let mut names = Vec::new();
+    for sub in command.get_subcommands() {
+        names.push(sub.get_name().to_owned());
+        names.extend(sub.get_all_aliases().map(str::to_owned));
+    }
+    names
+}
+
 /// The `/help` text, from the variants' doc comments.
 pub fn help(prefix: char) -> String {
     let mut out = String::from("Commands:\n");
@@ -132,6 +145,10 @@ mod tests {
         assert_eq!(parse("/sethome", '/'), Parsed::Command(ChatCommand::Sethome));
         assert_eq!(rest("/queue   look  at this "), "look  at this");
         assert_eq!(rest("/usage"), "");
+        assert_eq!(parse("/skills", '/'), Parsed::Command(ChatCommand::Skills));
+        assert_eq!(parse("/standup tomorrow", '/'), Parsed::NotACommand);
+        let names = names();
+        assert!(names.iter().any(|n| n == "reset") && names.iter().any(|n| n == "skills"), "{names:?}");
     }
 
     #[test]
@@ -152,6 +169,7 @@ mod tests {
             "/queue",
             "/steer",
             "/usage",
+            "/skills",
             "/help",
         ] {
             assert!(text.contains(name), "{text}");

@@ -95,6 +95,7 @@ impl Router {
                 }
             }
             ChatCommand::Usage => self.usage(key).await,
+            ChatCommand::Skills => self.skills_text(&message.chat.platform, prefix),
             ChatCommand::Help => commands::help(prefix),
         };
         self.answer(seq, message, &text).await;

@@ -8,6 +8,7 @@ mod actor;
 pub mod commands;
 mod control;
 pub mod session_key;
+mod skills;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -130,7 +131,10 @@ impl Router {
                 match commands::parse(&message.text, prefix) {
                     Parsed::Command(command) => self.control(seq, &key, &message, command, prefix).await,
                     Parsed::Invalid(error) => self.answer(seq, &message, &error).await,
-                    Parsed::NotACommand => self.enqueue(seq, key, message, self.inner.settings.busy_policy).await,
+                    Parsed::NotACommand => {
+                        let message = self.expand_skill(message, prefix);
+                        self.enqueue(seq, key, message, self.inner.settings.busy_policy).await
+                    }
                 }
             }
             InboundEvent::Action { action, .. } => {

@@ -10,6 +10,7 @@ use super::files::{PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool};
 use super::memory::MemoryTool;
 use super::send_message::SendMessageTool;
 use super::session_search::SessionSearchTool;
+use super::skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 use super::terminal::TerminalTool;
 use super::todo::TodoTool;
 use super::web_fetch::WebFetchTool;
@@ -18,6 +19,7 @@ use crate::agent::runtime::prompt::PromptBuilder;
 use crate::config::{AgentConfig, CronConfig, ToolsConfig};
 use crate::delivery::Targets;
 use crate::outbox::Outbox;
+use crate::redact::Redaction;
 
 /// Tools that reach into the rest of the daemon: cron jobs and deliveries.
 pub struct ExtraTools {
@@ -27,19 +29,22 @@ pub struct ExtraTools {
     pub targets: Targets,
     /// The outbox `send_message` delivers through.
     pub outbox: Outbox,
+    /// Masks the daemon's secrets in every tool result (children of `delegate_task` too).
+    pub redaction: Redaction,
 }
 
 /// Every built-in tool. `delegate_task` children get all the others except `clarify`.
 pub fn builtin(
     tools: &ToolsConfig,
     agent: &AgentConfig,
-    http: reqwest::Client,
+    web: WebFetchTool,
     chain: &ProviderChain,
     prompts: &PromptBuilder,
     extras: ExtraTools,
 ) -> Registry {
     let approval = tools.approval_timeout.get();
     let mut registry = Registry::default();
+    registry.set_redaction(extras.redaction.clone());
     registry.register(Arc::new(MemoryTool::new(tools.memory_chars, tools.user_chars)));
     registry.register(Arc::new(SessionSearchTool));
     registry.register(Arc::new(TodoTool::new()));
@@ -48,7 +53,12 @@ pub fn builtin(
     registry.register(Arc::new(SearchFilesTool::new()));
     registry.register(Arc::new(PatchTool::new(approval)));
     registry.register(Arc::new(TerminalTool::new(approval)));
-    registry.register(Arc::new(WebFetchTool::new(http, tools.web_allow_private)));
+    registry.register(Arc::new(web));
+    if let Some(skills) = prompts.skills() {
+        registry.register(Arc::new(SkillsListTool::new(skills.clone())));
+        registry.register(Arc::new(SkillViewTool::new(skills.clone())));
+        registry.register(Arc::new(SkillManageTool::new(skills.clone(), approval)));
+    }
     let child_tools = registry.clone();
     registry.register(Arc::new(CronJobTool::new(extras.cron, extras.targets.clone(), chain.models())));
     registry.register(Arc::new(SendMessageTool::new(extras.targets, extras.outbox)));

@@ -67,7 +67,9 @@ impl Tool for DelegateTool {
         }
         let system = format!(
             "{CHILD_PROMPT}\n\n{}",
-            self.prompts.build(&self.tools.toolsets(), chrono::Utc::now().date_naive())
+            self.prompts
+                .for_platform(&ctx.chat.platform)
+                .build(&self.tools.toolsets(), chrono::Utc::now().date_naive())
         );
         // The child keeps nothing in the store: its compressor has no session to compact.
         let compressor = Compressor {

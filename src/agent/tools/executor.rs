@@ -1,7 +1,7 @@
 //! Runs a batch of tool calls: parallel-safe calls concurrently (bounded), the others one at a
 //! time, results in call order. Each call runs in its own task with a timeout, so a tool that
-//! panics or hangs yields an error result instead of a dead turn; output is capped before it
-//! enters the context.
+//! panics or hangs yields an error result instead of a dead turn; output has secrets masked and
+//! is capped before it enters the context.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,9 +107,11 @@ async fn execute(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Res
             return Err(format!("error: {} was cancelled because the turn was stopped", spec.name));
         }
     };
+    // Masked before the cap, so a cut never leaves half a token unrecognised.
+    let redact = |text: &str| registry.redaction().redact(text);
     match result {
-        Ok(Ok(text)) => Ok(cap(text, spec.max_result_chars)),
-        Ok(Err(e)) => Err(cap(format!("error: {e}"), spec.max_result_chars)),
+        Ok(Ok(text)) => Ok(cap(redact(&text), spec.max_result_chars)),
+        Ok(Err(e)) => Err(cap(redact(&format!("error: {e}")), spec.max_result_chars)),
         Err(join) => {
             tracing::error!(tool = spec.name, error = %join, "tool panicked");
             Err(format!("error: {} crashed; try another approach", spec.name))

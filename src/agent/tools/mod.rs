@@ -13,6 +13,7 @@ pub mod files;
 pub mod memory;
 pub mod send_message;
 pub mod session_search;
+pub mod skills;
 pub mod terminal;
 #[cfg(test)]
 mod test_support;
@@ -30,6 +31,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::provider::ToolSchema;
+use crate::redact::Redaction;
 use crate::store::Store;
 
 pub use builtin::{ExtraTools, builtin};
@@ -144,6 +146,8 @@ pub trait Tool: Send + Sync {
 #[derive(Default, Clone)]
 pub struct Registry {
     tools: BTreeMap<&'static str, (Arc<dyn Tool>, Arc<ToolSpec>)>,
+    /// Applied by the executor to every result before it enters the transcript.
+    redaction: Redaction,
 }
 
 impl Registry {
@@ -151,6 +155,16 @@ impl Registry {
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         let spec = Arc::new(tool.spec());
         self.tools.insert(spec.name, (tool, spec));
+    }
+
+    /// Mask the daemon's secrets in every tool result (token shapes are masked without it too).
+    pub fn set_redaction(&mut self, redaction: Redaction) {
+        self.redaction = redaction;
+    }
+
+    /// The redaction tool results pass through.
+    pub fn redaction(&self) -> &Redaction {
+        &self.redaction
     }
 
     /// A tool by name.
@@ -167,7 +181,7 @@ impl Registry {
             .filter(|(_, (_, spec))| toolsets.iter().any(|s| s == spec.toolset))
             .map(|(name, entry)| (*name, entry.clone()))
             .collect();
-        Registry { tools }
+        Registry { tools, redaction: self.redaction.clone() }
     }
 
     /// Every tool's spec, in name order.

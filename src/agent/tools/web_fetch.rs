@@ -1,9 +1,13 @@
 //! The `web_fetch` tool: GET one http(s) URL and return it as readable text (HTML stripped to its
-//! words, JSON and plain text as they are). It must never reach a private or local address
-//! unless built with `allow_private`, nor read an unbounded body, nor follow more than
-//! `MAX_REDIRECTS` redirects.
+//! words, JSON and plain text as they are). It must never connect to an address the IANA
+//! special-purpose registries name (loopback, private, link-local, NAT64, 6to4, Teredo, …), nor
+//! let a second DNS answer replace the checked one, nor use a proxy from the environment, nor read
+//! an unbounded body, nor follow more than `MAX_REDIRECTS` redirects, each of which is checked.
+
+mod resolve;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,6 +18,9 @@ use serde_json::{Value, json};
 
 use super::files::parse_args;
 use super::{Tool, ToolContext, ToolError, ToolSpec};
+use crate::net_guard::AddressPolicy;
+use resolve::GuardedResolver;
+pub use resolve::{Lookup, Refused, SystemLookup};
 
 const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_REDIRECTS: usize = 5;
@@ -22,20 +29,40 @@ const DEFAULT_MAX_CHARS: usize = 20_000;
 const LIMIT_MAX_CHARS: usize = 100_000;
 
 /// Fetches web pages.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WebFetchTool {
     http: reqwest::Client,
-    allow_private: bool,
+    policy: AddressPolicy,
+}
+
+impl std::fmt::Debug for WebFetchTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebFetchTool").field("policy", &self.policy).finish_non_exhaustive()
+    }
 }
 
 impl WebFetchTool {
-    /// A fetch tool over `http`, refusing private and local addresses unless `allow_private`.
-    ///
-    /// `http` should not follow redirects itself (`reqwest::redirect::Policy::none()`): the tool
-    /// follows them, checking every hop. A client that does follow them still has its final
-    /// address checked, but not the hops in between.
-    pub fn new(http: reqwest::Client, allow_private: bool) -> Self {
-        Self { http, allow_private }
+    /// A fetch tool resolving names through the system resolver, connecting only to addresses
+    /// `policy` permits.
+    pub fn new(policy: AddressPolicy) -> reqwest::Result<Self> {
+        Self::with_lookup(policy, Arc::new(SystemLookup))
+    }
+
+    /// A fetch tool resolving names through `lookup` (tests script DNS answers with it).
+    pub fn with_lookup(policy: AddressPolicy, lookup: Arc<dyn Lookup>) -> reqwest::Result<Self> {
+        let resolver = GuardedResolver {
+            lookup,
+            policy,
+            #[cfg(test)]
+            stand_ins: Default::default(),
+        };
+        Self::with_resolver(resolver)
+    }
+
+    fn with_resolver(resolver: GuardedResolver) -> reqwest::Result<Self> {
+        let policy = resolver.policy;
+        let http = crate::http_client::build_fetcher(Arc::new(resolver))?;
+        Ok(Self { http, policy })
     }
 }
 
@@ -85,15 +112,14 @@ impl Tool for WebFetchTool {
 }
 
 impl WebFetchTool {
+    /// GET `url`, following redirects by hand: every hop is checked before it is requested, and
+    /// named hosts are checked by the resolver at connect time.
     async fn fetch(&self, mut url: Url, max_chars: usize) -> Result<String, ToolError> {
         for hop in 0..=MAX_REDIRECTS {
-            self.check(&url).await?;
+            self.check(&url)?;
             let accept = "text/html, application/json;q=0.9, text/plain;q=0.9, */*;q=0.5";
             let response = self.http.get(url.clone()).header(ACCEPT, accept).send().await;
             let response = response.map_err(|e| request_error(&url, &e))?;
-            if response.url() != &url {
-                self.check(response.url()).await?;
-            }
             let location = response.headers().get(LOCATION).and_then(|l| l.to_str().ok());
             match location {
                 Some(location) if response.status().is_redirection() => {
@@ -112,67 +138,39 @@ impl WebFetchTool {
         unreachable!("the last hop returns or fails")
     }
 
-    /// Only http(s), and unless `allow_private` only hosts whose every address is public.
-    async fn check(&self, url: &Url) -> Result<(), ToolError> {
+    /// Only http(s); an IP-literal host is checked here, since reqwest connects to a literal
+    /// without asking the resolver. Named hosts are checked when the resolver answers.
+    fn check(&self, url: &Url) -> Result<(), ToolError> {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(ToolError::InvalidArguments(format!("only http and https URLs can be fetched, not {url}")));
         }
-        if self.allow_private {
-            return Ok(());
-        }
+        // The URL parser normalises IPv4 literals (`2130706433`, `0x7f.1`) to dotted quads.
         let host = url.host_str().unwrap_or_default();
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let lower = bare.to_ascii_lowercase();
-        let refuse = |what: String| {
-            ToolError::Denied(format!("{host} is {what}; web_fetch only fetches public internet addresses"))
+        let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() else {
+            if host.is_empty() {
+                return Err(ToolError::InvalidArguments(format!("{url} has no host")));
+            }
+            return Ok(());
         };
-        if lower.is_empty() || lower == "localhost" || lower.ends_with(".localhost") {
-            return Err(refuse("a local name".into()));
-        }
-        let addresses: Vec<IpAddr> = match bare.parse::<IpAddr>() {
-            Ok(ip) => vec![ip],
-            Err(_) => tokio::net::lookup_host((bare, url.port_or_known_default().unwrap_or(80)))
-                .await
-                .map_err(|e| ToolError::Failed(format!("cannot resolve {host}: {e}")))?
-                .map(|a| a.ip())
-                .collect(),
-        };
-        match addresses.into_iter().find(|ip| is_private(*ip)) {
-            Some(ip) => Err(refuse(format!("a private or local address ({ip})"))),
-            None => Ok(()),
+        match self.policy.check(ip) {
+            Ok(()) => Ok(()),
+            Err(special) => Err(denied(&Refused { host: ip.to_string(), ip, special })),
         }
     }
 }
 
-/// Loopback, private, link-local, unique-local, carrier-grade NAT, unspecified, broadcast and
-/// multicast addresses (IPv4-mapped IPv6 judged as IPv4).
-fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-        }
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => is_private(IpAddr::V4(v4)),
-            None => {
-                v6.is_loopback()
-                    || v6.is_unspecified()
-                    || v6.is_unique_local()
-                    || v6.is_unicast_link_local()
-                    || v6.is_multicast()
-            }
-        },
-    }
+fn denied(refused: &Refused) -> ToolError {
+    ToolError::Denied(format!("{refused}; web_fetch only fetches public internet addresses"))
 }
 
 fn request_error(url: &Url, e: &reqwest::Error) -> ToolError {
+    let mut source: Option<&dyn std::error::Error> = Some(e);
+    while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<Refused>() {
+            return denied(refused);
+        }
+        source = cause.source();
+    }
     if e.is_timeout() {
         return ToolError::Failed(format!("fetching {url} timed out"));
     }
@@ -402,5 +400,7 @@ fn entity(name: &str) -> Option<char> {
     }
 }
 
+#[cfg(test)]
+mod rebinding;
 #[cfg(test)]
 mod tests;
