@@ -39,7 +39,7 @@ RUN apt-get update \
 RUN groupadd --system --gid 10001 hermesd \
     && useradd --system --uid 10001 --gid hermesd --no-create-home \
         --home-dir /var/lib/hermesd --shell /usr/sbin/nologin hermesd \
-    && install -d -m 0750 -o hermesd -g hermesd /var/lib/hermesd
+    && install -d -m 0700 -o hermesd -g hermesd /var/lib/hermesd
 COPY --from=build /src/target/release/hermesd /usr/local/bin/hermesd
 
 # State (SQLite database, optional .env) and the default config path

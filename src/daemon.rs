@@ -234,8 +234,9 @@ impl Daemon {
         };
         let addr = listener.as_ref().map(|l| l.local_addr()).transpose().context("local address")?;
 
-        let recovery =
-            recover(&store, &outbox, &router, &config.recovery).await.map_err(|e| anyhow::anyhow!("recovery: {e}"))?;
+        let recovery = recover(&store, &outbox, &router, &config.recovery, &metrics)
+            .await
+            .map_err(|e| anyhow::anyhow!("recovery: {e}"))?;
 
         let tasks = TaskTracker::new();
         let platform_cancel = shutdown.child_token();

@@ -20,6 +20,8 @@ pub const TURN_SECONDS: &str = "hermesd_turn_duration_seconds";
 pub const MODEL_SECONDS: &str = "hermesd_model_call_duration_seconds";
 /// Errors by kind (`provider`, `store`, `delivery`, `panic`).
 pub const ERRORS_TOTAL: &str = "hermesd_errors_total";
+/// Stored rows set aside at start because they no longer decode, by table (`inbound_events`).
+pub const QUARANTINED_TOTAL: &str = "hermesd_quarantined_rows_total";
 
 const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
 

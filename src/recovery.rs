@@ -1,6 +1,7 @@
 //! Restart recovery: replies stored but not delivered are sent; events accepted but not
 //! finished run once more, unless they are too old, ran too often, or their session keeps
-//! crashing the daemon — then the user is told instead. Nothing is answered twice.
+//! crashing the daemon — then the user is told instead. Nothing is answered twice. A row that no
+//! longer decodes is quarantined by the store, logged and counted here, and start-up goes on.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use hermesd_platform::{InboundEvent, OutboundKind};
 
 use crate::clock::now_ms;
 use crate::config::RecoveryConfig;
+use crate::metrics::{Metrics, QUARANTINED_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::store::{EventState, Store, StoreError};
@@ -21,6 +23,8 @@ pub struct RecoveryReport {
     pub rerun: usize,
     /// Events answered with an apology instead.
     pub given_up: usize,
+    /// Events whose stored payload no longer decodes, set aside and never run.
+    pub quarantined: usize,
 }
 
 /// Run recovery once, before platforms start receiving.
@@ -29,10 +33,22 @@ pub async fn recover(
     outbox: &Outbox,
     router: &Router,
     limits: &RecoveryConfig,
+    metrics: &Metrics,
 ) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport { resumed_chunks: outbox.resume_pending().await, ..Default::default() };
     let now = now_ms();
-    for unfinished in store.unfinished_events().await? {
+    let found = store.unfinished_events().await?;
+    for row in &found.quarantined {
+        report.quarantined += 1;
+        metrics.inc(QUARANTINED_TOTAL, &[("table", "inbound_events")]);
+        tracing::warn!(
+            seq = row.id,
+            platform = %row.platform,
+            error = %row.reason,
+            "quarantined an undecodable inbound event; it will not run"
+        );
+    }
+    for unfinished in found.events {
         let crashed = unfinished.state == EventState::Running;
         let mut refusal = None;
         if now - unfinished.received_at > i64::try_from(limits.freshness.get().as_millis()).unwrap_or(i64::MAX) {
@@ -79,6 +95,7 @@ pub async fn recover(
             resumed_chunks = report.resumed_chunks,
             rerun = report.rerun,
             given_up = report.given_up,
+            quarantined = report.quarantined,
             "recovered unfinished work"
         );
     }

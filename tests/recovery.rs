@@ -67,7 +67,7 @@ async fn stale_events_get_an_apology_and_crashing_sessions_are_suspended() {
     d.daemon.stop().await;
 
     let store = SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
-    assert!(store.unfinished_events().await.unwrap().is_empty(), "both events closed");
+    assert!(store.unfinished_events().await.unwrap().events.is_empty(), "both events closed");
     let session = store.route("agent:main:api:dm:r1").await.unwrap().unwrap();
     assert!(session.suspended);
     store.close().await;

@@ -1,6 +1,7 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills | mcp`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 
+mod check;
 mod cron;
 mod mcp;
 mod pairing;
@@ -14,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, Env, Paths, ProcessEnv};
+use crate::config::{Config, ConfigFile, Env, Locator, Paths, ProcessEnv};
 
 /// Exit code: configuration error (systemd's RestartPreventExitStatus).
 pub const EXIT_CONFIG: u8 = 78;
@@ -99,22 +100,34 @@ pub struct Loaded {
     pub paths: Paths,
     /// Environment and `.env`.
     pub env: Env,
+    /// Where each key of the config file is, for problems found later.
+    pub locator: Locator,
 }
 
-/// Load config and environment; on failure print every problem and return exit 78.
+/// Load config and environment; on failure print every problem (structure, environment and
+/// validation, each with file and line where it has one) and return exit 78.
 pub fn load(cli: &Cli) -> Result<Loaded, ExitCode> {
     let paths = Paths::resolve(cli.home.clone(), cli.config.clone(), &ProcessEnv);
-    let env = match Env::load(Box::new(ProcessEnv), &paths.home) {
-        Ok(env) => env,
+    let env = Env::load(Box::new(ProcessEnv), &paths.home);
+    let file = match ConfigFile::read(&paths.config) {
+        Ok(file) => file,
         Err(e) => {
-            eprintln!("hermesd: invalid configuration:\n  - {e}");
+            eprintln!("hermesd: {e}");
             return Err(ExitCode::from(EXIT_CONFIG));
         }
     };
-    match Config::load(&paths.config) {
-        Ok(config) => Ok(Loaded { config, paths, env }),
+    match env {
+        Ok(env) if file.problems.is_empty() => {
+            let ConfigFile { config, locator, .. } = file;
+            Ok(Loaded { config, paths, env, locator })
+        }
+        Ok(env) => {
+            check::report(&paths, &file.all_problems(&env));
+            Err(ExitCode::from(EXIT_CONFIG))
+        }
         Err(e) => {
-            eprintln!("hermesd: {e}");
+            let problems: Vec<String> = file.problems.into_iter().chain(std::iter::once(e)).collect();
+            check::report(&paths, &problems);
             Err(ExitCode::from(EXIT_CONFIG))
         }
     }
@@ -144,7 +157,7 @@ pub fn main() -> ExitCode {
         };
         match cli.command {
             Command::Run => run::run(loaded).await,
-            Command::Check => check(&loaded),
+            Command::Check => check::check(&loaded),
             Command::Chat { user } => run::chat(loaded, &user).await,
             Command::Sessions { command } => sessions::run(loaded, command).await,
             Command::Pairing { command } => pairing::run(loaded, command).await,
@@ -170,41 +183,6 @@ async fn open_store(loaded: &Loaded) -> Result<crate::store::SqliteStore, ExitCo
 fn format_time(ms: i64, seconds: bool) -> String {
     let format = if seconds { "%Y-%m-%d %H:%M:%S" } else { "%Y-%m-%d %H:%M" };
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms).map(|t| t.format(format).to_string()).unwrap_or_default()
-}
-
-fn check(loaded: &Loaded) -> ExitCode {
-    let problems = loaded.config.validate(&loaded.env);
-    for note in loaded.config.advice(&loaded.env) {
-        println!("note: {note}");
-    }
-    if problems.is_empty() {
-        let source = if loaded.paths.config.exists() {
-            loaded.paths.config.display().to_string()
-        } else {
-            format!("embedded defaults ({} not found)", loaded.paths.config.display())
-        };
-        println!("configuration OK: {source}");
-        for line in crate::access::admin_report(&loaded.env, chat_platforms(&loaded.config)) {
-            println!("admins {line}");
-        }
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("hermesd: invalid configuration ({}):", loaded.paths.config.display());
-        for problem in problems {
-            eprintln!("  - {problem}");
-        }
-        ExitCode::from(EXIT_CONFIG)
-    }
-}
-
-/// The enabled platforms people talk through, for the admin report.
-fn chat_platforms(config: &crate::config::Config) -> Vec<&'static str> {
-    let p = &config.platforms;
-    let enabled = [("api", p.api.enabled), ("telegram", p.telegram.enabled), ("discord", p.discord.enabled)];
-    let mut names: Vec<&str> =
-        enabled.into_iter().chain([("slack", p.slack.enabled)]).filter(|(_, on)| *on).map(|(n, _)| n).collect();
-    names.push("terminal");
-    names
 }
 
 /// Log lines go to stderr with every secret in `redaction` (and token shapes) masked.

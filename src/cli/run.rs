@@ -10,6 +10,14 @@ use crate::daemon::{Daemon, DaemonOptions};
 use crate::platforms::terminal::TerminalPlatform;
 
 pub(super) async fn run(loaded: Loaded) -> ExitCode {
+    let problems: Vec<String> = loaded.config.validate(&loaded.env).iter().map(|p| loaded.locator.locate(p)).collect();
+    if !problems.is_empty() {
+        super::check::report(&loaded.paths, &problems);
+        return ExitCode::from(super::EXIT_CONFIG);
+    }
+    for warning in super::check::permission_warnings(&loaded.paths, &loaded.config) {
+        tracing::warn!("{warning}");
+    }
     let options = DaemonOptions { systemd: true, ..Default::default() };
     let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
         Ok(daemon) => daemon,

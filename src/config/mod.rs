@@ -6,6 +6,7 @@
 
 mod duration;
 mod http;
+mod load;
 mod mcp;
 mod secrets;
 mod validate;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use duration::{HumanDuration, parse_duration};
 pub use http::normalize_origin;
+pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
 
@@ -735,19 +737,15 @@ pub struct ConfigError {
 }
 
 impl Config {
-    /// Read `path`; a missing file gives the embedded defaults.
+    /// Read `path`; a missing file gives the embedded defaults. Every structural problem is
+    /// listed (see `ConfigFile`).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Self::parse(&text)
-                .map_err(|e| ConfigError { problems: vec![format!("{}: {}", path.display(), e.problems.join("; "))] }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(ConfigError { problems: vec![format!("read {}: {e}", path.display())] }),
-        }
+        ConfigFile::read(path)?.into_config()
     }
 
-    /// Parse TOML text.
+    /// Parse TOML text, listing every structural problem.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError { problems: vec![e.to_string().trim().to_owned()] })
+        ConfigFile::from_text(text, "config").into_config()
     }
 
     /// Every model endpoint in the order they are tried.

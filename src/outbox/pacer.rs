@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hermesd_platform::clamp_retry_after;
 use tokio::time::Instant;
 
 use crate::store::PendingOutbound;
@@ -106,10 +107,14 @@ impl ChatPacer {
         }
     }
 
-    /// The platform said "retry after": nothing goes to this chat until then.
+    /// The platform said "retry after": nothing goes to this chat until then. The wait is
+    /// clamped to `MAX_RETRY_AFTER` before the lock is taken: an absurd value from a platform
+    /// must not overflow the deadline (a panic here would poison the chat's pacer for good).
     pub fn pause(&self, retry_after: Duration) {
+        let retry_after = clamp_retry_after(retry_after);
+        let now = Instant::now();
+        let until = now.checked_add(retry_after).unwrap_or(now);
         let mut bucket = self.bucket.lock().expect("pacer lock poisoned");
-        let until = Instant::now() + retry_after;
         bucket.paused_until = Some(bucket.paused_until.map_or(until, |u| u.max(until)));
         bucket.tokens = 0.0;
     }
@@ -175,6 +180,17 @@ mod tests {
         let start = Instant::now();
         pacer.acquire().await;
         assert_eq!(Instant::now() - start, Duration::from_secs(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_absurd_retry_after_is_clamped_to_an_hour() {
+        let pacer = ChatPacer::new(30.0, 5);
+        pacer.pause(Duration::MAX);
+        pacer.pause(Duration::from_secs(u64::MAX / 2));
+        assert!(!pacer.try_acquire(), "paused");
+        let start = Instant::now();
+        pacer.acquire().await;
+        assert_eq!(Instant::now() - start, hermesd_platform::MAX_RETRY_AFTER);
     }
 
     #[tokio::test(start_paused = true)]

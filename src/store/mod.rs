@@ -70,6 +70,8 @@ pub enum EventState {
     Failed,
     /// Too old to run after downtime; answered with a notice.
     Expired,
+    /// Its stored payload could not be decoded; set aside at start, never run or retried.
+    Quarantined,
 }
 
 impl EventState {
@@ -80,6 +82,7 @@ impl EventState {
             EventState::Done => "done",
             EventState::Failed => "failed",
             EventState::Expired => "expired",
+            EventState::Quarantined => "quarantined",
         }
     }
 
@@ -90,6 +93,7 @@ impl EventState {
             "done" => EventState::Done,
             "failed" => EventState::Failed,
             "expired" => EventState::Expired,
+            "quarantined" => EventState::Quarantined,
             _ => return None,
         })
     }
@@ -110,6 +114,27 @@ pub struct UnfinishedEvent {
     pub received_at: i64,
     /// The session its turn ran in, when it started.
     pub session_id: Option<String>,
+}
+
+/// A stored row that could not be decoded: marked `quarantined` (kept for inspection, never run
+/// or retried) instead of stopping the daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedRow {
+    /// Its sequence number (inbound) or id (outbound).
+    pub id: i64,
+    /// The platform it came from or was meant for.
+    pub platform: String,
+    /// Why it could not be read (the decoder's message; never the payload itself).
+    pub reason: String,
+}
+
+/// What `unfinished_events` found: the events to resume, and rows it had to set aside.
+#[derive(Debug, Clone, Default)]
+pub struct UnfinishedEvents {
+    /// Accepted or running events, oldest first.
+    pub events: Vec<UnfinishedEvent>,
+    /// Rows whose payload no longer decodes, now in state `quarantined`.
+    pub quarantined: Vec<QuarantinedRow>,
 }
 
 /// The identity of a conversation, from which sessions are found or started.
@@ -238,8 +263,9 @@ pub trait InboundStore: Send + Sync {
     async fn ping(&self) -> StoreResult<()>;
     /// Store `event` unless (platform, event id) was seen; one transaction.
     async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome>;
-    /// Events accepted or running, oldest first.
-    async fn unfinished_events(&self) -> StoreResult<Vec<UnfinishedEvent>>;
+    /// Events accepted or running, oldest first. A row that no longer decodes is moved to
+    /// `quarantined` in the same call and listed apart, so one bad row never blocks a start.
+    async fn unfinished_events(&self) -> StoreResult<UnfinishedEvents>;
     /// End an event without a turn (expired, rejected, control command), queueing `reply`.
     async fn close_event(
         &self,

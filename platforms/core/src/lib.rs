@@ -18,7 +18,7 @@ pub use model::{
     MessageRef, OutboundKind, OutboundMessage, ReplyContext, Sender,
 };
 pub use platform::{
-    Accepted, Admission, Capabilities, Ingress, IngressError, LengthUnit, MarkdownDialect, Platform, PlatformContext,
-    PlatformError, PlatformHealth, WebhookRequest, WebhookResponse,
+    Accepted, Admission, Capabilities, Ingress, IngressError, LengthUnit, MAX_RETRY_AFTER, MarkdownDialect, Platform,
+    PlatformContext, PlatformError, PlatformHealth, WebhookRequest, WebhookResponse, clamp_retry_after,
 };
 pub use redact::Redactor;

@@ -131,6 +131,15 @@ impl PlatformError {
     }
 }
 
+/// The longest wait a platform's "retry after" may impose. A longer one (a bad header, a
+/// misread unit) is clamped: it must neither stall a chat for days nor overflow a deadline.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// `retry_after` clamped to `MAX_RETRY_AFTER`.
+pub fn clamp_retry_after(retry_after: Duration) -> Duration {
+    retry_after.min(MAX_RETRY_AFTER)
+}
+
 /// The result of handing an event to the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accepted {

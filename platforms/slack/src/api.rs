@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hermesd_platform::{PlatformError, Redactor};
+use hermesd_platform::{PlatformError, Redactor, clamp_retry_after};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use slack_morphism::errors::SlackClientError;
@@ -56,9 +56,9 @@ pub(crate) async fn identify(
 pub(crate) fn map_error(error: &SlackClientError, context: &str, redactor: &Redactor) -> PlatformError {
     let detail = |what: &dyn std::fmt::Display| format!("{context}: {}", redactor.redact(&what.to_string()));
     match error {
-        SlackClientError::RateLimitError(limit) => {
-            PlatformError::RateLimited { retry_after: limit.retry_after.unwrap_or(DEFAULT_RETRY_AFTER) }
-        }
+        SlackClientError::RateLimitError(limit) => PlatformError::RateLimited {
+            retry_after: clamp_retry_after(limit.retry_after.unwrap_or(DEFAULT_RETRY_AFTER)),
+        },
         SlackClientError::ApiError(api) => match api.code.as_str() {
             "ratelimited" | "rate_limited" => PlatformError::RateLimited { retry_after: DEFAULT_RETRY_AFTER },
             "invalid_auth"
@@ -130,6 +130,14 @@ mod tests {
             matches!(mapped, PlatformError::RateLimited { retry_after } if retry_after.as_secs() == 7),
             "{mapped:?}"
         );
+        // A Retry-After of u64::MAX seconds would overflow any deadline: it is clamped to an hour.
+        let absurd = SlackClientError::RateLimitError(
+            SlackRateLimitError::new().with_retry_after(Duration::from_secs(u64::MAX)),
+        );
+        assert!(matches!(
+            map_error(&absurd, "x", &redactor),
+            PlatformError::RateLimited { retry_after } if retry_after == hermesd_platform::MAX_RETRY_AFTER
+        ));
         let unsaid = SlackClientError::RateLimitError(SlackRateLimitError::new());
         assert!(
             matches!(map_error(&unsaid, "x", &redactor), PlatformError::RateLimited { retry_after } if retry_after == DEFAULT_RETRY_AFTER)

@@ -3,7 +3,7 @@
 //! No retries or pacing here (the host owns both), with one exception: text whose HTML Telegram
 //! cannot parse is sent once more as plain text. Error texts must never carry the bot token.
 
-use hermesd_platform::{Button, ChatRef, MessageRef, OutboundMessage, PlatformError, Redactor};
+use hermesd_platform::{Button, ChatRef, MessageRef, OutboundMessage, PlatformError, Redactor, clamp_retry_after};
 use teloxide::prelude::*;
 use teloxide::types::{
     ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode, Recipient, ReplyParameters, ThreadId,
@@ -16,7 +16,9 @@ use crate::format::markdown_to_html;
 pub(crate) fn map_error(error: &RequestError, context: &str, redactor: &Redactor) -> PlatformError {
     let detail = |what: &dyn std::fmt::Display| format!("{context}: {}", redactor.redact(&what.to_string()));
     match error {
-        RequestError::RetryAfter(wait) => PlatformError::RateLimited { retry_after: wait.duration() },
+        RequestError::RetryAfter(wait) => {
+            PlatformError::RateLimited { retry_after: clamp_retry_after(wait.duration()) }
+        }
         RequestError::Network(source) => PlatformError::Transient(detail(&format_args!("network error: {source}"))),
         // A proxy or an overloaded server answering HTML instead of JSON.
         RequestError::InvalidJson { .. } => PlatformError::Transient(detail(&"unexpected non-JSON answer")),
@@ -166,6 +168,7 @@ fn message_id(id: &str) -> Result<MessageId, PlatformError> {
 #[cfg(test)]
 mod tests {
     use hermesd_platform::ChatType;
+    use hermesd_platform::MAX_RETRY_AFTER;
     use teloxide::types::Seconds;
 
     use super::*;
@@ -192,6 +195,9 @@ mod tests {
         }
         let limited = map_error(&RequestError::RetryAfter(Seconds::from_seconds(3)), "x", &redactor);
         assert!(matches!(limited, PlatformError::RateLimited { retry_after } if retry_after.as_secs() == 3));
+        // An absurd wait (u32::MAX seconds is 136 years) is clamped to an hour.
+        let absurd = map_error(&RequestError::RetryAfter(Seconds::from_seconds(u32::MAX)), "x", &redactor);
+        assert!(matches!(absurd, PlatformError::RateLimited { retry_after } if retry_after == MAX_RETRY_AFTER));
     }
 
     #[test]

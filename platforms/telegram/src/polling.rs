@@ -137,8 +137,9 @@ async fn poll_failed(
             return Err(PlatformError::Unauthorized("getUpdates: the bot token was refused".into()));
         }
         RequestError::RetryAfter(wait) => {
-            tracing::warn!(platform = NAME, retry_after = ?wait.duration(), "getUpdates rate limited");
-            return Ok(sleep_or_cancel(wait.duration(), cancel).await);
+            let wait = hermesd_platform::clamp_retry_after(wait.duration());
+            tracing::warn!(platform = NAME, retry_after = ?wait, "getUpdates rate limited");
+            return Ok(sleep_or_cancel(wait, cancel).await);
         }
         RequestError::Api(ApiError::TerminatedByOtherGetUpdates) => {
             tracing::warn!(platform = NAME, "another process is polling this bot token; retrying");

@@ -258,10 +258,16 @@ fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderE
     }
 }
 
-/// The Retry-After header in seconds (HTTP dates are not used by model APIs).
+/// Longest Retry-After taken as given; a longer one (which the runtime's deadline would refuse
+/// anyway) is clamped, since `Duration::from_secs_f64` panics past `u64::MAX` seconds.
+const MAX_RETRY_AFTER_SECS: f64 = 3600.0;
+
+/// The Retry-After header in seconds (HTTP dates are not used by model APIs); negative, NaN and
+/// infinite values are ignored, huge ones clamped to an hour.
 pub(super) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64)
+    let secs = value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+    Some(Duration::from_secs_f64(secs.min(MAX_RETRY_AFTER_SECS)))
 }
 
 /// A failure to send or to read a reply. reqwest errors can carry the URL but never headers, so

@@ -151,12 +151,12 @@ mod tests {
         let store = SqliteStore::open(&dir.path().join("t.db"), std::time::Duration::from_secs(1), 1).await.unwrap();
         let first = store.accept_idempotent(&event("r1"), &claim("f", "r1", 0), 100).await.unwrap();
         assert!(matches!(first, IdempotentAccept::New { .. }), "{first:?}");
-        assert_eq!(store.unfinished_events().await.unwrap().len(), 1, "the event was accepted with the claim");
+        assert_eq!(store.unfinished_events().await.unwrap().events.len(), 1, "the event was accepted with the claim");
         let again = store.accept_idempotent(&event("r2"), &claim("f", "r2", 0), 110).await.unwrap();
         assert_eq!(again, IdempotentAccept::InProgress);
         let other = store.accept_idempotent(&event("r3"), &claim("g", "r3", 0), 110).await.unwrap();
         assert_eq!(other, IdempotentAccept::Mismatch);
-        assert_eq!(store.unfinished_events().await.unwrap().len(), 1, "retries store no event");
+        assert_eq!(store.unfinished_events().await.unwrap().events.len(), 1, "retries store no event");
 
         let response = StoredResponse { status: 200, body: "{\"a\":1}".into() };
         assert!(store.complete_idempotent("r1", &response, 120).await.unwrap());

@@ -6,7 +6,60 @@ use sqlx::Row;
 
 use super::outbox::insert_outbound;
 use super::{SqliteStore, from_json, retry_busy, to_json};
-use crate::store::{AcceptOutcome, EventState, InboundStore, StoreError, StoreResult, UnfinishedEvent};
+use crate::clock::now_ms;
+use crate::store::{
+    AcceptOutcome, EventState, InboundStore, QuarantinedRow, StoreError, StoreResult, UnfinishedEvent, UnfinishedEvents,
+};
+
+impl SqliteStore {
+    /// Set an undecodable inbound row aside: state `quarantined`, the reason in `error`.
+    async fn quarantine_inbound(&self, seq: i64, reason: &str, now: i64) -> StoreResult<()> {
+        retry_busy(|| async move {
+            sqlx::query(
+                "UPDATE inbound_events SET state = 'quarantined', error = ?, finished_at = ? \
+                 WHERE seq = ? AND state IN ('accepted', 'running')",
+            )
+            .bind(reason)
+            .bind(now)
+            .bind(seq)
+            .execute(&self.writer)
+            .await
+            .map(drop)
+        })
+        .await
+    }
+
+    /// Store a raw inbound row, payload unchecked, as no adapter ever would: for tests of a
+    /// damaged or older database.
+    #[doc(hidden)]
+    pub async fn insert_raw_inbound(
+        &self,
+        platform: &str,
+        event_id: &str,
+        payload: &str,
+        now: i64,
+    ) -> StoreResult<i64> {
+        let done =
+            sqlx::query("INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?, ?, ?, ?)")
+                .bind(platform)
+                .bind(event_id)
+                .bind(payload)
+                .bind(now)
+                .execute(&self.writer)
+                .await?;
+        Ok(done.last_insert_rowid())
+    }
+
+    /// The state and error text of inbound event `seq`, if it exists (inspection and tests).
+    pub async fn inbound_state(&self, seq: i64) -> StoreResult<Option<(String, Option<String>)>> {
+        let row: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT state, error FROM inbound_events WHERE seq = ?")
+                .bind(seq)
+                .fetch_optional(&self.readers)
+                .await?;
+        Ok(row)
+    }
+}
 
 #[async_trait]
 impl InboundStore for SqliteStore {
@@ -37,27 +90,42 @@ impl InboundStore for SqliteStore {
         .await
     }
 
-    async fn unfinished_events(&self) -> StoreResult<Vec<UnfinishedEvent>> {
+    async fn unfinished_events(&self) -> StoreResult<UnfinishedEvents> {
         let rows = sqlx::query(
-            "SELECT seq, payload, state, attempts, received_at, session_id FROM inbound_events \
+            "SELECT seq, platform, payload, state, attempts, received_at, session_id FROM inbound_events \
              WHERE state IN ('accepted', 'running') ORDER BY seq",
         )
         .fetch_all(&self.writer)
         .await?;
-        rows.iter()
-            .map(|row| {
-                let state: String = row.get("state");
-                Ok(UnfinishedEvent {
-                    seq: row.get("seq"),
-                    event: from_json(row.get("payload"), "inbound_events.payload")?,
-                    state: EventState::parse(&state)
-                        .ok_or_else(|| StoreError::Corrupt(format!("inbound_events.state {state:?}")))?,
+        let mut found = UnfinishedEvents::default();
+        for row in &rows {
+            let seq: i64 = row.get("seq");
+            let state: String = row.get("state");
+            let decoded = from_json(row.get("payload"), "inbound_events.payload").and_then(|event| {
+                let state = EventState::parse(&state)
+                    .ok_or_else(|| StoreError::Corrupt(format!("inbound_events.state {state:?}")))?;
+                Ok((event, state))
+            });
+            match decoded {
+                Ok((event, state)) => found.events.push(UnfinishedEvent {
+                    seq,
+                    event,
+                    state,
                     attempts: row.get::<i64, _>("attempts").try_into().unwrap_or(u32::MAX),
                     received_at: row.get("received_at"),
                     session_id: row.get("session_id"),
-                })
-            })
-            .collect()
+                }),
+                Err(error) => found.quarantined.push(QuarantinedRow {
+                    id: seq,
+                    platform: row.get("platform"),
+                    reason: error.to_string(),
+                }),
+            }
+        }
+        for row in &found.quarantined {
+            self.quarantine_inbound(row.id, &row.reason, now_ms()).await?;
+        }
+        Ok(found)
     }
 
     async fn close_event(

@@ -33,17 +33,37 @@ pub(super) async fn insert_outbound(
     Ok(ids)
 }
 
-fn pending_from_rows(rows: &[sqlx::sqlite::SqliteRow]) -> StoreResult<Vec<PendingOutbound>> {
-    rows.iter()
-        .map(|row| {
-            Ok(PendingOutbound {
-                id: row.get("id"),
-                turn_id: row.get("turn_id"),
-                message: from_json(row.get("payload"), "outbound_messages.payload")?,
-                attempts: row.get::<i64, _>("attempts").try_into().unwrap_or(u32::MAX),
-            })
-        })
-        .collect()
+impl SqliteStore {
+    /// Decode pending rows; a row whose payload no longer decodes is set aside as `quarantined`
+    /// (logged once here: no caller can act on it) so the replies around it still go out.
+    async fn pending_from_rows(&self, rows: &[sqlx::sqlite::SqliteRow]) -> StoreResult<Vec<PendingOutbound>> {
+        let mut pending = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: i64 = row.get("id");
+            match from_json(row.get("payload"), "outbound_messages.payload") {
+                Ok(message) => pending.push(PendingOutbound {
+                    id,
+                    turn_id: row.get("turn_id"),
+                    message,
+                    attempts: row.get::<i64, _>("attempts").try_into().unwrap_or(u32::MAX),
+                }),
+                Err(error) => {
+                    let reason = error.to_string();
+                    tracing::warn!(id, error = %reason, "quarantined an undecodable outbound message; it will not be sent");
+                    retry_busy(|| {
+                        sqlx::query(
+                            "UPDATE outbound_messages SET state = 'quarantined', error = ? WHERE id = ? AND state = 'pending'",
+                        )
+                        .bind(&reason)
+                        .bind(id)
+                        .execute(&self.writer)
+                    })
+                    .await?;
+                }
+            }
+        }
+        Ok(pending)
+    }
 }
 
 #[async_trait]
@@ -66,7 +86,7 @@ impl OutboxStore for SqliteStore {
         .bind(turn_id)
         .fetch_all(&self.readers)
         .await?;
-        pending_from_rows(&rows)
+        self.pending_from_rows(&rows).await
     }
 
     async fn pending_outbound(&self) -> StoreResult<Vec<PendingOutbound>> {
@@ -75,7 +95,7 @@ impl OutboxStore for SqliteStore {
         )
         .fetch_all(&self.writer)
         .await?;
-        pending_from_rows(&rows)
+        self.pending_from_rows(&rows).await
     }
 
     async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64) -> StoreResult<()> {

@@ -63,7 +63,7 @@ async fn accept_deduplicates_across_reopen() {
     store.close().await;
     let store = open(&dir).await;
     assert_eq!(store.accept_inbound(&event("e1", "hi"), 12).await.unwrap(), AcceptOutcome::Duplicate);
-    let unfinished = store.unfinished_events().await.unwrap();
+    let unfinished = store.unfinished_events().await.unwrap().events;
     assert_eq!(unfinished.len(), 1);
     assert_eq!(unfinished[0].event, event("e1", "hi"));
 }
@@ -95,7 +95,7 @@ async fn turn_lifecycle_is_atomic_and_idempotent() {
     store.finish_turn(seq, &session.id, &end, 4).await.unwrap();
     let transcript = store.load_transcript(&session.id).await.unwrap();
     assert_eq!(transcript.iter().map(|m| m.message.role).collect::<Vec<_>>(), [Role::User, Role::Assistant]);
-    assert!(store.unfinished_events().await.unwrap().is_empty());
+    assert!(store.unfinished_events().await.unwrap().events.is_empty());
     assert_eq!(store.route(&key().key).await.unwrap().unwrap().last_prompt_tokens, 1234);
     let pending = store.pending_for_turn(&format!("evt:{seq}")).await.unwrap();
     assert_eq!(pending.iter().map(|p| p.message.text.as_str()).collect::<Vec<_>>(), ["hi ", "there"]);
@@ -200,4 +200,45 @@ async fn compaction_archives_a_span_in_place() {
     // Archived rows are still found by search.
     assert_eq!(store.search("zebras", Some(&session.id), 10).await.unwrap().len(), 6);
     assert_eq!(store.full_history(&session.id).await.unwrap().iter().filter(|m| m.archived).count(), 3);
+}
+
+#[tokio::test]
+async fn undecodable_rows_are_quarantined_and_the_rest_still_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let bad = store.insert_raw_inbound("telegram", "u1", "{not json", 5).await.unwrap();
+    let wrong_shape = store.insert_raw_inbound("telegram", "u2", r#"{"kind":"nonsense"}"#, 6).await.unwrap();
+    store.accept_inbound(&event("e1", "fine"), 7).await.unwrap();
+
+    let found = store.unfinished_events().await.unwrap();
+    assert_eq!(found.events.len(), 1);
+    assert_eq!(found.events[0].event, event("e1", "fine"));
+    assert_eq!(
+        found.quarantined.iter().map(|q| (q.id, q.platform.as_str())).collect::<Vec<_>>(),
+        [(bad, "telegram"), (wrong_shape, "telegram")]
+    );
+    let (state, error) = store.inbound_state(bad).await.unwrap().unwrap();
+    assert_eq!(state, "quarantined");
+    assert!(error.unwrap().contains("inbound_events.payload"));
+    // Set aside once: the next start neither runs nor reports them again.
+    let again = store.unfinished_events().await.unwrap();
+    assert!(again.quarantined.is_empty());
+    assert_eq!(again.events.len(), 1);
+
+    // An undecodable pending reply is set aside too; the others are still delivered.
+    store.enqueue_outbound("t1", &[reply("ok", 0, 1)], 8).await.unwrap();
+    sqlx::query(
+        "INSERT INTO outbound_messages (turn_id, chunk_index, platform, payload, created_at) \
+         VALUES ('t0', 0, 'api', 'garbage', 1)",
+    )
+    .execute(&store.writer)
+    .await
+    .unwrap();
+    let pending = store.pending_outbound().await.unwrap();
+    assert_eq!(pending.iter().map(|p| p.turn_id.as_str()).collect::<Vec<_>>(), ["t1"]);
+    let (state,): (String,) = sqlx::query_as("SELECT state FROM outbound_messages WHERE turn_id = 't0'")
+        .fetch_one(&store.writer)
+        .await
+        .unwrap();
+    assert_eq!(state, "quarantined");
 }

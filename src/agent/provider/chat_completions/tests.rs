@@ -252,6 +252,22 @@ async fn an_error_inside_the_stream_is_classified() {
     assert!(matches!(&result, Err(ProviderError::Transient(m)) if m.contains("upstream died")), "{result:?}");
 }
 
+#[test]
+fn retry_after_headers_are_bounded() {
+    let parse = |value: &str| {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::RETRY_AFTER, value.parse().unwrap());
+        parse_retry_after(&headers)
+    };
+    assert_eq!(parse("2.5"), Some(Duration::from_millis(2500)));
+    // Past u64::MAX seconds `Duration::from_secs_f64` would panic; absurd values are clamped.
+    assert_eq!(parse("1e20"), Some(Duration::from_secs(3600)));
+    assert_eq!(parse("99999999999"), Some(Duration::from_secs(3600)));
+    for ignored in ["-3", "NaN", "inf", "soon"] {
+        assert_eq!(parse(ignored), None, "{ignored}");
+    }
+}
+
 #[tokio::test]
 async fn rate_limit_before_the_stream_carries_retry_after() {
     let running =
