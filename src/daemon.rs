@@ -146,7 +146,13 @@ impl Daemon {
         let routing = Routing::new(store.clone(), targets.clone(), webhooks.clone(), &paths.home);
         let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone());
         let fetcher = crate::http_client::build_fetcher().context("build HTTP client")?;
-        let extras = tools::ExtraTools { cron: config.cron.clone(), targets: targets.clone(), outbox: outbox.clone() };
+        let sandbox = Arc::new(crate::sandbox::Sandbox::start(&config.tools.terminal));
+        let extras = tools::ExtraTools {
+            cron: config.cron.clone(),
+            targets: targets.clone(),
+            outbox: outbox.clone(),
+            sandbox: sandbox.clone(),
+        };
         let registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
         let runner = Arc::new(TurnRunner::new(
             RunnerParts {
@@ -191,6 +197,7 @@ impl Daemon {
         );
         let ingress = Arc::new(HostIngress::new(store.clone(), router.clone(), metrics.clone()));
         let ready = Arc::new(Readiness::default());
+        let _ = ready.sandbox.set((sandbox.describe(), sandbox.problem()));
 
         let listener = if options.no_http {
             None

@@ -19,6 +19,7 @@ pub mod outbox;
 pub mod platforms;
 pub mod recovery;
 pub mod router;
+pub mod sandbox;
 pub mod store;
 pub mod systemd;
 pub mod webhooks;

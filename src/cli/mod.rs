@@ -72,6 +72,9 @@ pub enum Command {
         #[command(subcommand)]
         command: pairing::PairingCommand,
     },
+    /// Internal: restrict this process with the tools' sandbox, then exec a program.
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec(crate::sandbox::SandboxExecArgs),
 }
 
 /// Config, paths and environment as every subcommand needs them.
@@ -106,6 +109,10 @@ pub fn load(cli: &Cli) -> Result<Loaded, ExitCode> {
 /// Parse arguments and run.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The sandbox helper reads no config, secrets or logs setup: it restricts itself and execs.
+    if let Command::SandboxExec(args) = cli.command {
+        return crate::sandbox::exec_main(args);
+    }
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -127,6 +134,7 @@ pub fn main() -> ExitCode {
             Command::Pairing { command } => pairing::run(loaded, command).await,
             Command::Send { target, text } => send::run(loaded, &target, &text).await,
             Command::Cron { command } => cron::run(loaded, command).await,
+            Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }
@@ -155,6 +163,12 @@ fn check(loaded: &Loaded) -> ExitCode {
             format!("embedded defaults ({} not found)", loaded.paths.config.display())
         };
         println!("configuration OK: {source}");
+        let sandbox = crate::sandbox::Sandbox::new(loaded.config.tools.terminal.sandbox, None);
+        println!("{}", sandbox.describe());
+        if sandbox.problem().is_some() {
+            eprintln!("hermesd: the tools' sandbox is unavailable; set tools.terminal.sandbox = \"none\" to accept running tools unconfined");
+            return ExitCode::from(EXIT_CONFIG);
+        }
         ExitCode::SUCCESS
     } else {
         eprintln!("hermesd: invalid configuration ({}):", loaded.paths.config.display());

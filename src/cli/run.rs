@@ -10,6 +10,7 @@ use crate::daemon::{Daemon, DaemonOptions};
 use crate::platforms::terminal::TerminalPlatform;
 
 pub(super) async fn run(loaded: Loaded) -> ExitCode {
+    crate::sandbox::harden_daemon();
     let options = DaemonOptions { systemd: true, ..Default::default() };
     let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
         Ok(daemon) => daemon,
@@ -45,6 +46,7 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
 }
 
 pub(super) async fn chat(loaded: Loaded, user: &str) -> ExitCode {
+    crate::sandbox::harden_daemon();
     let terminal = TerminalPlatform::new(user);
     let options = DaemonOptions { no_http: true, extra_platforms: vec![terminal.clone() as Arc<_>], systemd: false };
     let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {

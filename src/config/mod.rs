@@ -6,6 +6,7 @@
 
 mod duration;
 mod secrets;
+mod terminal;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use duration::{HumanDuration, parse_duration};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
+pub use terminal::{SandboxMode, TerminalConfig};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -208,6 +210,8 @@ pub struct ToolsConfig {
     pub memory_chars: usize,
     /// Size cap of USER.md, in characters.
     pub user_chars: usize,
+    /// `[tools.terminal]`: the commands' sandbox.
+    pub terminal: TerminalConfig,
 }
 
 impl Default for ToolsConfig {
@@ -221,6 +225,7 @@ impl Default for ToolsConfig {
             web_allow_private: false,
             memory_chars: 2_200,
             user_chars: 1_375,
+            terminal: TerminalConfig::default(),
         }
     }
 }

@@ -31,10 +31,12 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if state.ready.draining.load(Ordering::SeqCst) {
         problems.push("draining: shutting down".to_owned());
     }
+    let (sandbox, sandbox_problem) = state.ready.sandbox.get().cloned().unwrap_or_default();
+    problems.extend(sandbox_problem);
     if problems.is_empty() {
-        (StatusCode::OK, Json(json!({ "status": "ready" })))
+        (StatusCode::OK, Json(json!({ "status": "ready", "sandbox": sandbox })))
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready", "problems": problems })))
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready", "problems": problems, "sandbox": sandbox })))
     }
 }
 

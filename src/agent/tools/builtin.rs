@@ -18,6 +18,7 @@ use crate::agent::runtime::prompt::PromptBuilder;
 use crate::config::{AgentConfig, CronConfig, ToolsConfig};
 use crate::delivery::Targets;
 use crate::outbox::Outbox;
+use crate::sandbox::Sandbox;
 
 /// Tools that reach into the rest of the daemon: cron jobs and deliveries.
 pub struct ExtraTools {
@@ -27,6 +28,8 @@ pub struct ExtraTools {
     pub targets: Targets,
     /// The outbox `send_message` delivers through.
     pub outbox: Outbox,
+    /// The sandbox terminal commands run in.
+    pub sandbox: Arc<Sandbox>,
 }
 
 /// Every built-in tool. `delegate_task` children get all the others except `clarify`.
@@ -47,7 +50,7 @@ pub fn builtin(
     registry.register(Arc::new(WriteFileTool::new(approval)));
     registry.register(Arc::new(SearchFilesTool::new()));
     registry.register(Arc::new(PatchTool::new(approval)));
-    registry.register(Arc::new(TerminalTool::new(approval)));
+    registry.register(Arc::new(TerminalTool::new(approval, extras.sandbox.clone()).confined_by(&tools.terminal)));
     registry.register(Arc::new(WebFetchTool::new(http, tools.web_allow_private)));
     let child_tools = registry.clone();
     registry.register(Arc::new(CronJobTool::new(extras.cron, extras.targets.clone(), chain.models())));
