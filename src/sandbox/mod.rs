@@ -9,21 +9,24 @@
 //!   but for a few harmless devices, `$CREDENTIALS_DIRECTORY`), granted as the siblings along the
 //!   path down to each denied tree, never an ancestor of it; writes only under `Policy::write`
 //!   (the workdir) and its private temp dir. Root gets no exception: Landlock applies to root.
-//! - The daemon's own process: Landlock's ptrace restriction (every ABI) forbids a sandboxed
-//!   process `ptrace_may_access` to any process outside its domain, which is what opening
-//!   `/proc/<pid>/environ`, `mem`, `fd/*`, `cwd` or `root` checks; `CAP_SYS_PTRACE` does not
-//!   override it, so this holds as root. `/proc` itself stays readable for ordinary tools. ABI 6
-//!   adds the signal and abstract-unix-socket scopes (no killing the daemon). The daemon also
-//!   makes itself non-dumpable at start (`harden_daemon`), which keeps other same-user,
-//!   non-root processes out of its `/proc` files too.
+//! - The daemon's own process, three layers, measured as root on Linux 6.18 (Landlock ABI 7):
+//!   Landlock's ptrace restriction denies a sandboxed process `/proc/<daemon>/mem`, `cwd`, `fd/*`
+//!   and ptrace itself, but on that kernel it let `/proc/<daemon>/environ` and `maps` open. So
+//!   the helper also drops `CAP_SYS_PTRACE` and the other capabilities in `caps.rs` from every set
+//!   (bounding included, so a root `exec` cannot refill them): the kernel's capability check then
+//!   refuses a root child any process whose capabilities exceed its own (the daemon), and
+//!   `harden_daemon` makes the daemon non-dumpable, which refuses a same-user child lacking
+//!   `CAP_SYS_PTRACE` when the daemon is not root. ABI 6 adds the signal and abstract-unix-socket
+//!   scopes (no killing the daemon). `/proc` stays readable for ordinary tools.
 //! - Network, when a policy turns it off: TCP bind and connect only (ABI 4); UDP, ICMP and raw
 //!   sockets are not covered.
 //!
-//! What it cannot do: hide what stays readable (system files, `/proc` of other processes outside
-//! the daemon's ptrace reach of a same-domain child), stop a root child from using capabilities
-//! Landlock does not govern (e.g. raw sockets, `/proc/kcore` is readable under `/proc` with
-//! `CAP_SYS_RAWIO`), cap CPU, memory or disk use, or see a denied tree reached through a bind
-//! mount or a hard link elsewhere.
+//! What it cannot do: hide what stays readable (system files such as `/etc/shadow` to a root
+//! child, other users' homes, `/proc` entries of processes the capability check lets through),
+//! confine UDP or unix sockets named by path, cap CPU, memory or disk use (a fork bomb or a full
+//! disk inside the workdir), or see a denied tree reached through a bind mount or a hard link
+//! elsewhere. A root child keeps the capabilities not listed in `caps.rs` (e.g. `DAC_OVERRIDE`,
+//! which Landlock still bounds to the granted trees).
 //!
 //! Running another child (e.g. an MCP stdio server) through the sandbox:
 //! ```text

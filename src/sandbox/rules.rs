@@ -125,7 +125,7 @@ fn unavailable_reason(landlock: &LandlockStatus) -> String {
 /// What the restrictions cover at `abi`, in words.
 fn features(abi: ABI) -> String {
     let at = |level: ABI| abi >= level;
-    let mut parts = vec!["filesystem reads and writes", "ptrace and /proc/<pid> of processes outside the sandbox"];
+    let mut parts = vec!["filesystem reads and writes", "ptrace of processes outside the sandbox"];
     if at(ABI::V2) {
         parts.push("cross-directory renames and links");
     }
