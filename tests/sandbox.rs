@@ -221,3 +221,39 @@ async fn the_daemon_cannot_be_signalled_and_tcp_can_be_denied() {
     let out = tool(SandboxMode::Landlock, &closed).call(&f.ctx, json!({ "command": connect })).await.unwrap();
     assert!(!out.contains("connected") && out.contains("ermission"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_tools_cannot_reach_outside_the_workdir() {
+    use hermesd::agent::tools::files::{PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool};
+    let f = Fixture::new().await;
+    let work = f.ctx.workdir.clone();
+    std::os::unix::fs::symlink("../.env", work.join("leak")).unwrap();
+    std::os::unix::fs::symlink("../memory", work.join("mem")).unwrap();
+    let env_abs = f.home.join(".env").display().to_string();
+    let before = f.snapshot();
+    let write = WriteFileTool::new(Duration::from_secs(1));
+    let patch = PatchTool::new(Duration::from_secs(1));
+    let calls: Vec<(&dyn Tool, serde_json::Value)> = vec![
+        (&ReadFileTool, json!({"path": "../.env"})),
+        (&ReadFileTool, json!({"path": env_abs})),
+        (&ReadFileTool, json!({"path": "sub/../../.env"})),
+        (&ReadFileTool, json!({"path": "leak"})),
+        (&ReadFileTool, json!({"path": "mem/MEMORY.md"})),
+        (&SearchFilesTool, json!({"pattern": "canary", "path": ".."})),
+        (&SearchFilesTool, json!({"pattern": "canary", "path": "mem"})),
+        (&write, json!({"path": "../memory/MEMORY.md", "content": "pwned"})),
+        (&write, json!({"path": "mem/MEMORY.md", "content": "pwned"})),
+        (&patch, json!({"path": "mem/MEMORY.md", "old": "memory", "new": "pwned"})),
+        (&patch, json!({"path": "../state.db", "old": "SQLite", "new": "pwned"})),
+    ];
+    for (tool, args) in calls {
+        let out = tool.call(&f.ctx, args.clone()).await;
+        let text = match &out {
+            Ok(text) => text.clone(),
+            Err(e) => e.to_string(),
+        };
+        assert!(out.is_err(), "{args}: {text}");
+        assert!(text.contains("outside the workdir") || text.contains("secret"), "{args}: {text}");
+        assert!(harm(&text, &before, &f.snapshot()).is_empty(), "{args}: {text}");
+    }
+}

@@ -72,8 +72,13 @@ impl Workdir {
     pub fn write_atomic(&self, rel: &Path, content: &[u8]) -> io::Result<()> {
         let name = rel.file_name().ok_or_else(|| io::Error::other("the path names no file"))?;
         let parent = rel.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        self.dir.create_dir_all(parent)?;
-        let dir = self.dir.open_dir(parent)?;
+        let dir = match self.dir.open_dir(parent) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.dir.create_dir_all(parent)?;
+                self.dir.open_dir(parent)?
+            }
+            other => other?,
+        };
         let tmp = format!(".{}.tmp-{}", name.to_string_lossy(), uuid::Uuid::new_v4().simple());
         let permissions = dir.symlink_metadata(name).ok().filter(|m| m.is_file()).map(|m| m.permissions());
         let result = (|| {

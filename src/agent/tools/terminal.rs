@@ -25,6 +25,8 @@ use crate::config::TerminalConfig;
 use crate::sandbox::{Policy, Sandbox};
 pub use danger::dangerous_reason;
 use danger::dangerous_reason_in;
+#[cfg(test)]
+use danger::OUTSIDE_WRITE;
 
 /// How long a dangerous command waits for a human by default.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
