@@ -213,7 +213,9 @@ async fn the_daemon_cannot_be_signalled_and_tcp_can_be_denied() {
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let connect = format!("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5); print(\"connected\")'");
+    let connect = format!(
+        "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5); print(\"connected\")'"
+    );
     let open = tool(SandboxMode::Landlock, &config(&f.root));
     let out = open.call(&f.ctx, json!({ "command": connect })).await.unwrap();
     assert!(out.contains("connected"), "network is on by default: {out}");

@@ -166,7 +166,9 @@ fn check(loaded: &Loaded) -> ExitCode {
         let sandbox = crate::sandbox::Sandbox::new(loaded.config.tools.terminal.sandbox, None);
         println!("{}", sandbox.describe());
         if sandbox.problem().is_some() {
-            eprintln!("hermesd: the tools' sandbox is unavailable; set tools.terminal.sandbox = \"none\" to accept running tools unconfined");
+            eprintln!(
+                "hermesd: the tools' sandbox is unavailable; set tools.terminal.sandbox = \"none\" to accept running tools unconfined"
+            );
             return ExitCode::from(EXIT_CONFIG);
         }
         ExitCode::SUCCESS

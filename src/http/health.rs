@@ -36,7 +36,10 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if problems.is_empty() {
         (StatusCode::OK, Json(json!({ "status": "ready", "sandbox": sandbox })))
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready", "problems": problems, "sandbox": sandbox })))
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "not ready", "problems": problems, "sandbox": sandbox })),
+        )
     }
 }
 

@@ -48,8 +48,8 @@ use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::config::TerminalConfig;
 pub use crate::config::SandboxMode;
+use crate::config::TerminalConfig;
 pub use beneath::{BeneathError, Workdir};
 pub use helper::{SandboxExecArgs, exec_main};
 pub use policy::{PRIVATE_TMP, Policy};
@@ -142,7 +142,9 @@ impl Sandbox {
     /// Why sandboxed tools cannot run, when they cannot: Landlock asked for but unavailable.
     pub fn problem(&self) -> Option<String> {
         match (&self.mode, &self.support) {
-            (SandboxMode::Landlock, Support::Unavailable(why)) => Some(SandboxError::Unavailable(why.clone()).to_string()),
+            (SandboxMode::Landlock, Support::Unavailable(why)) => {
+                Some(SandboxError::Unavailable(why.clone()).to_string())
+            }
             _ => None,
         }
     }

@@ -534,8 +534,10 @@ impl Tool for PatchTool {
         let patched =
             if args.replace_all { text.replace(&args.old, &args.new) } else { text.replacen(&args.old, &args.new, 1) };
         let (wd2, target2) = (wd.clone(), target.clone());
-        blocking(move || wd2.write_atomic(&target2.rel, patched.as_bytes()).map_err(|e| io_error("write", &target2.shown, e)))
-            .await?;
+        blocking(move || {
+            wd2.write_atomic(&target2.rel, patched.as_bytes()).map_err(|e| io_error("write", &target2.shown, e))
+        })
+        .await?;
         Ok(patch_summary(shown, &lines, &args.old, &args.new))
     }
 }

@@ -23,10 +23,10 @@ use super::files::{normalise, parse_args};
 use super::{Approval, Tool, ToolContext, ToolError, ToolSpec};
 use crate::config::TerminalConfig;
 use crate::sandbox::{Policy, Sandbox};
-pub use danger::dangerous_reason;
-use danger::dangerous_reason_in;
 #[cfg(test)]
 use danger::OUTSIDE_WRITE;
+pub use danger::dangerous_reason;
+use danger::dangerous_reason_in;
 
 /// How long a dangerous command waits for a human by default.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -135,10 +135,8 @@ impl Tool for TerminalTool {
         if let Some(reason) = dangerous_reason_in(command, Some(&ctx.workdir)) {
             self.approve(ctx, command, reason).await?;
         }
-        let shell = self
-            .sandbox
-            .command(&self.policy(ctx), "sh")
-            .map_err(|e| ToolError::Failed(format!("not run: {e}")))?;
+        let shell =
+            self.sandbox.command(&self.policy(ctx), "sh").map_err(|e| ToolError::Failed(format!("not run: {e}")))?;
         run(ctx, shell, command, &dir, Duration::from_secs(secs)).await
     }
 }

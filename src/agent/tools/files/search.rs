@@ -68,10 +68,9 @@ pub(super) fn search(
                     found.walk_capped = true;
                     return Ok(found);
                 }
-                if query.glob.is_none_or(|g| glob_match(g, &name)) && !is_secret_path(&path) {
-                    if let Ok(file) = entry.open() {
-                        scan(file, &path, query, &mut found);
-                    }
+                let wanted = query.glob.is_none_or(|g| glob_match(g, &name)) && !is_secret_path(&path);
+                if let Some(file) = wanted.then(|| entry.open().ok()).flatten() {
+                    scan(file, &path, query, &mut found);
                 }
             }
         }

@@ -136,7 +136,10 @@ async fn paths_outside_the_workdir_are_refused_without_asking() {
     let absolute = f.outside.join("o.txt").display().to_string();
     for path in ["../outside/x.txt", "sub/../../outside/x.txt", absolute.as_str(), "/etc/hostname"] {
         let err = run(&WriteFileTool::default(), &f, json!({"path": path, "content": "x"})).await.unwrap_err();
-        assert!(matches!(err, ToolError::Denied(_)) && err.to_string().contains("outside the workdir"), "{path}: {err}");
+        assert!(
+            matches!(err, ToolError::Denied(_)) && err.to_string().contains("outside the workdir"),
+            "{path}: {err}"
+        );
         let err = run(&ReadFileTool::new(), &f, json!({"path": path})).await.unwrap_err();
         assert!(err.to_string().contains("outside the workdir"), "{path}: {err}");
     }

@@ -306,4 +306,3 @@ fn parse(command: &str) -> Parsed {
     p.end_segment(false);
     p.parsed
 }
-
