@@ -4,6 +4,8 @@
 //! and files outside the workdir. CI runs it as root. The control runs the same corpus with
 //! `sandbox = "none"` and requires the harm to happen, so these tests can fail.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -258,4 +260,26 @@ async fn file_tools_cannot_reach_outside_the_workdir() {
         assert!(text.contains("outside the workdir") || text.contains("secret"), "{args}: {text}");
         assert!(harm(&text, &before, &f.snapshot()).is_empty(), "{args}: {text}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_and_readyz_report_the_sandbox() {
+    let bin = env!("CARGO_BIN_EXE_hermesd");
+    let home = tempfile::tempdir().unwrap();
+    let check = || std::process::Command::new(bin).args(["--home", home.path().to_str().unwrap(), "check"]).output();
+    let out = check().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("tools sandbox: landlock ABI"), "{stdout}");
+    std::fs::write(home.path().join("config.toml"), "[tools.terminal]\nsandbox = \"none\"\n").unwrap();
+    let stdout = String::from_utf8_lossy(&check().unwrap().stdout).into_owned();
+    assert!(stdout.contains("tools sandbox: OFF"), "{stdout}");
+
+    let llm = support::FakeLlm::builder().start().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = support::start_daemon(home.path(), &support::config_for(&llm, ""), &[]).await;
+    let ready: serde_json::Value =
+        support::client().get(format!("{}/readyz", d.base)).send().await.unwrap().json().await.unwrap();
+    assert!(ready["sandbox"].as_str().unwrap_or_default().contains("landlock ABI"), "{ready}");
+    d.daemon.stop().await;
 }

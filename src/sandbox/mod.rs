@@ -198,3 +198,52 @@ pub fn harden_daemon() {
         tracing::warn!(error = %e, "cannot make the daemon non-dumpable");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn without_landlock_commands_are_refused_not_run_unconfined() {
+        let sandbox = Sandbox {
+            mode: SandboxMode::Landlock,
+            helper: None,
+            support: Support::Unavailable("this kernel has no Landlock".into()),
+        };
+        let problem = sandbox.problem().expect("a problem is reported");
+        assert!(problem.contains("no Landlock") && problem.contains("sandbox = \"none\""), "{problem}");
+        assert!(sandbox.describe().contains("UNAVAILABLE"), "{}", sandbox.describe());
+        let policy = Policy::for_workdir(Path::new("/srv/h/workspace"), Path::new("/srv/h"));
+        assert!(matches!(sandbox.command(&policy, "sh"), Err(SandboxError::Unavailable(_))));
+    }
+
+    #[test]
+    fn none_runs_the_program_itself_and_says_so() {
+        let sandbox = Sandbox::disabled();
+        assert_eq!(sandbox.problem(), None);
+        assert!(sandbox.describe().contains("OFF"));
+        let policy = Policy::for_workdir(Path::new("/srv/h/workspace"), Path::new("/srv/h"));
+        let command = sandbox.command(&policy, "sh").unwrap();
+        assert_eq!(command.get_program(), "sh");
+        assert_eq!(command.get_args().count(), 0);
+    }
+
+    #[test]
+    fn landlock_wraps_the_program_in_the_helper() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, work) = (dir.path().join("home"), dir.path().join("home/workspace"));
+        let sandbox = Sandbox {
+            mode: SandboxMode::Landlock,
+            helper: Some(PathBuf::from("/usr/bin/hermesd")),
+            support: Support::Available { abi: 7, enforced: String::new(), partial: false },
+        };
+        let command = sandbox.command(&Policy::for_workdir(&work, &home), "sh").unwrap();
+        assert_eq!(command.get_program(), "/usr/bin/hermesd");
+        let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(args.first().map(String::as_str), Some(HELPER_SUBCOMMAND));
+        assert_eq!(&args[args.len() - 2..], ["--", "sh"]);
+        assert!(work.join(PRIVATE_TMP).is_dir(), "the private temp dir is made before the spawn");
+    }
+}
