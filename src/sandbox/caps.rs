@@ -37,13 +37,18 @@ pub(super) fn drop_capabilities() -> std::io::Result<()> {
         }
     }
     clear_ambient_capability_set()?;
-    set_capabilities(
-        None,
-        CapabilitySets {
-            effective: current.effective.difference(DROPPED),
-            permitted: current.permitted.difference(DROPPED),
-            inheritable: current.inheritable.difference(DROPPED),
-        },
-    )?;
+    let held = current.effective.union(current.permitted).union(current.inheritable);
+    // An unprivileged daemon holds none of them; skipping capset then keeps the helper working
+    // under the unit's `SystemCallFilter=~@privileged`, which refuses capset.
+    if held.intersects(DROPPED) {
+        set_capabilities(
+            None,
+            CapabilitySets {
+                effective: current.effective.difference(DROPPED),
+                permitted: current.permitted.difference(DROPPED),
+                inheritable: current.inheritable.difference(DROPPED),
+            },
+        )?;
+    }
     Ok(())
 }
