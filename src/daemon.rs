@@ -161,11 +161,13 @@ impl Daemon {
             .with_skills(skills);
         let fetcher = tools::web_fetch::WebFetchTool::new(AddressPolicy::new(config.tools.web_allow_private))
             .context("build web_fetch client")?;
+        let sandbox = Arc::new(crate::sandbox::Sandbox::start(&config.tools.terminal));
         let extras = tools::ExtraTools {
             cron: config.cron.clone(),
             targets: targets.clone(),
             outbox: outbox.clone(),
             redaction: env.redaction(),
+            sandbox: sandbox.clone(),
         };
         let mut registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
         // MCP servers connect in the background: start never waits for them.
@@ -224,6 +226,7 @@ impl Daemon {
         );
         let ingress = Arc::new(HostIngress::new(store.clone(), router.clone(), metrics.clone()));
         let ready = Arc::new(Readiness::default());
+        let _ = ready.sandbox.set((sandbox.describe(), sandbox.problem()));
 
         let listener = if options.no_http {
             None

@@ -21,6 +21,7 @@ pub mod platforms;
 pub mod recovery;
 pub mod redact;
 pub mod router;
+pub mod sandbox;
 pub mod store;
 pub mod systemd;
 pub mod webhooks;

@@ -102,6 +102,39 @@ async fn context_with(dir: &Path, approval: Approval) -> ToolContext {
 }
 
 #[tokio::test]
+async fn a_sandboxed_stdio_server_works_but_cannot_touch_the_data_dir() {
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".env"), "OPENROUTER_API_KEY=sk-the-daemons-secret\n").unwrap();
+    let outside = root.path().join("outside.txt");
+    std::fs::write(&outside, "public").unwrap();
+    let config = format!(
+        "[servers.boxed]\ncommand = {:?}\nsandbox = \"landlock\"\nenv = {{ FIXTURE_FILES = \"1\" }}\n",
+        fixture().display().to_string()
+    );
+    let hub = hub(&home, &config);
+    ready(&hub, "boxed", Duration::from_secs(20)).await;
+    let ctx = context(&home).await;
+    let read = |path: &Path| json!({ "path": path.display().to_string() });
+    assert_eq!(tool(&hub, "mcp_boxed_add").call(&ctx, json!({ "a": 2, "b": 3 })).await.unwrap(), "5");
+    assert_eq!(
+        tool(&hub, "mcp_boxed_read").call(&ctx, read(&outside)).await.unwrap(),
+        "public",
+        "reads elsewhere work"
+    );
+    match tool(&hub, "mcp_boxed_read").call(&ctx, read(&home.join(".env"))).await {
+        Err(ToolError::Failed(text)) => assert!(text.contains("refused"), "{text}"),
+        other => panic!("the data dir must be unreadable, got {other:?}"),
+    }
+    match tool(&hub, "mcp_boxed_write").call(&ctx, read(&root.path().join("dropped.txt"))).await {
+        Err(ToolError::Failed(text)) => assert!(text.contains("refused"), "{text}"),
+        other => panic!("writes outside the server's paths must fail, got {other:?}"),
+    }
+    assert!(!root.path().join("dropped.txt").exists());
+}
+
+#[tokio::test]
 async fn stdio_server_tools_are_listed_called_and_failures_are_tool_errors() {
     let home = tempfile::tempdir().unwrap();
     let hub = hub(home.path(), &stdio_server("servers.fix", "tools = { exclude = [\"pid\"] }"));

@@ -29,6 +29,14 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
         for line in crate::access::admin_report(&loaded.env, chat_platforms(&loaded.config)) {
             println!("admins {line}");
         }
+        let sandbox = crate::sandbox::Sandbox::new(loaded.config.tools.terminal.sandbox, None);
+        println!("{}", sandbox.describe());
+        if sandbox.problem().is_some() {
+            eprintln!(
+                "hermesd: the tools' sandbox is unavailable; set tools.terminal.sandbox = \"none\" to accept running tools unconfined"
+            );
+            return ExitCode::from(EXIT_CONFIG);
+        }
         ExitCode::SUCCESS
     } else {
         report(&loaded.paths, &problems);

@@ -90,6 +90,9 @@ pub enum Command {
     /// Internal: run one stdio MCP server under the daemon (process group, parent death, sandbox).
     #[command(hide = true)]
     McpShim(crate::agent::tools::mcp::shim::ShimArgs),
+    /// Internal: restrict this process with the tools' sandbox, then exec a program.
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec(crate::sandbox::SandboxExecArgs),
 }
 
 /// Config, paths and environment as every subcommand needs them.
@@ -136,6 +139,10 @@ pub fn load(cli: &Cli) -> Result<Loaded, ExitCode> {
 /// Parse arguments and run.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The sandbox helper reads no config, secrets or logs setup: it restricts itself and execs.
+    if let Command::SandboxExec(args) = cli.command {
+        return crate::sandbox::exec_main(args);
+    }
     // One redaction for logs and everything else: the secrets `Env` reads land in it.
     let redaction = crate::redact::Redaction::default();
     init_logging(redaction.clone());
@@ -166,6 +173,7 @@ pub fn main() -> ExitCode {
             Command::Skills { command } => skills::run(loaded, command),
             Command::Mcp { command } => mcp::run(loaded, command).await,
             Command::McpShim(_) => unreachable!("handled before loading the config"),
+            Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }

@@ -18,6 +18,7 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
     for warning in super::check::permission_warnings(&loaded.paths, &loaded.config) {
         tracing::warn!("{warning}");
     }
+    crate::sandbox::harden_daemon();
     let options = DaemonOptions { systemd: true, ..Default::default() };
     let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
         Ok(daemon) => daemon,
@@ -53,6 +54,7 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
 }
 
 pub(super) async fn chat(loaded: Loaded, user: &str) -> ExitCode {
+    crate::sandbox::harden_daemon();
     let terminal = TerminalPlatform::new(user);
     let options =
         DaemonOptions { no_http: true, extra_platforms: vec![terminal.clone() as Arc<_>], ..Default::default() };

@@ -9,6 +9,7 @@ mod http;
 mod load;
 mod mcp;
 mod secrets;
+mod terminal;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ pub use http::normalize_origin;
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
+pub use terminal::{SandboxMode, TerminalConfig};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -266,6 +268,8 @@ pub struct ToolsConfig {
     pub memory_chars: usize,
     /// Size cap of USER.md, in characters.
     pub user_chars: usize,
+    /// `[tools.terminal]`: the commands' sandbox.
+    pub terminal: TerminalConfig,
 }
 
 impl Default for ToolsConfig {
@@ -279,6 +283,7 @@ impl Default for ToolsConfig {
             web_allow_private: false,
             memory_chars: 2_200,
             user_chars: 1_375,
+            terminal: TerminalConfig::default(),
         }
     }
 }

@@ -32,10 +32,15 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         problems.push("draining: shutting down".to_owned());
     }
     let mcp = state.mcp.report();
+    let (sandbox, sandbox_problem) = state.ready.sandbox.get().cloned().unwrap_or_default();
+    problems.extend(sandbox_problem);
     if problems.is_empty() {
-        (StatusCode::OK, Json(json!({ "status": "ready", "mcp": mcp })))
+        (StatusCode::OK, Json(json!({ "status": "ready", "sandbox": sandbox, "mcp": mcp })))
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready", "problems": problems, "mcp": mcp })))
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "not ready", "problems": problems, "sandbox": sandbox, "mcp": mcp })),
+        )
     }
 }
 

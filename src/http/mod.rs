@@ -42,6 +42,8 @@ pub struct Readiness {
     pub platforms_started: AtomicBool,
     /// Shutdown began.
     pub draining: AtomicBool,
+    /// The tools' sandbox, set at start: its one-line report, and the problem when it cannot run.
+    pub sandbox: std::sync::OnceLock<(String, Option<String>)>,
 }
 
 impl Readiness {

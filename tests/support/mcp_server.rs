@@ -29,6 +29,8 @@ pub struct TestServer {
     cancel_file: Option<std::path::PathBuf>,
     can_crash: bool,
     only_numbered: bool,
+    /// Offer `read` (a file's text) and `write` (a file), to probe a sandbox.
+    files: bool,
 }
 
 impl TestServer {
@@ -48,6 +50,7 @@ impl TestServer {
             extra_tools: std::env::var("FIXTURE_TOOLS").ok().and_then(|n| n.parse().ok()).unwrap_or(0),
             cancel_file: std::env::var_os("FIXTURE_CANCEL_FILE").map(Into::into),
             can_crash: true,
+            files: std::env::var_os("FIXTURE_FILES").is_some(),
             ..Self::default()
         }
     }
@@ -75,6 +78,11 @@ impl TestServer {
         }
         if self.can_crash {
             tools.push(Tool::new("crash", "Exit at once.", object(json!({}), &[])));
+        }
+        if self.files {
+            let path = || object(json!({ "path": { "type": "string" } }), &["path"]);
+            tools.push(Tool::new("read", "A file's text.", path()));
+            tools.push(Tool::new("write", "Write 'x' to a file.", path()));
         }
         if self.grown.load(Ordering::SeqCst) {
             tools.push(Tool::new("extra", "Appeared after grow.", object(json!({}), &[])));
@@ -141,6 +149,18 @@ impl ServerHandler for TestServer {
             }
             "pid" => text(std::process::id().to_string()),
             "crash" if self.can_crash => std::process::exit(3),
+            "read" | "write" if self.files => {
+                let path = args.get("path").and_then(Value::as_str).unwrap_or("");
+                let done = if request.name == "read" {
+                    std::fs::read_to_string(path)
+                } else {
+                    std::fs::write(path, "x").map(|()| "written".to_owned())
+                };
+                match done {
+                    Ok(text) => self::text(text),
+                    Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(format!("refused: {e}"))]).into()),
+                }
+            }
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         }
     }

@@ -45,7 +45,10 @@ pub async fn start_daemon(home: &Path, config: &str, env: &[(&str, &str)]) -> Te
 /// Start a daemon with extra options (platforms of the test's own).
 pub async fn start_daemon_with(home: &Path, config: &str, env: &[(&str, &str)], options: DaemonOptions) -> TestDaemon {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = Config::parse(config).expect("test config parses");
+    let mut config = Config::parse(config).expect("test config parses");
+    // The daemon runs inside the test binary, so terminal commands need the real binary as the
+    // sandbox helper.
+    config.tools.terminal.helper.get_or_insert_with(|| env!("CARGO_BIN_EXE_hermesd").into());
     let paths = Paths { home: home.to_path_buf(), config: home.join("config.toml") };
     let env = Env::from_map(env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
     let daemon = Daemon::start(config, paths, env, options).await.expect("daemon starts");

@@ -20,6 +20,7 @@ use crate::config::{AgentConfig, CronConfig, ToolsConfig};
 use crate::delivery::Targets;
 use crate::outbox::Outbox;
 use crate::redact::Redaction;
+use crate::sandbox::Sandbox;
 
 /// Tools that reach into the rest of the daemon: cron jobs and deliveries.
 pub struct ExtraTools {
@@ -31,6 +32,8 @@ pub struct ExtraTools {
     pub outbox: Outbox,
     /// Masks the daemon's secrets in every tool result (children of `delegate_task` too).
     pub redaction: Redaction,
+    /// The sandbox terminal commands run in.
+    pub sandbox: Arc<Sandbox>,
 }
 
 /// Every built-in tool. `delegate_task` children get all the others except `clarify`.
@@ -52,7 +55,7 @@ pub fn builtin(
     registry.register(Arc::new(WriteFileTool::new(approval)));
     registry.register(Arc::new(SearchFilesTool::new()));
     registry.register(Arc::new(PatchTool::new(approval)));
-    registry.register(Arc::new(TerminalTool::new(approval)));
+    registry.register(Arc::new(TerminalTool::new(approval, extras.sandbox.clone()).confined_by(&tools.terminal)));
     registry.register(Arc::new(web));
     if let Some(skills) = prompts.skills() {
         registry.register(Arc::new(SkillsListTool::new(skills.clone())));

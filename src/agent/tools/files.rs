@@ -1,9 +1,15 @@
-//! File tools: `read_file`, `write_file`, `search_files` and `patch`, with paths resolved against
-//! the turn's workdir. They must never read secret-looking files (keys, `.env`, credentials) nor
-//! write outside the workdir without a human's approval, and never leave a half-written file.
+//! File tools: `read_file`, `write_file`, `search_files` and `patch`. Every path is opened beneath
+//! the turn's workdir through one directory handle (`crate::sandbox::Workdir`: openat2 with
+//! `RESOLVE_BENEATH`), so neither `..`, an absolute path elsewhere, nor a symlink — even one
+//! swapped in after a check — reaches outside it, for reads as for writes. They must never read
+//! secret-looking files (keys, `.env`, credentials), write one without a human's approval, or
+//! leave a half-written file.
 
-use std::io::ErrorKind;
+mod search;
+
+use std::io::{ErrorKind, Read};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,11 +17,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
 
 use super::{Approval, Tool, ToolContext, ToolError, ToolSpec};
+use crate::sandbox::Workdir;
+use crate::sandbox::beneath::is_escape;
+use search::{MAX_WALK_FILES, Query};
 
-/// How long a write outside the workdir waits for a human by default.
+/// How long a write to a secret-looking file waits for a human by default.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest file read, searched or patched.
 const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
@@ -23,9 +31,7 @@ const DEFAULT_READ_LINES: usize = 500;
 /// Characters of numbered lines one read returns; the rest is left for a later `offset`.
 const READ_BUDGET_CHARS: usize = 40_000;
 const MAX_LINE_CHARS: usize = 2_000;
-const MAX_WALK_FILES: usize = 20_000;
 const MAX_SEARCH_HITS: usize = 200;
-const SKIPPED_DIRS: &[&str] = &[".git", "target", "node_modules"];
 
 /// Parse a tool's arguments into `T`, turning serde's complaint into an actionable error.
 pub(super) fn parse_args<T: DeserializeOwned>(args: Value) -> Result<T, ToolError> {
@@ -72,25 +78,6 @@ pub(super) fn normalise(path: &Path) -> PathBuf {
     out
 }
 
-/// Canonicalise the longest existing prefix of `path`, so a symlink cannot hide where it leads.
-fn canonical(path: &Path) -> PathBuf {
-    let mut existing = path;
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(mut real) = std::fs::canonicalize(existing) {
-            real.extend(rest.iter().rev());
-            return real;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = parent;
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
-}
-
 /// Whether `path` looks like it holds a secret: `.env` files, keys, certificates, credentials,
 /// anything under `.ssh` or `.gnupg`.
 pub fn is_secret_path(path: &Path) -> bool {
@@ -109,17 +96,24 @@ pub fn is_secret_path(path: &Path) -> bool {
         || matches!(name.as_str(), ".netrc" | ".pgpass")
 }
 
-/// A path the model named, resolved against the workdir.
+/// A path the model named, beneath the workdir.
 struct Target {
-    /// The real path (symlinks in existing parts resolved).
-    path: PathBuf,
-    /// How to name it to the model: relative to the workdir when inside it.
+    /// Relative to the workdir (`.` for the workdir itself).
+    rel: PathBuf,
+    /// How to name it to the model.
     shown: String,
-    inside: bool,
+    /// It, or what a symlink at it leads to, looks like a secret.
     secret: bool,
 }
 
-fn resolve(ctx: &ToolContext, raw: &str) -> Result<Target, ToolError> {
+fn open_workdir(ctx: &ToolContext) -> Result<Workdir, ToolError> {
+    Workdir::open(&ctx.workdir)
+        .map_err(|e| ToolError::Failed(format!("cannot open the workdir {}: {e}", ctx.workdir.display())))
+}
+
+/// Resolve `raw` beneath the workdir: relative to it, or absolute inside it; `~/` is the home
+/// folder (so only inside the workdir when the workdir holds it).
+fn resolve(wd: &Workdir, raw: &str) -> Result<Target, ToolError> {
     let raw = raw.trim();
     if raw.is_empty() {
         return Err(ToolError::InvalidArguments("`path` is empty".into()));
@@ -129,16 +123,11 @@ fn resolve(ctx: &ToolContext, raw: &str) -> Result<Target, ToolError> {
         (Some(rest), Some(home)) => home.join(rest),
         _ => PathBuf::from(raw),
     };
-    let lexical = normalise(&ctx.workdir.join(expanded));
-    let path = canonical(&lexical);
-    let workdir = canonical(&normalise(&ctx.workdir));
-    let inside = path.starts_with(&workdir);
-    let shown = match path.strip_prefix(&workdir) {
-        Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
-        _ => path.display().to_string(),
-    };
-    let secret = is_secret_path(&lexical) || is_secret_path(&path);
-    Ok(Target { path, shown, inside, secret })
+    let rel = wd.relative(&expanded).map_err(|e| ToolError::Denied(e.to_string()))?;
+    // A symlink inside the workdir is judged by where it leads too (resolved beneath it).
+    let real = wd.dir().canonicalize(&rel).ok();
+    let secret = is_secret_path(&rel) || real.is_some_and(|r| is_secret_path(&r));
+    Ok(Target { shown: rel.display().to_string(), rel, secret })
 }
 
 fn refuse_secret(target: &Target) -> Result<(), ToolError> {
@@ -151,30 +140,32 @@ fn refuse_secret(target: &Target) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Writes outside the workdir, and writes to secret-looking files, need a human's yes.
-async fn approve_write(ctx: &ToolContext, target: &Target, timeout: Duration) -> Result<(), ToolError> {
-    let what = match (target.inside, target.secret) {
-        (false, _) => "write outside the workdir",
-        (true, true) => "write to a secret file",
-        (true, false) => return Ok(()),
-    };
-    let path = target.path.display();
-    let reason = match ctx.human.approve(&format!("{what}: {path}"), timeout).await {
+/// Writes to secret-looking files need a human's yes.
+async fn approve_secret_write(ctx: &ToolContext, target: &Target, timeout: Duration) -> Result<(), ToolError> {
+    if !target.secret {
+        return Ok(());
+    }
+    let path = &target.shown;
+    let reason = match ctx.human.approve(&format!("write to a secret file: {path}"), timeout).await {
         Approval::Approved => return Ok(()),
-        Approval::Denied => format!("the user denied the {what} ({path}); not written"),
-        Approval::TimedOut => {
-            format!("the {what} ({path}) got no answer within {} s; not written (fail closed)", timeout.as_secs())
-        }
-        Approval::Unavailable => format!(
-            "the {what} ({path}) needs approval, and nobody can approve here; not written; \
-             write inside the workdir ({}) instead",
-            ctx.workdir.display()
+        Approval::Denied => format!("the user denied the write to a secret file ({path}); not written"),
+        Approval::TimedOut => format!(
+            "the write to a secret file ({path}) got no answer within {} s; not written (fail closed)",
+            timeout.as_secs()
         ),
+        Approval::Unavailable => {
+            format!("the write to a secret file ({path}) needs approval, and nobody can approve here; not written")
+        }
     };
     Err(ToolError::Denied(reason))
 }
 
 fn io_error(action: &str, shown: &str, e: std::io::Error) -> ToolError {
+    if is_escape(&e) {
+        return ToolError::Denied(format!(
+            "{shown} leads outside the workdir (through a symlink or `..`); file tools work only inside it"
+        ));
+    }
     match e.kind() {
         ErrorKind::NotFound => ToolError::Failed(format!("{shown} does not exist")),
         ErrorKind::PermissionDenied => ToolError::Failed(format!("permission denied: cannot {action} {shown}")),
@@ -182,10 +173,19 @@ fn io_error(action: &str, shown: &str, e: std::io::Error) -> ToolError {
     }
 }
 
-/// Read a text file; `strict` refuses invalid UTF-8 instead of replacing it (for edits).
-async fn read_text(target: &Target, strict: bool) -> Result<String, ToolError> {
+/// Run blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work).await.map_err(|_| ToolError::Failed("the file operation crashed".into()))?
+}
+
+/// Read a text file through one handle opened beneath the workdir (what is checked is what is
+/// read); `strict` refuses invalid UTF-8 instead of replacing it (for edits).
+fn read_text(wd: &Workdir, target: &Target, strict: bool) -> Result<String, ToolError> {
     let shown = &target.shown;
-    let meta = tokio::fs::metadata(&target.path).await.map_err(|e| io_error("read", shown, e))?;
+    let file = wd.dir().open(&target.rel).map_err(|e| io_error("read", shown, e))?;
+    let meta = file.metadata().map_err(|e| io_error("read", shown, e))?;
     if meta.is_dir() {
         return Err(ToolError::Failed(format!("{shown} is a directory; use search_files to look inside it")));
     }
@@ -195,7 +195,8 @@ async fn read_text(target: &Target, strict: bool) -> Result<String, ToolError> {
             meta.len() as f64 / 1_048_576.0
         )));
     }
-    let bytes = tokio::fs::read(&target.path).await.map_err(|e| io_error("read", shown, e))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES).read_to_end(&mut bytes).map_err(|e| io_error("read", shown, e))?;
     if bytes.contains(&0) {
         return Err(ToolError::Failed(format!("{shown} looks binary (it contains NUL bytes); only text files work")));
     }
@@ -259,9 +260,14 @@ impl Tool for ReadFileTool {
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let args: ReadArgs = parse_args(args)?;
-        let target = resolve(ctx, &args.path)?;
-        refuse_secret(&target)?;
-        let text = read_text(&target, false).await?;
+        let wd = open_workdir(ctx)?;
+        let (target, text) = blocking(move || {
+            let target = resolve(&wd, &args.path)?;
+            refuse_secret(&target)?;
+            let text = read_text(&wd, &target, false)?;
+            Ok((target, text))
+        })
+        .await?;
         number_lines(&text, args.offset.unwrap_or(1).max(1), args.limit.unwrap_or(DEFAULT_READ_LINES).max(1))
             .map_err(|total| {
                 ToolError::InvalidArguments(format!("offset is past the end: {} has {total} lines", target.shown))
@@ -349,18 +355,21 @@ impl Tool for WriteFileTool {
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let args: WriteArgs = parse_args(args)?;
-        let target = resolve(ctx, &args.path)?;
-        if target.path.is_dir() {
+        let wd = open_workdir(ctx)?;
+        let target = resolve(&wd, &args.path)?;
+        if target.rel == Path::new(".") || wd.dir().is_dir(&target.rel) {
             return Err(ToolError::Failed(format!("{} is a directory; give a file path", target.shown)));
         }
-        approve_write(ctx, &target, self.approval_timeout).await?;
-        if let Some(parent) = target.path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create the folder for", &target.shown, e))?;
-        }
-        let existed = target.path.exists();
-        write_atomic(&target.path, args.content.as_bytes()).await.map_err(|e| io_error("write", &target.shown, e))?;
+        approve_secret_write(ctx, &target, self.approval_timeout).await?;
+        let (bytes, lines) = (args.content.len(), args.content.lines().count());
+        let (existed, shown) = blocking(move || {
+            let existed = wd.dir().symlink_metadata(&target.rel).is_ok();
+            wd.write_atomic(&target.rel, args.content.as_bytes()).map_err(|e| io_error("write", &target.shown, e))?;
+            Ok((existed, target.shown))
+        })
+        .await?;
         let verb = if existed { "replaced" } else { "created" };
-        Ok(format!("{verb} {} ({} bytes, {} lines)", target.shown, args.content.len(), args.content.lines().count()))
+        Ok(format!("{verb} {shown} ({bytes} bytes, {lines} lines)"))
     }
 }
 
@@ -415,17 +424,16 @@ impl Tool for SearchFilesTool {
         if args.pattern.is_empty() {
             return Err(ToolError::InvalidArguments("`pattern` is empty".into()));
         }
-        let root = resolve(ctx, args.path.as_deref().unwrap_or("."))?;
+        let wd = open_workdir(ctx)?;
+        let root = resolve(&wd, args.path.as_deref().unwrap_or("."))?;
         refuse_secret(&root)?;
-        let workdir = canonical(&normalise(&ctx.workdir));
         let (cancel, limit) = (ctx.cancel.clone(), args.limit.unwrap_or(50).clamp(1, MAX_SEARCH_HITS));
         let glob = args.glob.map(|g| g.rsplit('/').next().unwrap_or_default().to_string());
-        let found = tokio::task::spawn_blocking(move || {
-            search(&root, &workdir, &args.pattern, glob.as_deref(), limit, &cancel).map(|f| (f, root.shown))
+        let (found, shown) = blocking(move || {
+            let query = Query { pattern: &args.pattern, glob: glob.as_deref(), limit };
+            search::search(&wd, &root, &query, &cancel).map(|f| (f, root.shown))
         })
-        .await
-        .map_err(|_| ToolError::Failed("the search crashed; try a narrower path".into()))?;
-        let (found, shown) = found?;
+        .await?;
         let mut out = found.hits.join("\n");
         if found.hits.is_empty() {
             out = format!("no matches in {shown} ({} files searched)", found.files);
@@ -437,98 +445,6 @@ impl Tool for SearchFilesTool {
         }
         Ok(out)
     }
-}
-
-struct Found {
-    hits: Vec<String>,
-    files: usize,
-    walk_capped: bool,
-}
-
-/// Walk `root` depth-first in name order without following symlinks, scanning matching files.
-fn search(
-    root: &Target,
-    workdir: &Path,
-    pattern: &str,
-    glob: Option<&str>,
-    limit: usize,
-    cancel: &CancellationToken,
-) -> Result<Found, ToolError> {
-    let meta = std::fs::metadata(&root.path).map_err(|e| io_error("search", &root.shown, e))?;
-    let mut found = Found { hits: Vec::new(), files: 0, walk_capped: false };
-    if !meta.is_dir() {
-        scan_file(&root.path, workdir, pattern, limit, &mut found);
-        return Ok(found);
-    }
-    let mut stack = vec![root.path.clone()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        let mut entries: Vec<_> = entries.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        let mut subdirs = Vec::new();
-        for entry in entries {
-            if cancel.is_cancelled() || found.hits.len() >= limit {
-                return Ok(found);
-            }
-            let (Ok(kind), name) = (entry.file_type(), entry.file_name()) else { continue };
-            let name = name.to_string_lossy();
-            if kind.is_dir() {
-                if !name.starts_with('.') && !SKIPPED_DIRS.contains(&name.as_ref()) {
-                    subdirs.push(entry.path());
-                }
-            } else if kind.is_file() {
-                found.files += 1;
-                if found.files > MAX_WALK_FILES {
-                    found.walk_capped = true;
-                    return Ok(found);
-                }
-                if glob.is_none_or(|g| glob_match(g, &name)) && !is_secret_path(&entry.path()) {
-                    scan_file(&entry.path(), workdir, pattern, limit, &mut found);
-                }
-            }
-        }
-        stack.extend(subdirs.into_iter().rev());
-    }
-    Ok(found)
-}
-
-fn scan_file(path: &Path, workdir: &Path, pattern: &str, limit: usize, found: &mut Found) {
-    if !std::fs::metadata(path).is_ok_and(|m| m.len() <= MAX_FILE_BYTES) {
-        return;
-    }
-    let Ok(bytes) = std::fs::read(path) else { return };
-    if bytes.contains(&0) {
-        return;
-    }
-    let shown = path.strip_prefix(workdir).unwrap_or(path).display().to_string();
-    for (n, line) in String::from_utf8_lossy(&bytes).lines().enumerate() {
-        if found.hits.len() >= limit {
-            return;
-        }
-        if line.contains(pattern) {
-            found.hits.push(format!("{shown}:{}: {}", n + 1, clip(line.trim(), 200)));
-        }
-    }
-}
-
-/// Match a file name against a pattern where `*` stands for any run of characters.
-fn glob_match(glob: &str, name: &str) -> bool {
-    let parts: Vec<&str> = glob.split('*').collect();
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if parts.len() == 1 {
-        return glob == name;
-    }
-    if name.len() < first.len() + last.len() || !name.starts_with(first) || !name.ends_with(last) {
-        return false;
-    }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
-        }
-    }
-    true
 }
 
 /// Replaces exact text in a file.
@@ -594,9 +510,13 @@ impl Tool for PatchTool {
         if args.old == args.new {
             return Err(ToolError::InvalidArguments("`old` and `new` are the same; nothing to change".into()));
         }
-        let target = resolve(ctx, &args.path)?;
+        let wd = Arc::new(open_workdir(ctx)?);
+        let target = Arc::new(resolve(&wd, &args.path)?);
         refuse_secret(&target)?;
-        let text = read_text(&target, true).await?;
+        let text = {
+            let (wd, target) = (wd.clone(), target.clone());
+            blocking(move || read_text(&wd, &target, true)).await?
+        };
         let lines: Vec<usize> =
             text.match_indices(&args.old).map(|(at, _)| text[..at].matches('\n').count() + 1).collect();
         let shown = &target.shown;
@@ -615,10 +535,13 @@ impl Tool for PatchTool {
             }
             _ => {}
         }
-        approve_write(ctx, &target, self.approval_timeout).await?;
         let patched =
             if args.replace_all { text.replace(&args.old, &args.new) } else { text.replacen(&args.old, &args.new, 1) };
-        write_atomic(&target.path, patched.as_bytes()).await.map_err(|e| io_error("write", shown, e))?;
+        let (wd2, target2) = (wd.clone(), target.clone());
+        blocking(move || {
+            wd2.write_atomic(&target2.rel, patched.as_bytes()).map_err(|e| io_error("write", &target2.shown, e))
+        })
+        .await?;
         Ok(patch_summary(shown, &lines, &args.old, &args.new))
     }
 }

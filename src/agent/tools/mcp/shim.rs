@@ -46,18 +46,31 @@ pub struct ShimArgs {
 
 /// The sandbox seam: confine this process (and so the server it starts) to `confinement`.
 ///
-/// This is the one place where the sandbox module (`src/sandbox/`, Landlock) is called for MCP
-/// servers: map `deny_read` and `write` onto its `Policy` and apply it here, before the server
-/// is spawned. Until that module is part of the build, a server that asks for the sandbox is
-/// refused (fail closed) with a message naming `sandbox = "none"`.
+/// This is the one place where the sandbox module is called for MCP servers: the shim confines
+/// itself (reads everywhere but the data dir, the credentials directory and `/dev` beyond the
+/// harmless devices; writes only to `write`), so the server and everything it starts inherit the
+/// Landlock domain, while the shim can still signal its own process group.
 fn confine(server: &str, confinement: &Confinement) -> Result<(), String> {
     if !confinement.enabled {
         return Ok(());
     }
-    Err(format!(
-        "mcp server {server}: sandbox = \"landlock\" is not available in this build; set sandbox = \"none\" \
-         for this server to run it unconfined"
-    ))
+    // Landlock rules name existing paths: the private temp dir is made here, other writable
+    // paths (launcher caches, `write_paths`) count only when they exist.
+    if let Some(tmp) = confinement.write.first() {
+        std::fs::create_dir_all(tmp).map_err(|e| format!("mcp server {server}: create {}: {e}", tmp.display()))?;
+    }
+    let mut deny_read = confinement.deny_read.clone();
+    deny_read.push(PathBuf::from("/dev"));
+    let policy = crate::sandbox::Policy {
+        read: vec![PathBuf::from("/")],
+        deny_read,
+        write: confinement.write.iter().filter(|p| p.exists()).cloned().collect(),
+        tmp: None,
+        network: true,
+    };
+    crate::sandbox::confine_current_process(&policy).map_err(|e| {
+        format!("mcp server {server}: sandbox: {e}; set sandbox = \"none\" for this server to run it unconfined")
+    })
 }
 
 /// Run the shim; returns the server's exit code (or 70 when it could not start).

@@ -15,7 +15,7 @@ async fn context(dir: &tempfile::TempDir, human: Arc<dyn Human>) -> ToolContext 
 }
 
 async fn run_cmd(ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-    TerminalTool::default().call(ctx, args).await
+    TerminalTool::new(DEFAULT_APPROVAL_TIMEOUT, Arc::new(Sandbox::disabled())).call(ctx, args).await
 }
 
 #[tokio::test]

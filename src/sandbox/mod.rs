@@ -1,0 +1,261 @@
+//! The tools' sandbox. Commands run through a re-executed `hermesd sandbox-exec` helper that
+//! restricts itself with Landlock and then execs the real program, so the restriction covers the
+//! whole command tree; file tools open paths beneath a workdir handle (`beneath.rs`). It must
+//! never run a child unrestricted when a restriction was asked for: where Landlock is missing the
+//! caller gets `SandboxError::Unavailable`, never a silent downgrade.
+//!
+//! What the restriction rests on (Linux Landlock, negotiated best effort up to ABI 7):
+//! - Filesystem: reads only under `Policy::read` minus `Policy::deny_read` (the data dir, `/dev`
+//!   but for a few harmless devices, `$CREDENTIALS_DIRECTORY`), granted as the siblings along the
+//!   path down to each denied tree, never an ancestor of it; writes only under `Policy::write`
+//!   (the workdir) and its private temp dir. Root gets no exception: Landlock applies to root.
+//! - The daemon's own process, three layers, measured as root on Linux 6.18 (Landlock ABI 7):
+//!   Landlock's ptrace restriction denies a sandboxed process `/proc/<daemon>/mem`, `cwd`, `fd/*`
+//!   and ptrace itself, but on that kernel it let `/proc/<daemon>/environ` and `maps` open. So
+//!   the helper also drops `CAP_SYS_PTRACE` and the other capabilities in `caps.rs` from every set
+//!   (bounding included, so a root `exec` cannot refill them): the kernel's capability check then
+//!   refuses a root child any process whose capabilities exceed its own (the daemon), and
+//!   `harden_daemon` makes the daemon non-dumpable, which refuses a same-user child lacking
+//!   `CAP_SYS_PTRACE` when the daemon is not root. ABI 6 adds the signal and abstract-unix-socket
+//!   scopes (no killing the daemon). `/proc` stays readable for ordinary tools.
+//! - Network, when a policy turns it off: TCP bind and connect only (ABI 4); UDP, ICMP and raw
+//!   sockets are not covered.
+//!
+//! What it cannot do: hide what stays readable (system files such as `/etc/shadow` to a root
+//! child, other users' homes, `/proc` entries of processes the capability check lets through),
+//! confine UDP or unix sockets named by path, cap CPU, memory or disk use (a fork bomb or a full
+//! disk inside the workdir), or see a denied tree reached through a bind mount or a hard link
+//! elsewhere. A root child keeps the capabilities not listed in `caps.rs` (e.g. `DAC_OVERRIDE`,
+//! which Landlock still bounds to the granted trees).
+//!
+//! Running another child (e.g. an MCP stdio server) through the sandbox:
+//! ```text
+//! let policy = Policy::for_workdir(&workdir, &data_dir).with_network(true);
+//! let mut cmd = sandbox.command(&policy, "uvx")?;    // a std Command running the helper
+//! cmd.arg("mcp-server-time").env_clear().envs(allowed_env);
+//! let child = tokio::process::Command::from(cmd).kill_on_drop(true).spawn()?;
+//! ```
+//! Arguments, environment, working directory and stdio set on the returned `Command` reach the
+//! program unchanged (the helper execs it in place).
+
+pub mod beneath;
+mod caps;
+mod helper;
+mod policy;
+mod rules;
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::Command;
+
+pub use crate::config::SandboxMode;
+use crate::config::TerminalConfig;
+pub use beneath::{BeneathError, Workdir};
+pub use helper::{SandboxExecArgs, exec_main};
+pub use policy::{PRIVATE_TMP, Policy};
+
+/// The hidden subcommand the helper runs as.
+pub const HELPER_SUBCOMMAND: &str = "sandbox-exec";
+
+/// Why a child cannot be sandboxed as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel enforces no Landlock restriction.
+    #[error(
+        "the tools' sandbox is unavailable: {0}; commands are refused until it works or \
+         tools.terminal.sandbox = \"none\" is set explicitly"
+    )]
+    Unavailable(String),
+    /// The policy would defeat itself.
+    #[error("sandbox policy: {0}")]
+    Policy(String),
+    /// The helper binary cannot be found.
+    #[error("sandbox helper: {0}")]
+    Helper(String),
+    /// Landlock refused a ruleset operation.
+    #[error("landlock: {0}")]
+    Landlock(#[from] landlock::RulesetError),
+}
+
+/// What Landlock offers on this kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// Landlock works.
+    Available {
+        /// The kernel's Landlock ABI version.
+        abi: i32,
+        /// What the restrictions cover, in words.
+        enforced: String,
+        /// Some requested restriction is beyond this kernel's ABI.
+        partial: bool,
+    },
+    /// Landlock does not work here, and why.
+    Unavailable(String),
+}
+
+/// The sandbox as configured: the mode, the helper to re-execute, and what the kernel offers.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    mode: SandboxMode,
+    helper: Option<PathBuf>,
+    support: Support,
+}
+
+impl Sandbox {
+    /// A sandbox in `mode`, running `helper` (default: this executable), with the kernel probed.
+    pub fn new(mode: SandboxMode, helper: Option<PathBuf>) -> Self {
+        let support = match mode {
+            SandboxMode::Landlock => rules::probe(),
+            SandboxMode::None => Support::Unavailable("disabled by tools.terminal.sandbox = \"none\"".into()),
+        };
+        Self { mode, helper, support }
+    }
+
+    /// The sandbox `[tools.terminal]` asks for, reported in the log: at INFO when it works, as
+    /// a WARN when switched off, as an ERROR when Landlock is missing (commands are refused).
+    pub fn start(config: &TerminalConfig) -> Self {
+        let sandbox = Self::new(config.sandbox, config.helper.clone());
+        let line = sandbox.describe();
+        match (sandbox.mode, sandbox.problem()) {
+            (_, Some(_)) => tracing::error!("{line}"),
+            (SandboxMode::None, None) => tracing::warn!("{line}"),
+            (SandboxMode::Landlock, None) => tracing::info!("{line}"),
+        }
+        sandbox
+    }
+
+    /// No sandbox at all (tests of unrelated behaviour, and `sandbox = "none"`).
+    pub fn disabled() -> Self {
+        Self::new(SandboxMode::None, None)
+    }
+
+    /// The configured mode.
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    /// What the kernel offers (probed only in `landlock` mode).
+    pub fn support(&self) -> &Support {
+        &self.support
+    }
+
+    /// Why sandboxed tools cannot run, when they cannot: Landlock asked for but unavailable.
+    pub fn problem(&self) -> Option<String> {
+        match (&self.mode, &self.support) {
+            (SandboxMode::Landlock, Support::Unavailable(why)) => {
+                Some(SandboxError::Unavailable(why.clone()).to_string())
+            }
+            _ => None,
+        }
+    }
+
+    /// One line for `hermesd check`, the start-up log and `/readyz`.
+    pub fn describe(&self) -> String {
+        match (&self.mode, &self.support) {
+            (SandboxMode::None, _) => {
+                "tools sandbox: OFF (tools.terminal.sandbox = \"none\"): commands run with the daemon's rights".into()
+            }
+            (SandboxMode::Landlock, Support::Available { abi, enforced, partial }) => {
+                let partial = if *partial { " (partially: this kernel predates some restrictions)" } else { "" };
+                format!("tools sandbox: landlock ABI {abi}{partial}; enforces {enforced}")
+            }
+            (SandboxMode::Landlock, Support::Unavailable(why)) => {
+                format!("tools sandbox: UNAVAILABLE: {why}; terminal commands are refused")
+            }
+        }
+    }
+
+    /// A `Command` that runs `program` under `policy`: the helper with the policy's arguments,
+    /// then `-- program`. Add arguments, environment, cwd and stdio to it as to any command.
+    /// In `none` mode it is `program` itself.
+    pub fn command(&self, policy: &Policy, program: impl AsRef<OsStr>) -> Result<Command, SandboxError> {
+        if self.mode == SandboxMode::None {
+            return Ok(Command::new(program));
+        }
+        if let Some(problem) = self.problem() {
+            return Err(SandboxError::Unavailable(problem));
+        }
+        policy.check()?;
+        if let Some(tmp) = &policy.tmp {
+            std::fs::create_dir_all(tmp)
+                .map_err(|e| SandboxError::Policy(format!("create the private temp dir {}: {e}", tmp.display())))?;
+        }
+        let helper = match &self.helper {
+            Some(helper) => helper.clone(),
+            None => std::env::current_exe().map_err(|e| SandboxError::Helper(format!("find this executable: {e}")))?,
+        };
+        let mut command = Command::new(helper);
+        command.arg(HELPER_SUBCOMMAND).args(policy.to_args()).arg("--").arg(program);
+        Ok(command)
+    }
+}
+
+/// Restrict this very process, and everything it starts from now on, with `policy`: drop ptrace
+/// and admin capabilities, then apply the Landlock rules. For a launcher that must stay in
+/// control of its children instead of exec'ing through the helper (the MCP shim kills its whole
+/// process group when the daemon goes). Irreversible; the caller must not run the child when it
+/// fails.
+pub fn confine_current_process(policy: &Policy) -> Result<(), SandboxError> {
+    policy.check()?;
+    caps::drop_capabilities().map_err(|e| SandboxError::Helper(format!("drop capabilities: {e}")))?;
+    rules::restrict(policy)?;
+    Ok(())
+}
+
+/// Make the daemon non-dumpable: its `/proc/<pid>/environ` and `mem` become root-owned and
+/// ptrace-checked, so same-user processes cannot read its secrets (Landlock covers root, see the
+/// module doc). Also disables core dumps, which would hold the same secrets.
+pub fn harden_daemon() {
+    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
+        tracing::warn!(error = %e, "cannot make the daemon non-dumpable");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn without_landlock_commands_are_refused_not_run_unconfined() {
+        let sandbox = Sandbox {
+            mode: SandboxMode::Landlock,
+            helper: None,
+            support: Support::Unavailable("this kernel has no Landlock".into()),
+        };
+        let problem = sandbox.problem().expect("a problem is reported");
+        assert!(problem.contains("no Landlock") && problem.contains("sandbox = \"none\""), "{problem}");
+        assert!(sandbox.describe().contains("UNAVAILABLE"), "{}", sandbox.describe());
+        let policy = Policy::for_workdir(Path::new("/srv/h/workspace"), Path::new("/srv/h"));
+        assert!(matches!(sandbox.command(&policy, "sh"), Err(SandboxError::Unavailable(_))));
+    }
+
+    #[test]
+    fn none_runs_the_program_itself_and_says_so() {
+        let sandbox = Sandbox::disabled();
+        assert_eq!(sandbox.problem(), None);
+        assert!(sandbox.describe().contains("OFF"));
+        let policy = Policy::for_workdir(Path::new("/srv/h/workspace"), Path::new("/srv/h"));
+        let command = sandbox.command(&policy, "sh").unwrap();
+        assert_eq!(command.get_program(), "sh");
+        assert_eq!(command.get_args().count(), 0);
+    }
+
+    #[test]
+    fn landlock_wraps_the_program_in_the_helper() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, work) = (dir.path().join("home"), dir.path().join("home/workspace"));
+        let sandbox = Sandbox {
+            mode: SandboxMode::Landlock,
+            helper: Some(PathBuf::from("/usr/bin/hermesd")),
+            support: Support::Available { abi: 7, enforced: String::new(), partial: false },
+        };
+        let command = sandbox.command(&Policy::for_workdir(&work, &home), "sh").unwrap();
+        assert_eq!(command.get_program(), "/usr/bin/hermesd");
+        let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(args.first().map(String::as_str), Some(HELPER_SUBCOMMAND));
+        assert_eq!(&args[args.len() - 2..], ["--", "sh"]);
+        assert!(work.join(PRIVATE_TMP).is_dir(), "the private temp dir is made before the spawn");
+    }
+}
