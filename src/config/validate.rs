@@ -34,6 +34,7 @@ impl Config {
             problems.push("http.max_body_bytes: must be at least 1024".into());
         }
         super::http::check_http(self, &mut problems);
+        check_skills(&self.skills, &mut problems);
         if let Some(model) = &self.model {
             check_model("model", model, env, &mut problems);
             for (i, fallback) in model.fallback.iter().enumerate() {
@@ -309,6 +310,30 @@ fn env_ids(value: Option<String>) -> Vec<String> {
     value.unwrap_or_default().split(',').map(str::trim).filter(|id| !id.is_empty()).map(str::to_owned).collect()
 }
 
+/// `[skills]`: caps in a sane range and names that a skill folder could have.
+fn check_skills(skills: &super::SkillsConfig, problems: &mut Vec<String>) {
+    let ranges = [
+        ("skills.index_chars", skills.index_chars, 200, 100_000),
+        ("skills.max_skill_bytes", skills.max_skill_bytes, 1024, 16 * 1024 * 1024),
+        ("skills.max_file_bytes", skills.max_file_bytes, 1024, 64 * 1024 * 1024),
+    ];
+    for (key, value, low, high) in ranges {
+        if !(low..=high).contains(&value) {
+            problems.push(format!("{key}: {value} is outside {low}..={high}"));
+        }
+    }
+    let named = skills.disabled.iter().map(|name| ("skills.disabled".to_owned(), name));
+    let per_platform = skills.platform_disabled.iter().flat_map(|(platform, names)| {
+        names.iter().map(move |name| (format!("skills.platform_disabled.{platform}"), name))
+    });
+    for (key, name) in named.chain(per_platform) {
+        let shape = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if name.is_empty() || name.chars().count() > 64 || !shape {
+            problems.push(format!("{key}: {name:?} is not a skill name (lowercase letters, digits and hyphens)"));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -317,6 +342,20 @@ mod tests {
 
     fn env(vars: &[(&str, &str)]) -> Env {
         Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>())
+    }
+
+    #[test]
+    fn skills_caps_and_names_are_checked() {
+        let mut config = Config::default();
+        assert!(config.validate(&env(&[])).is_empty(), "the defaults are valid");
+        config.skills.index_chars = 10;
+        config.skills.disabled = vec!["Deploy Now".into()];
+        config.skills.platform_disabled.insert("telegram".into(), vec!["ok-name".into(), String::new()]);
+        let problems = config.validate(&env(&[]));
+        assert!(problems.iter().any(|p| p.starts_with("skills.index_chars: 10 is outside")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.starts_with("skills.disabled: \"Deploy Now\"")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.starts_with("skills.platform_disabled.telegram: \"\"")), "{problems:?}");
+        assert_eq!(problems.len(), 3, "{problems:?}");
     }
 
     #[test]
