@@ -130,16 +130,7 @@ pub(super) async fn run(loaded: Loaded, command: CronCommand) -> ExitCode {
         }
     };
     store.close().await;
-    match result {
-        Ok(text) => {
-            println!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("hermesd: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    super::report_outcome(result)
 }
 
 async fn change(store: &dyn CronStore, id: &str, update: JobUpdate, tz: Tz) -> Result<String, String> {

@@ -95,6 +95,20 @@ pub enum Command {
     SandboxExec(crate::sandbox::SandboxExecArgs),
 }
 
+/// Print a subcommand's result: the text on stdout (exit 0), or the error on stderr (exit 1).
+fn report_outcome(result: Result<String, String>) -> ExitCode {
+    match result {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hermesd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Config, paths and environment as every subcommand needs them.
 pub struct Loaded {
     /// The parsed config (defaults when the file is absent).

@@ -63,16 +63,7 @@ pub(super) fn run(loaded: Loaded, command: SkillsCommand) -> ExitCode {
             skills.remove(&name).map(|dir| format!("removed {name} ({})", dir.display())).map_err(|e| e.to_string())
         }
     };
-    match result {
-        Ok(text) => {
-            println!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("hermesd: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    super::report_outcome(result)
 }
 
 fn list(skills: &Skills) -> String {

@@ -8,6 +8,7 @@ mod duration;
 mod http;
 mod load;
 mod mcp;
+mod platforms;
 mod secrets;
 mod terminal;
 mod validate;
@@ -21,6 +22,7 @@ pub use duration::{HumanDuration, parse_duration};
 pub use http::normalize_origin;
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
+pub use platforms::{ApiPlatformConfig, DiscordConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
 pub use terminal::{SandboxMode, TerminalConfig};
 
@@ -324,179 +326,6 @@ impl Default for SkillsConfig {
             index_chars: 8_000,
             max_skill_bytes: 64 * 1024,
             max_file_bytes: 256 * 1024,
-        }
-    }
-}
-
-/// `[platforms]`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PlatformsConfig {
-    /// The OpenAI-compatible API.
-    pub api: ApiPlatformConfig,
-    /// Telegram.
-    pub telegram: TelegramConfig,
-    /// Discord.
-    pub discord: DiscordConfig,
-    /// Slack.
-    pub slack: SlackConfig,
-}
-
-/// `[platforms.api]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ApiPlatformConfig {
-    /// Serve `/v1/*`. The bearer key comes from `API_SERVER_KEY`.
-    pub enabled: bool,
-    /// The model id advertised by `/v1/models`.
-    pub model_id: String,
-}
-
-impl Default for ApiPlatformConfig {
-    fn default() -> Self {
-        Self { enabled: true, model_id: "hermes-agent".into() }
-    }
-}
-
-/// How a platform receives events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReceiveMode {
-    /// Telegram long polling.
-    Polling,
-    /// Telegram webhook.
-    Webhook,
-    /// Slack Socket Mode.
-    Socket,
-    /// Slack Events API over HTTP.
-    Events,
-}
-
-/// `[platforms.telegram]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TelegramConfig {
-    /// Run the adapter; the token comes from `TELEGRAM_BOT_TOKEN`.
-    pub enabled: bool,
-    /// Bot API base URL (a local Bot API server or a proxy).
-    pub api_url: String,
-    /// `polling` or `webhook` (secret from `TELEGRAM_WEBHOOK_SECRET`, route `/telegram/webhook`).
-    pub mode: ReceiveMode,
-    /// Public URL registered with `setWebhook` in webhook mode; empty: register it yourself.
-    pub webhook_url: String,
-    /// In groups, answer only messages that mention the bot, reply to it, or are commands.
-    pub require_mention: bool,
-    /// Extra case-insensitive words that count as addressing the bot in groups.
-    pub mention_patterns: Vec<String>,
-    /// Handle channel posts.
-    pub channel_posts: bool,
-    /// Treat edited messages as new messages.
-    pub edited_messages: bool,
-    /// Largest attachment downloaded, in MB.
-    pub max_file_mb: u64,
-    /// Long-poll timeout (at most 15s: the Bot API client gives up at 17s).
-    pub poll_timeout: HumanDuration,
-}
-
-impl Default for TelegramConfig {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            api_url: "https://api.telegram.org".into(),
-            mode: ReceiveMode::Polling,
-            webhook_url: String::new(),
-            require_mention: false,
-            mention_patterns: Vec::new(),
-            channel_posts: false,
-            edited_messages: false,
-            max_file_mb: 20,
-            poll_timeout: HumanDuration::secs(10),
-        }
-    }
-}
-
-/// `[platforms.discord]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DiscordConfig {
-    /// Run the adapter; the token comes from `DISCORD_BOT_TOKEN`.
-    pub enabled: bool,
-    /// REST base URL; the gateway URL is asked from it.
-    pub api_url: String,
-    /// In guild text channels, answer only messages that mention the bot (user or role) or reply
-    /// to it.
-    pub require_mention: bool,
-    /// For a mention in a guild text channel, open a thread on the message and answer there.
-    pub auto_thread: bool,
-    /// Only these channel ids (and threads under them) are served in guilds; empty: all. Adds to
-    /// `DISCORD_ALLOWED_CHANNELS`.
-    pub allowed_channels: Vec<String>,
-    /// Channel ids (and threads under them) never served. Adds to `DISCORD_IGNORED_CHANNELS`.
-    pub ignored_channels: Vec<String>,
-    /// Largest attachment downloaded, in MB.
-    pub max_file_mb: u64,
-    /// Emoji put on the user's message once it is stored; empty: none.
-    pub reaction_received: String,
-    /// Emoji put on the user's message when the reply was sent; empty: none.
-    pub reaction_done: String,
-    /// Emoji put on the user's message when the turn ended in an error; empty: none.
-    pub reaction_failed: String,
-}
-
-impl Default for DiscordConfig {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            api_url: "https://discord.com".into(),
-            require_mention: true,
-            auto_thread: true,
-            allowed_channels: Vec::new(),
-            ignored_channels: Vec::new(),
-            max_file_mb: 25,
-            reaction_received: String::new(),
-            reaction_done: String::new(),
-            reaction_failed: String::new(),
-        }
-    }
-}
-
-/// `[platforms.slack]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SlackConfig {
-    /// Run the adapter (`SLACK_BOT_TOKEN`, plus `SLACK_APP_TOKEN` or `SLACK_SIGNING_SECRET`).
-    pub enabled: bool,
-    /// `socket` or `events`.
-    pub mode: ReceiveMode,
-    /// Web API base URL.
-    pub api_url: String,
-    /// In channels, answer only messages that mention the bot; replies in a thread the bot is in
-    /// need no mention.
-    pub require_mention: bool,
-    /// Channel ids the bot answers in; empty: every channel it is a member of. DMs always work.
-    pub allowed_channels: Vec<String>,
-    /// Show tool progress messages in channels (always shown in DMs).
-    pub progress_in_channels: bool,
-    /// Treat edited messages as new messages.
-    pub edited_messages: bool,
-    /// Largest attachment downloaded, in MB.
-    pub max_file_mb: u64,
-    /// Socket Mode: replace a socket that brought no envelope or hello for this long.
-    pub socket_idle_reconnect: HumanDuration,
-}
-
-impl Default for SlackConfig {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            mode: ReceiveMode::Socket,
-            api_url: "https://slack.com/api".into(),
-            require_mention: true,
-            allowed_channels: Vec::new(),
-            progress_in_channels: false,
-            edited_messages: false,
-            max_file_mb: 20,
-            socket_idle_reconnect: HumanDuration::secs(30 * 60),
         }
     }
 }
