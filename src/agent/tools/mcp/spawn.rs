@@ -97,7 +97,7 @@ impl StdioPlan {
     ) -> Self {
         let mut env: BTreeMap<String, String> =
             PASSED_ENV.iter().filter_map(|k| daemon_env(k).map(|v| ((*k).to_owned(), v))).collect();
-        let tmp = std::env::temp_dir().join(format!("hermesd-mcp-{}-{name}", std::process::id()));
+        let tmp = server_temp_dir(std::process::id(), name);
         env.insert("TMPDIR".into(), tmp.display().to_string());
         env.extend(config.env.clone());
         let mut write = vec![tmp];
@@ -185,6 +185,35 @@ pub fn record_group(path: &Path, leader: u32) -> io::Result<()> {
 /// daemon that still runs (another daemon on the same home) are left alone. Returns how many
 /// groups were killed.
 pub fn reap_stale(home: &Path) -> usize {
+    let killed = reap_groups(home);
+    remove_stale_temp_dirs();
+    killed
+}
+
+/// A server's private temp dir, named after the daemon that started it.
+fn server_temp_dir(daemon: u32, server: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("{TEMP_PREFIX}{daemon}-{server}"))
+}
+
+const TEMP_PREFIX: &str = "hermesd-mcp-";
+
+/// Remove the private temp dirs of daemons that are gone, so they do not pile up across
+/// restarts. A dir whose daemon pid is alive (this one, or another daemon) is kept.
+fn remove_stale_temp_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(TEMP_PREFIX)).and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok_and(|pid| start_time(pid).is_none()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+fn reap_groups(home: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(run_dir(home)) else { return 0 };
     let mut killed = 0;
     for entry in entries.flatten() {
@@ -282,7 +311,13 @@ mod tests {
         assert_eq!(reap_stale(home.path()), 0);
         assert!(record.exists(), "this daemon still runs: its record stays");
         std::fs::write(&record, "999999 1 999998 1\n").expect("write");
+        let (dead, live) = (server_temp_dir(999_998, "fix"), server_temp_dir(std::process::id(), "fix"));
+        std::fs::create_dir_all(dead.join("sub")).expect("dead daemon's temp dir");
+        std::fs::create_dir_all(&live).expect("this daemon's temp dir");
         assert_eq!(reap_stale(home.path()), 0);
         assert!(!record.exists(), "a dead daemon's record is removed");
+        assert!(!dead.exists(), "a dead daemon's temp dir is removed");
+        assert!(live.exists(), "this daemon's temp dir stays");
+        let _ = std::fs::remove_dir_all(live);
     }
 }
