@@ -62,7 +62,7 @@ async fn ready(hub: &McpHub, name: &str, timeout: Duration) {
 
 fn tool(hub: &McpHub, name: &str) -> Arc<dyn Tool> {
     let snapshot = hub.snapshot();
-    let found = snapshot.iter().find(|(_, spec)| spec.name == name).map(|(tool, _)| tool.clone());
+    let found = snapshot.iter().find(|entry| entry.spec.name == name).map(|entry| entry.tool.clone());
     found.unwrap_or_else(|| panic!("no tool {name} in {:?}", hub.snapshot_names()))
 }
 

@@ -45,12 +45,17 @@ struct Shared {
     script: Mutex<VecDeque<(Duration, Step)>>,
     latency: Duration,
     requests: Mutex<Vec<Value>>,
+    /// Requests received (kept even when the bodies are not).
+    count: std::sync::atomic::AtomicUsize,
+    /// Whether request bodies are kept for `requests()`.
+    keep: bool,
 }
 
 /// Builds a fake LLM.
 pub struct FakeLlmBuilder {
     script: VecDeque<(Duration, Step)>,
     latency: Duration,
+    keep: bool,
 }
 
 /// A running fake LLM.
@@ -63,7 +68,7 @@ pub struct FakeLlm {
 impl FakeLlm {
     /// Start building; with no steps every call echoes.
     pub fn builder() -> FakeLlmBuilder {
-        FakeLlmBuilder { script: VecDeque::new(), latency: Duration::ZERO }
+        FakeLlmBuilder { script: VecDeque::new(), latency: Duration::ZERO, keep: true }
     }
 
     /// A fake that echoes instantly.
@@ -83,7 +88,7 @@ impl FakeLlm {
 
     /// Number of requests received.
     pub fn count(&self) -> usize {
-        self.shared.requests.lock().unwrap().len()
+        self.shared.count.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Append steps while running.
@@ -130,12 +135,21 @@ impl FakeLlmBuilder {
         self
     }
 
+    /// Keep no request bodies and read only what answering needs (benchmarks: a model server
+    /// does not hold every prompt in memory, and parsing tool schemas is not gateway work).
+    pub fn forget_requests(mut self) -> Self {
+        self.keep = false;
+        self
+    }
+
     /// Bind 127.0.0.1:0 and serve.
     pub async fn start(self) -> FakeLlm {
         let shared = Arc::new(Shared {
             script: Mutex::new(self.script),
             latency: self.latency,
             requests: Mutex::new(Vec::new()),
+            count: std::sync::atomic::AtomicUsize::new(0),
+            keep: self.keep,
         });
         let app = Router::new().route("/v1/chat/completions", post(completions)).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake llm");
@@ -150,8 +164,30 @@ impl FakeLlmBuilder {
 /// Text of the answer to a compression request (recognised by its system prompt).
 pub const SUMMARY: &str = "## Goal\nkeep going\n## Progress\nsummarised by the fake";
 
-async fn completions(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
-    shared.requests.lock().unwrap().push(body.clone());
+/// What answering reads of a request when bodies are not kept; the rest (tool schemas) is
+/// skipped without being built.
+#[derive(serde::Deserialize)]
+struct Brief {
+    #[serde(default)]
+    messages: Value,
+    #[serde(default)]
+    stream: bool,
+}
+
+async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
+    let body: Value = if shared.keep {
+        let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+            return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
+        };
+        shared.requests.lock().unwrap().push(body.clone());
+        body
+    } else {
+        let Ok(brief) = serde_json::from_slice::<Brief>(&body) else {
+            return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
+        };
+        json!({ "messages": brief.messages, "stream": brief.stream })
+    };
+    shared.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let is_summary = body["messages"][0]["content"].as_str().is_some_and(|c| c.contains("handover summaries"));
     let (delay, step) = if is_summary {
         (Duration::ZERO, Step::Reply(SUMMARY.into()))

@@ -22,8 +22,8 @@ pub struct ToolSchema {
     pub name: String,
     /// What it does.
     pub description: String,
-    /// JSON schema of its arguments object.
-    pub parameters: serde_json::Value,
+    /// JSON schema of its arguments object (shared: built once when the tool is registered).
+    pub parameters: std::sync::Arc<serde_json::Value>,
 }
 
 /// What a model call sends.

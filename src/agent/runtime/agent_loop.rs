@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::chain::{ChainError, ChainState, ProviderChain};
-use super::compress::{Compressor, messages_tokens, schema_tokens};
+use super::compress::{Compressor, messages_tokens};
 use super::sanitize::sanitize;
 use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, Delta, ProviderError, ToolSchema};
@@ -123,7 +123,7 @@ impl AgentLoop<'_> {
     pub async fn run(&self, mut system: String, mut transcript: Vec<Message>, stop: &CancellationToken) -> LoopResult {
         // Built once per turn and shared by every call's request.
         let schemas: Arc<[ToolSchema]> = self.tools.schemas().into();
-        let schema_tokens = schema_tokens(&schemas);
+        let schema_tokens = self.tools.schema_tokens();
         let mut state = self.chain.start_turn();
         let mut appended: Vec<Message> = Vec::new();
         let mut nudges = 0;

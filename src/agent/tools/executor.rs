@@ -51,7 +51,7 @@ pub async fn run_calls(
     let mut outcomes = Vec::with_capacity(calls.len());
     let mut batch: Vec<&ToolCall> = Vec::new();
     for call in calls {
-        let safe = registry.get(&call.name).is_some_and(|t| t.spec().parallel_safe);
+        let safe = registry.spec(&call.name).is_some_and(|spec| spec.parallel_safe);
         if safe {
             batch.push(call);
             continue;
@@ -87,11 +87,10 @@ async fn run_one(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Cal
 }
 
 async fn execute(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Result<String, String> {
-    let Some(tool) = registry.get(&call.name).cloned() else {
+    let (Some(tool), Some(spec)) = (registry.get(&call.name).cloned(), registry.spec(&call.name).cloned()) else {
         let known = registry.specs().iter().map(|s| s.name.as_ref()).collect::<Vec<_>>().join(", ");
         return Err(format!("error: there is no tool named {:?}; available tools: {known}", call.name));
     };
-    let spec = tool.spec();
     let args = parse_arguments(&call.arguments).map_err(|e| format!("error: {e}"))?;
     let task_ctx = ctx.clone();
     let task_tool: Arc<dyn Tool> = tool.clone();

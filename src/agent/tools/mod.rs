@@ -34,6 +34,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::provider::ToolSchema;
+use crate::agent::runtime::compress::schema_tokens;
 use crate::redact::Redaction;
 use crate::store::Store;
 
@@ -157,8 +158,38 @@ pub fn toolset_admits(configured: &str, toolset: &str) -> bool {
     policy::entry_admits(configured, toolset)
 }
 
-/// A tool with its spec, built once.
-pub type ToolEntry = (Arc<dyn Tool>, Arc<ToolSpec>);
+/// A tool with what is built once from it: its spec, the schema providers advertise (its JSON
+/// shared, never copied, per turn) and that schema's token estimate.
+#[derive(Clone)]
+pub struct ToolEntry {
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// Its spec.
+    pub spec: Arc<ToolSpec>,
+    /// The schema as providers advertise it.
+    pub schema: ToolSchema,
+    /// Estimated tokens the schema adds to a request (`compress::schema_tokens`).
+    pub tokens: u64,
+}
+
+impl ToolEntry {
+    /// Build the entry of `tool` from its spec.
+    pub fn new(tool: Arc<dyn Tool>) -> Self {
+        let spec = tool.spec();
+        Self::with_spec(tool, spec)
+    }
+
+    /// Build the entry of `tool` from a spec already at hand.
+    pub fn with_spec(tool: Arc<dyn Tool>, spec: ToolSpec) -> Self {
+        let schema = ToolSchema {
+            name: spec.name.to_string(),
+            description: spec.description.to_string(),
+            parameters: Arc::new(spec.parameters.clone()),
+        };
+        let tokens = schema_tokens(std::slice::from_ref(&schema));
+        Self { tool, spec: Arc::new(spec), schema, tokens }
+    }
+}
 
 /// Tools that come and go while the daemon runs (MCP servers). A turn takes one snapshot, so its
 /// tool list is fixed for the whole turn.
@@ -180,8 +211,8 @@ pub struct Registry {
 impl Registry {
     /// Add a tool (a later one with the same name replaces the earlier).
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        let spec = Arc::new(tool.spec());
-        self.tools.insert(spec.name.clone(), (tool, spec));
+        let entry = ToolEntry::new(tool);
+        self.tools.insert(entry.spec.name.clone(), entry);
     }
 
     /// Add a source of run-time tools; `select` merges its snapshot (a registered tool of the
@@ -202,7 +233,12 @@ impl Registry {
 
     /// A tool by name.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name).map(|(tool, _)| tool)
+        self.tools.get(name).map(|entry| &entry.tool)
+    }
+
+    /// A tool's spec by name (built once, unlike `Tool::spec`).
+    pub fn spec(&self, name: &str) -> Option<&Arc<ToolSpec>> {
+        self.tools.get(name).map(|entry| &entry.spec)
     }
 
     /// The tools whose toolset is in `toolsets` (matched as `ToolPolicy` does), in name order.
@@ -218,11 +254,11 @@ impl Registry {
         let admitted = |spec: &ToolSpec| policy.admits(&spec.toolset);
         let mut tools: BTreeMap<Cow<'static, str>, ToolEntry> = BTreeMap::new();
         for source in &self.sources {
-            for entry in source.snapshot().iter().filter(|(_, spec)| admitted(spec)) {
-                tools.insert(entry.1.name.clone(), entry.clone());
+            for entry in source.snapshot().iter().filter(|entry| admitted(&entry.spec)) {
+                tools.insert(entry.spec.name.clone(), entry.clone());
             }
         }
-        for (name, entry) in self.tools.iter().filter(|(_, (_, spec))| admitted(spec)) {
+        for (name, entry) in self.tools.iter().filter(|(_, entry)| admitted(&entry.spec)) {
             tools.insert(name.clone(), entry.clone());
         }
         Registry { tools, sources: Vec::new(), redaction: self.redaction.clone() }
@@ -230,7 +266,7 @@ impl Registry {
 
     /// Every tool's spec, in name order.
     pub fn specs(&self) -> Vec<Arc<ToolSpec>> {
-        self.tools.values().map(|(_, spec)| spec.clone()).collect()
+        self.tools.values().map(|entry| entry.spec.clone()).collect()
     }
 
     /// Every tool's toolset, in the tools' name order (what the system prompt lists). Run-time
@@ -238,7 +274,7 @@ impl Registry {
     pub fn toolsets(&self) -> Vec<&'static str> {
         self.tools
             .values()
-            .map(|(_, spec)| match &spec.toolset {
+            .map(|entry| match &entry.spec.toolset {
                 Cow::Borrowed(set) => *set,
                 Cow::Owned(_) => "mcp",
             })
@@ -247,14 +283,13 @@ impl Registry {
 
     /// The tools as providers advertise them, in name order.
     pub fn schemas(&self) -> Vec<ToolSchema> {
-        self.tools
-            .values()
-            .map(|(_, s)| ToolSchema {
-                name: s.name.to_string(),
-                description: s.description.to_string(),
-                parameters: s.parameters.clone(),
-            })
-            .collect()
+        self.tools.values().map(|entry| entry.schema.clone()).collect()
+    }
+
+    /// The estimated tokens all the schemas add to a request (the sum of what each entry
+    /// computed once).
+    pub fn schema_tokens(&self) -> u64 {
+        self.tools.values().map(|entry| entry.tokens).sum()
     }
 
     /// Whether there are no tools.
@@ -298,9 +333,7 @@ mod registry_tests {
     }
 
     fn entry(name: &'static str, set: &'static str) -> ToolEntry {
-        let tool: Arc<dyn Tool> = Arc::new(Named(name, set));
-        let spec = Arc::new(tool.spec());
-        (tool, spec)
+        ToolEntry::new(Arc::new(Named(name, set)))
     }
 
     #[test]

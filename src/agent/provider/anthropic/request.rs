@@ -33,7 +33,7 @@ pub(super) fn body(model: &str, request: &ChatRequest) -> Value {
 }
 
 fn wire_tool(tool: &ToolSchema) -> Value {
-    json!({ "name": tool.name, "description": tool.description, "input_schema": tool.parameters })
+    json!({ "name": tool.name, "description": tool.description, "input_schema": tool.parameters.as_ref() })
 }
 
 /// Where a block went.

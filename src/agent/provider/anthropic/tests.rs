@@ -112,7 +112,7 @@ fn request(stream: bool) -> ChatRequest {
         tools: vec![ToolSchema {
             name: "todo".into(),
             description: "manage the todo list".into(),
-            parameters: json!({"type": "object", "properties": {"item": {"type": "string"}}}),
+            parameters: json!({"type": "object", "properties": {"item": {"type": "string"}}}).into(),
         }]
         .into(),
         max_tokens: None,

@@ -105,7 +105,7 @@ fn streamed_request() -> ChatRequest {
         tools: vec![ToolSchema {
             name: "todo".into(),
             description: "manage the todo list".into(),
-            parameters: json!({"type": "object", "properties": {"item": {"type": "string"}}}),
+            parameters: json!({"type": "object", "properties": {"item": {"type": "string"}}}).into(),
         }]
         .into(),
         max_tokens: Some(512),

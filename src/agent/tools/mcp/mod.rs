@@ -182,7 +182,7 @@ impl McpHub {
         let mut all: BTreeMap<String, ToolEntry> = BTreeMap::new();
         for server in &self.servers {
             for entry in server.tools().iter() {
-                all.entry(entry.1.name.to_string()).or_insert_with(|| entry.clone());
+                all.entry(entry.spec.name.to_string()).or_insert_with(|| entry.clone());
             }
         }
         let tools: Arc<[ToolEntry]> = all.into_values().collect();
@@ -197,7 +197,7 @@ impl McpHub {
 
     /// The names of the registered MCP tools now, in order.
     pub fn snapshot_names(&self) -> Vec<String> {
-        self.snapshot.lock().expect("snapshot lock poisoned").iter().map(|(_, spec)| spec.name.to_string()).collect()
+        self.snapshot.lock().expect("snapshot lock poisoned").iter().map(|entry| entry.spec.name.to_string()).collect()
     }
 
     /// Registered MCP tools now.

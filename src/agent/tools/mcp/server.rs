@@ -128,7 +128,8 @@ impl ServerState {
     fn set_tools(&self, tools: Vec<ToolEntry>) -> bool {
         let mut current = self.tools.lock().expect("tools lock poisoned");
         let same = current.len() == tools.len()
-            && current.iter().zip(&tools).all(|((_, a), (_, b))| {
+            && current.iter().zip(&tools).all(|(a, b)| {
+                let (a, b) = (&a.spec, &b.spec);
                 a.name == b.name && a.description == b.description && a.parameters == b.parameters
             });
         if !same {
@@ -266,7 +267,7 @@ pub fn build_tools(state: &Arc<ServerState>, settings: &Supervision, listed: Vec
             timeout: config.timeout.get(),
         };
         let mcp_tool = McpTool::new(spec.clone(), tool.name, state.clone(), config.approve, settings.approval_timeout);
-        entries.insert(name, (Arc::new(mcp_tool), Arc::new(spec)));
+        entries.insert(name, ToolEntry::with_spec(Arc::new(mcp_tool), spec));
     }
     entries.into_values().collect()
 }

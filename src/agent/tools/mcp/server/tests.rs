@@ -84,7 +84,7 @@ async fn settle() {
 }
 
 fn names(state: &ServerState) -> Vec<String> {
-    state.tools().iter().map(|(_, s)| s.name.to_string()).collect()
+    state.tools().iter().map(|entry| entry.spec.name.to_string()).collect()
 }
 
 #[tokio::test(start_paused = true)]
