@@ -1,6 +1,8 @@
-//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills | mcp`. Every subcommand reads
+//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills | mcp
+//! | backup | store`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 
+mod backup;
 mod check;
 mod cron;
 mod mcp;
@@ -86,6 +88,17 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: mcp::McpCommand,
+    },
+    /// Copy the store to PATH while the daemon runs (consistent, integrity-checked).
+    Backup {
+        /// Where the copy goes; must not exist yet.
+        path: PathBuf,
+    },
+    /// Store maintenance.
+    Store {
+        /// What to do.
+        #[command(subcommand)]
+        command: backup::StoreCommand,
     },
     /// Internal: run one stdio MCP server under the daemon (process group, parent death, sandbox).
     #[command(hide = true)]
@@ -186,6 +199,8 @@ pub fn main() -> ExitCode {
             Command::Cron { command } => cron::run(loaded, command).await,
             Command::Skills { command } => skills::run(loaded, command),
             Command::Mcp { command } => mcp::run(loaded, command).await,
+            Command::Backup { path } => backup::backup(loaded, &path).await,
+            Command::Store { command } => backup::store(loaded, command).await,
             Command::McpShim(_) => unreachable!("handled before loading the config"),
             Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),
         }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::agent::message::Message;
 
 pub use sqlite::SqliteStore;
+pub use sqlite::backup::{BackupReport, VacuumReport, backup};
 
 /// Errors from the store; callers act on the kind.
 #[derive(Debug, thiserror::Error)]

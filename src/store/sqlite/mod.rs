@@ -4,6 +4,7 @@
 //! Only this folder writes SQL. Schema changes go through `migrations/`, never ad hoc DDL here.
 
 mod access;
+pub(crate) mod backup;
 mod cron;
 mod extras;
 mod idempotency;
@@ -20,7 +21,9 @@ use std::time::Duration;
 use rand::Rng;
 use sqlx::SqlStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use super::{StoreError, StoreResult};
 
@@ -46,11 +49,13 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Open (creating if needed) the database at `path`, apply migrations, and refuse a schema
-    /// newer than this binary knows.
+    /// newer than this binary knows. A new database uses incremental auto-vacuum; before an
+    /// existing one is migrated, a snapshot of it is kept under `backups/` beside it.
     pub async fn open(path: &Path, busy_timeout: Duration, readers: u32) -> StoreResult<Self> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
         }
+        let new = !path.exists();
         let base = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
             .journal_mode(SqliteJournalMode::Wal)
@@ -63,9 +68,24 @@ impl SqliteStore {
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
-            .connect_with(base.clone().create_if_missing(true))
+            // Incremental auto-vacuum can only be chosen before the first page is written; older
+            // databases switch with `hermesd store vacuum`.
+            .connect_with(if new {
+                base.clone().create_if_missing(true).auto_vacuum(SqliteAutoVacuum::Incremental)
+            } else {
+                base.clone().create_if_missing(true)
+            })
             .await?;
-        check_schema_version(&writer).await?;
+        let found = check_schema_version(&writer).await?;
+        if let Some(found) = found.filter(|found| *found < Self::known_schema_version()) {
+            let snapshot = backup::snapshot_before_migration(&writer, path, found).await?;
+            tracing::warn!(
+                from = found,
+                to = Self::known_schema_version(),
+                snapshot = %snapshot.display(),
+                "migrating the database schema; the previous database is kept as a snapshot"
+            );
+        }
         migrator().run(&writer).await?;
         let readers = SqlitePoolOptions::new().max_connections(readers).connect_with(base.read_only(true)).await?;
         Ok(Self { writer, readers })
@@ -93,19 +113,21 @@ fn migrator() -> Migrator {
     Migrator::with_migrations(migrations)
 }
 
-async fn check_schema_version(pool: &SqlitePool) -> StoreResult<()> {
+/// The database's schema version (`None` for a database no migration ran on); an error when it
+/// is newer than this binary knows.
+async fn check_schema_version(pool: &SqlitePool) -> StoreResult<Option<i64>> {
     let exists: Option<(String,)> =
         sqlx::query_as("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'")
             .fetch_optional(pool)
             .await?;
     if exists.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let (found,): (Option<i64>,) = sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(pool).await?;
     let known = SqliteStore::known_schema_version();
     match found {
         Some(found) if found > known => Err(StoreError::SchemaTooNew { found, known }),
-        _ => Ok(()),
+        found => Ok(found),
     }
 }
 

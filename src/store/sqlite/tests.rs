@@ -242,3 +242,61 @@ async fn undecodable_rows_are_quarantined_and_the_rest_still_load() {
         .unwrap();
     assert_eq!(state, "quarantined");
 }
+
+#[tokio::test]
+async fn a_new_database_uses_incremental_auto_vacuum() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    assert_eq!(store.auto_vacuum_mode().await.unwrap(), 2);
+    store.incremental_vacuum(16).await.unwrap();
+    assert!(!dir.path().join("backups").exists(), "a new database needs no snapshot");
+}
+
+#[tokio::test]
+async fn migrating_keeps_a_snapshot_of_the_previous_database() {
+    use std::borrow::Cow;
+
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    // A database left by an older binary: every migration but the last.
+    let older = super::MIGRATIONS.len() - 1;
+    let options = SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
+    let migrations = super::MIGRATIONS[..older]
+        .iter()
+        .map(|(v, name, sql)| {
+            Migration::new(*v, Cow::Borrowed(*name), MigrationType::Simple, sqlx::SqlStr::from_static(sql), false)
+        })
+        .collect();
+    Migrator::with_migrations(migrations).run(&pool).await.unwrap();
+    sqlx::query("INSERT INTO platform_cursors (platform, cursor, updated_at) VALUES ('telegram', '7', 1)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+
+    let store = SqliteStore::open(&path, Duration::from_secs(5), 1).await.unwrap();
+    assert_eq!(store.load_cursor("telegram").await.unwrap().as_deref(), Some("7"));
+    store.close().await;
+    let snapshots: Vec<_> = std::fs::read_dir(dir.path().join("backups")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(snapshots.len(), 1, "{snapshots:?}");
+    let name = snapshots[0].file_name().unwrap().to_str().unwrap().to_owned();
+    let older_version = super::MIGRATIONS[older - 1].0;
+    assert!(name.starts_with(&format!("state-v{older_version}-")), "{name}");
+    // The snapshot is the old database: its schema stops before the last migration.
+    let copy = SqlitePoolOptions::new()
+        .connect_with(SqliteConnectOptions::new().filename(&snapshots[0]).read_only(true))
+        .await
+        .unwrap();
+    let (version,): (i64,) =
+        sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(&copy).await.unwrap();
+    assert_eq!(version, older_version);
+    copy.close().await;
+
+    // Reopening the migrated database takes no further snapshot.
+    SqliteStore::open(&path, Duration::from_secs(5), 1).await.unwrap().close().await;
+    assert_eq!(std::fs::read_dir(dir.path().join("backups")).unwrap().count(), 1);
+}
