@@ -258,6 +258,13 @@ impl Daemon {
             let scheduler = Scheduler::new(store.clone(), ingress.clone(), &paths.home, config.cron.tick.get());
             tasks.spawn(scheduler.run(platform_cancel.clone()));
         }
+        tasks.spawn(crate::retention::run(
+            store.clone(),
+            crate::retention::Folders::under(&paths.home),
+            config.retention.clone(),
+            metrics.clone(),
+            platform_cancel.clone(),
+        ));
 
         let http_cancel = CancellationToken::new();
         if let Some(listener) = listener {

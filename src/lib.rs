@@ -20,6 +20,7 @@ pub mod outbox;
 pub mod platforms;
 pub mod recovery;
 pub mod redact;
+pub mod retention;
 pub mod router;
 pub mod sandbox;
 pub mod store;

@@ -20,6 +20,9 @@ pub const TURN_SECONDS: &str = "hermesd_turn_duration_seconds";
 pub const MODEL_SECONDS: &str = "hermesd_model_call_duration_seconds";
 /// Errors by kind (`provider`, `store`, `delivery`, `panic`).
 pub const ERRORS_TOTAL: &str = "hermesd_errors_total";
+/// Records and files `[retention]` removed, by kind (`inbound`, `outbound`,
+/// `archived_messages`, `media`, `cron_output`).
+pub const RETENTION_PRUNED_TOTAL: &str = "hermesd_retention_pruned_total";
 /// Stored rows set aside at start because they no longer decode, by table (`inbound_events`).
 pub const QUARANTINED_TOTAL: &str = "hermesd_quarantined_rows_total";
 
@@ -62,6 +65,11 @@ pub struct Metrics {
 impl Metrics {
     /// Add one to `name` with `labels` (already formatted `k="v",...`, from bounded values).
     pub fn inc(&self, name: &'static str, labels: &[(&str, &str)]) {
+        self.add(name, labels, 1);
+    }
+
+    /// Add `n` to `name` with `labels` (bounded values only).
+    pub fn add(&self, name: &'static str, labels: &[(&str, &str)], n: u64) {
         let mut text = String::new();
         for (i, (k, v)) in labels.iter().enumerate() {
             if i > 0 {
@@ -70,7 +78,7 @@ impl Metrics {
             let _ = write!(text, "{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
         }
         let mut counters = self.counters.lock().expect("metrics lock poisoned");
-        *counters.entry((name, text)).or_default() += 1;
+        *counters.entry((name, text)).or_default() += n;
     }
 
     /// Record one turn's duration.

@@ -31,6 +31,21 @@ pub(super) fn check_http(config: &Config, problems: &mut Vec<String>) {
     if config.retention.idempotency.get().as_secs() < 60 {
         problems.push("retention.idempotency: must be at least 1m".into());
     }
+    let retention = &config.retention;
+    for (key, age) in [
+        ("inbound_events", retention.inbound_events),
+        ("outbound", retention.outbound),
+        ("archived_messages", retention.archived_messages),
+        ("media", retention.media),
+        ("cron_output", retention.cron_output),
+    ] {
+        if age.get().as_secs() < 3600 {
+            problems.push(format!("retention.{key}: must be at least 1h"));
+        }
+    }
+    if !(60..=86_400).contains(&retention.interval.get().as_secs()) {
+        problems.push("retention.interval: must be between 1m and 24h".into());
+    }
 }
 
 /// Why an `allowed_hosts` entry is unusable, if it is.

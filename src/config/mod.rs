@@ -512,18 +512,40 @@ impl Default for RecoveryConfig {
     }
 }
 
-/// `[retention]`: how long records kept only for deduplication live.
+/// `[retention]`: how long records and files live before the background task removes them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionConfig {
     /// How long an `Idempotency-Key` and its stored response are kept; older ones are pruned
     /// and count as absent.
     pub idempotency: HumanDuration,
+    /// Finished inbound events (the deduplication record of each platform event); a platform
+    /// redelivering an event older than this would run it again.
+    pub inbound_events: HumanDuration,
+    /// Outbound rows once sent or failed (receipts).
+    pub outbound: HumanDuration,
+    /// Messages compaction replaced with a summary.
+    pub archived_messages: HumanDuration,
+    /// Files under `media/` (attachments received and sent), by modification time.
+    pub media: HumanDuration,
+    /// Files under `cron/output/`.
+    pub cron_output: HumanDuration,
+    /// How often the retention task runs.
+    pub interval: HumanDuration,
 }
 
 impl Default for RetentionConfig {
     fn default() -> Self {
-        Self { idempotency: HumanDuration::secs(24 * 3600) }
+        const DAY: u64 = 24 * 3600;
+        Self {
+            idempotency: HumanDuration::secs(DAY),
+            inbound_events: HumanDuration::secs(30 * DAY),
+            outbound: HumanDuration::secs(30 * DAY),
+            archived_messages: HumanDuration::secs(180 * DAY),
+            media: HumanDuration::secs(30 * DAY),
+            cron_output: HumanDuration::secs(90 * DAY),
+            interval: HumanDuration::secs(3600),
+        }
     }
 }
 

@@ -10,6 +10,7 @@ mod extras;
 mod idempotency;
 mod inbound;
 mod outbox;
+mod retention;
 mod sessions;
 
 use std::borrow::Cow;
@@ -35,6 +36,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "cron", include_str!("../../../migrations/0004_cron.sql")),
     (5, "idempotency", include_str!("../../../migrations/0005_idempotency.sql")),
     (6, "access", include_str!("../../../migrations/0006_access.sql")),
+    (10, "retention", include_str!("../../../migrations/0010_retention.sql")),
 ];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.

@@ -300,3 +300,53 @@ async fn migrating_keeps_a_snapshot_of_the_previous_database() {
     SqliteStore::open(&path, Duration::from_secs(5), 1).await.unwrap().close().await;
     assert_eq!(std::fs::read_dir(dir.path().join("backups")).unwrap().count(), 1);
 }
+
+#[tokio::test]
+async fn retention_prunes_only_finished_old_rows_in_batches() {
+    use crate::store::RetentionStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let session = store.start_session(&key(), 1).await.unwrap();
+    // Five finished events at t=10..14 with one sent chunk each; one unfinished at t=15.
+    for i in 0..5 {
+        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("old{i}"), "hi"), 10 + i).await.unwrap()
+        else {
+            panic!("new event expected")
+        };
+        store.begin_turn(seq, &session.id, &Message::text(Role::User, "hi"), 10 + i).await.unwrap();
+        let chunks = [reply("answer", 0, 1)];
+        let end = TurnEnd {
+            messages: &[Message::text(Role::Assistant, "answer")],
+            reply: &chunks,
+            state: EventState::Done,
+            error: None,
+            prompt_tokens: None,
+            also_done: &[],
+        };
+        store.finish_turn(seq, &session.id, &end, 10 + i).await.unwrap();
+        let pending = store.pending_for_turn(&format!("evt:{seq}")).await.unwrap();
+        if i < 4 {
+            store.mark_sent(pending[0].id, &format!("m{i}"), 10 + i).await.unwrap();
+        }
+    }
+    store.accept_inbound(&event("open", "hi"), 15).await.unwrap();
+    sqlx::query("UPDATE messages SET archived = 1 WHERE role = 'user'").execute(&store.writer).await.unwrap();
+
+    // Nothing is old enough yet.
+    assert_eq!(store.prune_inbound(10, 100).await.unwrap(), 0);
+    // Batches: 2, then the rest of what is older than 100; the unfinished event stays.
+    assert_eq!(store.prune_inbound(100, 2).await.unwrap(), 2);
+    assert_eq!(store.prune_inbound(100, 100).await.unwrap(), 3);
+    assert_eq!(store.unfinished_events().await.unwrap().events.len(), 1, "the unfinished event is kept");
+    // Sent chunks go; the one still pending stays.
+    assert_eq!(store.prune_outbound(100, 100).await.unwrap(), 4);
+    assert_eq!(store.pending_outbound().await.unwrap().len(), 1);
+    // Archived messages go; the live transcript (the answers) stays.
+    assert_eq!(store.prune_archived_messages(100, 100).await.unwrap(), 5);
+    let left = store.load_transcript(&session.id).await.unwrap();
+    assert!(left.iter().all(|m| m.message.role == Role::Assistant) && left.len() == 5, "{left:?}");
+    store.reclaim_space(100).await.unwrap();
+    // Deduplication of a pruned event starts over; a kept one is still a duplicate.
+    assert_eq!(store.accept_inbound(&event("open", "hi"), 16).await.unwrap(), AcceptOutcome::Duplicate);
+}

@@ -1,0 +1,59 @@
+//! `RetentionStore` on SQLite: batched deletes in primary-key order (oldest first), so each batch
+//! touches few rows and the writer is released between batches.
+
+use async_trait::async_trait;
+
+use super::{SqliteStore, retry_busy};
+use crate::store::{RetentionStore, StoreResult};
+
+#[async_trait]
+impl RetentionStore for SqliteStore {
+    async fn prune_inbound(&self, before: i64, limit: u32) -> StoreResult<u64> {
+        retry_busy(|| async {
+            sqlx::query(
+                "DELETE FROM inbound_events WHERE seq IN (SELECT seq FROM inbound_events \
+                 WHERE state NOT IN ('accepted', 'running') AND received_at < ?1 ORDER BY seq LIMIT ?2)",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(&self.writer)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await
+    }
+
+    async fn prune_outbound(&self, before: i64, limit: u32) -> StoreResult<u64> {
+        retry_busy(|| async {
+            sqlx::query(
+                "DELETE FROM outbound_messages WHERE id IN (SELECT id FROM outbound_messages \
+                 WHERE state <> 'pending' AND created_at < ?1 ORDER BY id LIMIT ?2)",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(&self.writer)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await
+    }
+
+    async fn prune_archived_messages(&self, before: i64, limit: u32) -> StoreResult<u64> {
+        retry_busy(|| async {
+            sqlx::query(
+                "DELETE FROM messages WHERE id IN (SELECT id FROM messages INDEXED BY messages_archived_by_age \
+                 WHERE archived = 1 AND created_at < ?1 ORDER BY created_at LIMIT ?2)",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(&self.writer)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await
+    }
+
+    async fn reclaim_space(&self, pages: u32) -> StoreResult<()> {
+        self.incremental_vacuum(pages).await
+    }
+}
