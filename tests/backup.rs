@@ -1,6 +1,7 @@
-//! `hermesd backup` on the real binary while a daemon writes: the copy is a valid database with
-//! the turns committed before it; an existing destination is refused; `hermesd store vacuum`
-//! switches an old database to incremental auto-vacuum.
+//! The store's operator commands on the real binary: `hermesd backup` while a daemon writes (the
+//! copy is a valid database with the turns committed before it; an existing destination is
+//! refused), `hermesd store vacuum` (an old database switched to incremental auto-vacuum), and
+//! `hermesd sessions export | prune`.
 
 mod support;
 
@@ -93,4 +94,51 @@ async fn store_vacuum_switches_an_old_database_to_incremental_auto_vacuum() {
     assert!(size_after < size_before / 2, "freed pages returned: {size_before} → {size_after}");
     // Opening it migrated the schema (from none), and a database without a schema needs no snapshot.
     assert!(!home.path().join("backups").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_export_reproduces_every_message_and_prune_removes_only_old_sessions() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(home.path(), &config_for(&llm, ""), &[]).await;
+    for (session, text) in [("alpha", "first words"), ("alpha", "second words"), ("beta", "other words")] {
+        assert_eq!(ask(&daemon.base, Some(session), text).await.0, 200);
+    }
+    daemon.daemon.stop().await;
+
+    let export = hermesd(home.path(), &["sessions", "export", "--all"]);
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&export.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let texts: Vec<&str> = lines.iter().filter_map(|l| l["message"]["content"].as_str()).collect();
+    for text in ["first words", "second words", "other words", "echo: first words", "echo: other words"] {
+        assert!(texts.contains(&text), "{text} missing from {texts:?}");
+    }
+    assert_eq!(lines.iter().filter(|l| l["message"]["role"] == "user").count(), 3);
+    let sessions: std::collections::BTreeSet<&str> = lines.iter().filter_map(|l| l["session_id"].as_str()).collect();
+    assert_eq!(sessions.len(), 2);
+    let beta = lines.iter().find(|l| l["message"]["content"] == "other words").unwrap()["session_id"].as_str().unwrap();
+
+    let md = hermesd(home.path(), &["sessions", "export", beta, "--format", "md"]);
+    let md = String::from_utf8_lossy(&md.stdout).into_owned();
+    assert!(md.contains("other words") && md.contains("## user") && !md.contains("first words"), "{md}");
+    assert!(!hermesd(home.path(), &["sessions", "export"]).status.success(), "an id or --all is required");
+
+    // Nothing is older than a day yet.
+    let none = hermesd(home.path(), &["sessions", "prune", "--older-than", "1d"]);
+    assert!(String::from_utf8_lossy(&none.stdout).contains("deleted 0 sessions"), "{none:?}");
+    // Age the beta session by 100 days; pruning at 90 days removes it and nothing else.
+    let options = SqliteConnectOptions::new().filename(home.path().join("state.db"));
+    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
+    sqlx::query("UPDATE sessions SET updated_at = updated_at - 100 * 86400000 WHERE id = ?")
+        .bind(beta)
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let pruned = hermesd(home.path(), &["sessions", "prune", "--older-than", "90d"]);
+    assert!(String::from_utf8_lossy(&pruned.stdout).contains("deleted 1 sessions"), "{pruned:?}");
+    let left = String::from_utf8_lossy(&hermesd(home.path(), &["sessions", "export", "--all"]).stdout).into_owned();
+    assert!(left.contains("first words") && !left.contains("other words"), "{left}");
+    assert!(!hermesd(home.path(), &["sessions", "prune", "--older-than", "soon"]).status.success());
 }

@@ -1,12 +1,12 @@
-//! `hermesd sessions list | show | search`: read the store directly (works while the daemon
-//! runs; SQLite WAL lets readers and the daemon's writer coexist).
+//! `hermesd sessions list | show | search | export | prune`: read the store directly (works
+//! while the daemon runs; SQLite WAL lets readers and the daemon's writer coexist).
 
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
 use super::Loaded;
-use crate::store::SessionStore;
+use crate::store::{RetentionStore, SessionInfo, SessionStore, SqliteStore, StoreResult};
 
 /// `hermesd sessions …`.
 #[derive(Debug, Subcommand)]
@@ -33,6 +33,32 @@ pub enum SessionsCommand {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
+    /// Write sessions with every message (archived ones included) to stdout.
+    Export {
+        /// The session id; omit with `--all`.
+        id: Option<String>,
+        /// Every session, most recently active first.
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+        /// `jsonl` (one JSON object per message) or `md`.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
+    },
+    /// Delete sessions inactive for longer than a duration, with their messages.
+    Prune {
+        /// E.g. `90d`; sessions last active before then are deleted.
+        #[arg(long, value_name = "AGE")]
+        older_than: String,
+    },
+}
+
+/// How `sessions export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// One JSON object per line: the session's id and key with each message.
+    Jsonl,
+    /// A readable transcript.
+    Md,
 }
 
 fn time(ms: i64) -> String {
@@ -67,6 +93,43 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
             }
             Err(e) => Err(e),
         },
+        SessionsCommand::Export { id, all, format } => {
+            let sessions = match (id, all) {
+                (Some(id), _) => match store.session(&id).await {
+                    Ok(Some(session)) => Ok(vec![session]),
+                    Ok(None) => {
+                        eprintln!("hermesd: no session {id}");
+                        store.close().await;
+                        return ExitCode::FAILURE;
+                    }
+                    Err(e) => Err(e),
+                },
+                (None, true) => store.list_sessions(u32::MAX).await,
+                (None, false) => {
+                    eprintln!("hermesd: name a session id, or --all");
+                    store.close().await;
+                    return ExitCode::from(2);
+                }
+            };
+            match sessions {
+                Ok(sessions) => export(&store, &sessions, format, &mut std::io::stdout().lock()).await,
+                Err(e) => Err(e),
+            }
+        }
+        SessionsCommand::Prune { older_than } => {
+            let age = match crate::config::parse_duration(&older_than) {
+                Ok(age) => age,
+                Err(e) => {
+                    eprintln!("hermesd: --older-than {older_than:?}: {e}");
+                    store.close().await;
+                    return ExitCode::from(2);
+                }
+            };
+            let before = chrono::Utc::now()
+                .timestamp_millis()
+                .saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+            prune(&store, before).await.map(|n| println!("deleted {n} sessions inactive since before {}", time(before)))
+        }
         SessionsCommand::Search { query, session, limit } => {
             store.search(&query, session.as_deref(), limit).await.map(|hits| {
                 for hit in hits {
@@ -87,6 +150,62 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
         Err(e) => {
             eprintln!("hermesd: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Write `sessions` with their whole history to `out`.
+async fn export(
+    store: &SqliteStore,
+    sessions: &[SessionInfo],
+    format: ExportFormat,
+    out: &mut dyn std::io::Write,
+) -> StoreResult<()> {
+    let io = |e: std::io::Error| crate::store::StoreError::Database(sqlx::Error::Io(e));
+    for session in sessions {
+        let messages = store.full_history(&session.id).await?;
+        match format {
+            ExportFormat::Jsonl => {
+                for message in &messages {
+                    let line =
+                        serde_json::json!({ "session_id": session.id, "session_key": session.key, "message": message });
+                    writeln!(out, "{line}").map_err(io)?;
+                }
+            }
+            ExportFormat::Md => {
+                let title = session.title.as_deref().unwrap_or("untitled");
+                writeln!(
+                    out,
+                    "# {} — {title}\n\n`{}`, last active {}\n",
+                    session.id,
+                    session.key,
+                    time(session.updated_at)
+                )
+                .map_err(io)?;
+                for m in &messages {
+                    let archived = if m.archived { " (archived)" } else { "" };
+                    writeln!(out, "## {} · {}{archived}\n", m.message.role.as_str(), time(m.created_at)).map_err(io)?;
+                    if let Some(text) = &m.message.content {
+                        writeln!(out, "{text}\n").map_err(io)?;
+                    }
+                    for call in &m.message.tool_calls {
+                        writeln!(out, "- tool call `{}`: `{}`\n", call.name, call.arguments).map_err(io)?;
+                    }
+                }
+            }
+        }
+    }
+    out.flush().map_err(io)
+}
+
+/// Delete sessions last active before `before`, a batch at a time.
+async fn prune(store: &SqliteStore, before: i64) -> StoreResult<u64> {
+    let mut total = 0;
+    loop {
+        let n = store.prune_sessions(before, 50).await?;
+        total += n;
+        if n < 50 {
+            return Ok(total);
         }
     }
 }

@@ -17,6 +17,9 @@ pub trait RetentionStore: Send + Sync {
     async fn prune_outbound(&self, before: i64, limit: u32) -> StoreResult<u64>;
     /// Messages compaction archived (replaced by a summary) created before `before`.
     async fn prune_archived_messages(&self, before: i64, limit: u32) -> StoreResult<u64>;
+    /// Sessions last active before `before`, with their messages and routes (the key's next
+    /// message starts a fresh session); a session with an unfinished event is kept.
+    async fn prune_sessions(&self, before: i64, limit: u32) -> StoreResult<u64>;
     /// Give up to `pages` free pages back to the file system (where the backend can).
     async fn reclaim_space(&self, pages: u32) -> StoreResult<()>;
 }

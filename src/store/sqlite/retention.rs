@@ -53,6 +53,29 @@ impl RetentionStore for SqliteStore {
         .await
     }
 
+    async fn prune_sessions(&self, before: i64, limit: u32) -> StoreResult<u64> {
+        retry_busy(|| async {
+            let mut tx = self.writer.begin().await?;
+            let ids: Vec<(String,)> = sqlx::query_as(
+                "SELECT id FROM sessions WHERE updated_at < ?1 AND id NOT IN \
+                 (SELECT session_id FROM inbound_events WHERE state IN ('accepted', 'running') AND session_id IS NOT NULL) \
+                 ORDER BY updated_at LIMIT ?2",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+            for (id,) in &ids {
+                sqlx::query("DELETE FROM messages WHERE session_id = ?1").bind(id).execute(&mut *tx).await?;
+                sqlx::query("DELETE FROM session_routes WHERE session_id = ?1").bind(id).execute(&mut *tx).await?;
+                sqlx::query("DELETE FROM sessions WHERE id = ?1").bind(id).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(ids.len() as u64)
+        })
+        .await
+    }
+
     async fn reclaim_space(&self, pages: u32) -> StoreResult<()> {
         self.incremental_vacuum(pages).await
     }
