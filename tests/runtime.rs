@@ -312,7 +312,8 @@ async fn a_long_tool_turn_compresses_its_own_steps_and_notes_its_budget() {
 
     // Budget notes: none before 70 %, "wrap up" from step 5 of 7, "answer now" at step 7; only
     // on the last tool result.
-    let last_content = |r: &Value| r["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap_or("").to_owned();
+    let last_content =
+        |r: &Value| r["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap_or("").to_owned();
     assert!(!last_content(calls[3]).contains("[Budget"));
     assert!(last_content(calls[4]).contains("[Budget: step 5 of 7, 2 left. Start wrapping up"));
     assert!(last_content(calls[6]).contains("[Budget: step 7 of 7, 0 left. Stop exploring"));

@@ -431,7 +431,8 @@ async fn the_offset_confirms_only_updates_the_daemon_received() {
     let chat = Chat::private(&ann);
     // Queued before the daemon starts: they arrive in one batch.
     let batch: Vec<Injected> = (0..3).map(|i| tg.push_message(&chat, &ann, &format!("batch {i}"))).collect();
-    let d = start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
+    let d =
+        start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
     let tg_ref = &tg;
     let answered = |n: usize| move || (0..n).all(|i| tg_ref.texts(chat.id).contains(&format!("echo: batch {i}")));
     assert!(eventually(WAIT, answered(3)).await, "{:?}", tg.texts(chat.id));
@@ -462,7 +463,8 @@ async fn forum_topics_are_threads_and_files_are_downloaded() {
     let llm = FakeLlm::builder().latency(Duration::from_millis(300)).start().await;
     let tg = fake_telegram().await;
     let home = tempfile::tempdir().unwrap();
-    let d = start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
+    let d =
+        start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
     let ann = User::new(1001, "Ann");
     let forum = Chat::forum(-100_777, "Dev");
     let topic = tg.create_topic(&forum, &ann, "Builds");
@@ -583,7 +585,8 @@ async fn an_album_is_one_message_with_all_its_photos() {
     let tg = fake_telegram().await;
     let home = tempfile::tempdir().unwrap();
     // Batching off: the adapter itself makes the album one message.
-    let d = start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
+    let d =
+        start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
     let ann = User::new(1001, "Ann");
     let dm = Chat::private(&ann);
     let mut last = 0;

@@ -258,7 +258,8 @@ impl TurnRunner {
         }
         // Messages batched into the turn share its end; the one reply above answers them all.
         for &seq in &job.batched {
-            if let Err(e) = self.parts.store.close_event(seq, EventState::Failed, Some(text), &[], &turn_id, now_ms()).await
+            if let Err(e) =
+                self.parts.store.close_event(seq, EventState::Failed, Some(text), &[], &turn_id, now_ms()).await
             {
                 tracing::error!(error = %e, seq, "could not record failed turn");
             }

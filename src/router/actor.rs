@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::Inner;
-use super::batch::{self, Gathered, Queued};
+use super::batch::{self, Queued};
 use crate::agent::turn::{StopReason, StopSignal, TurnJob};
 use crate::metrics::ERRORS_TOTAL;
 
@@ -50,12 +50,7 @@ impl ActorState {
     }
 }
 
-pub(super) async fn actor_loop(
-    inner: Arc<Inner>,
-    key: String,
-    mut rx: mpsc::Receiver<Queued>,
-    state: Arc<ActorState>,
-) {
+pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Receiver<Queued>, state: Arc<ActorState>) {
     // Steering messages the last turn did not take, and a message that ended a batch without
     // joining it, run next, before the mailbox.
     let mut leftovers: VecDeque<Queued> = VecDeque::new();
@@ -91,11 +86,11 @@ pub(super) async fn actor_loop(
         };
         let job = if queued.batchable {
             match batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken).await {
-                Gathered::Turn(job, later) => {
+                Some((job, later)) => {
                     leftovers.extend(later);
                     job
                 }
-                Gathered::Draining => break,
+                None => break,
             }
         } else {
             queued.job

@@ -40,13 +40,10 @@ pub(super) fn batches(platform: &str, window: Duration) -> bool {
     !window.is_zero() && !NEVER_BATCHED.contains(&platform)
 }
 
-/// What gathering a batch ended with.
-pub(super) enum Gathered {
-    /// The turn to run, and a job that arrived meanwhile but belongs to a later turn.
-    Turn(TurnJob, Option<Queued>),
-    /// The daemon is draining: nothing runs (the events stay accepted for the next start).
-    Draining,
-}
+/// What gathering a batch ended with: the turn to run, and a job that arrived meanwhile but
+/// belongs to a later turn; `None` when the daemon is draining (nothing runs, the events stay
+/// accepted for the next start).
+pub(super) type Gathered = Option<(TurnJob, Option<Queued>)>;
 
 /// Wait up to `window` after each message for the next one from the same sender and chat, and
 /// merge what came. Returns at once when the window passes with nothing new, so a lone message
@@ -65,7 +62,7 @@ pub(super) async fn gather(
         let until = (Instant::now() + window).min(span_end);
         let next = tokio::select! {
             biased;
-            _ = draining.cancelled() => return Gathered::Draining,
+            _ = draining.cancelled() => return None,
             next = rx.recv() => next,
             _ = tokio::time::sleep_until(until) => break,
         };
@@ -78,7 +75,7 @@ pub(super) async fn gather(
             break;
         }
     }
-    Gathered::Turn(merge(jobs), later)
+    Some((merge(jobs), later))
 }
 
 fn same_sender(a: &TurnJob, b: &TurnJob) -> bool {
@@ -189,19 +186,18 @@ mod tests {
         let count = Arc::new(AtomicUsize::new(0));
         let counter = count.clone();
         let started = Instant::now();
-        let gathered =
-            gather(job(1, "u", "a"), window, &mut rx, &CancellationToken::new(), &move || {
-                counter.fetch_add(1, Ordering::SeqCst);
-            })
-            .await;
-        let Gathered::Turn(turn, later) = gathered else { panic!("not draining") };
+        let gathered = gather(job(1, "u", "a"), window, &mut rx, &CancellationToken::new(), &move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .await;
+        let Some((turn, later)) = gathered else { panic!("not draining") };
         assert_eq!((turn.seq, turn.batched.clone(), turn.message.text.as_str()), (1, vec![2, 3], "a\nb\nc"));
         assert!(later.is_none());
         assert_eq!(started.elapsed(), Duration::from_millis(1_100), "one window after the last message");
         assert_eq!(count.load(Ordering::SeqCst), 2);
         feeder.await.unwrap();
         let lone = gather(job(5, "u", "e"), window, &mut rx, &CancellationToken::new(), &|| {}).await;
-        let Gathered::Turn(turn, _) = lone else { panic!("not draining") };
+        let Some((turn, _)) = lone else { panic!("not draining") };
         assert_eq!(turn.batched, [4], "the late message waited in the mailbox for the next turn");
     }
 
@@ -210,7 +206,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(8);
         tx.send(queued(job(2, "other", "hi"))).await.unwrap();
         let started = Instant::now();
-        let Gathered::Turn(turn, later) =
+        let Some((turn, later)) =
             gather(job(1, "u", "a"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
         else {
             panic!("not draining")
@@ -219,7 +215,7 @@ mod tests {
         assert_eq!(later.map(|q| q.job.seq), Some(2));
         assert_eq!(started.elapsed(), Duration::ZERO, "no wait once the batch cannot grow");
         tx.send(Queued { job: job(3, "u", "queued while busy"), batchable: false }).await.unwrap();
-        let Gathered::Turn(turn, later) =
+        let Some((turn, later)) =
             gather(job(1, "u", "a"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
         else {
             panic!("not draining")
@@ -234,7 +230,7 @@ mod tests {
         for seq in 2..40 {
             tx.send(queued(job(seq, "u", "x"))).await.unwrap();
         }
-        let Gathered::Turn(turn, later) =
+        let Some((turn, later)) =
             gather(job(1, "u", "x"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
         else {
             panic!("not draining")
