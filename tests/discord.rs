@@ -201,7 +201,10 @@ async fn an_invalidated_session_identifies_again_and_catches_up_on_the_gap() {
     let llm = FakeLlm::echo().await;
     let dc = fake_discord().await;
     let home = tempfile::tempdir().unwrap();
-    let d = start(home.path(), &discord_config(&llm, &dc, "", ""), &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    // Batching off: the caught-up message and the next one would otherwise share a turn, and
+    // this test is about their order.
+    let config = discord_config(&llm, &dc, "", "[agent]\nbatch_window = \"0s\"\n");
+    let d = start(home.path(), &config, &[("DISCORD_ALLOWED_USERS", "1001")]).await;
     let dm = Channel::dm(7004);
     dc.post(&dm, &ann(), "one");
     assert!(eventually(WAIT, || dc.texts(dm.id).len() == 1).await, "{:?}", dc.sent());

@@ -1,5 +1,6 @@
-//! The host pipeline seen from a platform: busy-policy acks, deduplication at the ingress,
-//! chunking to the platform's limit, and pacing on retry_after.
+//! The host pipeline seen from a platform: busy-policy acks, quick messages batched into one
+//! turn, deduplication at the ingress, chunking to the platform's limit, and pacing on
+//! retry_after.
 
 mod support;
 
@@ -29,7 +30,8 @@ async fn queued_messages_are_acked_at_once_and_answered_in_order() {
     let llm = FakeLlm::builder().latency(Duration::from_millis(300)).start().await;
     let platform = RecordingPlatform::new(4096);
     let home = tempfile::tempdir().unwrap();
-    let d = daemon_with(&platform, &llm, home.path(), "").await;
+    // Batching off: each quick message is a turn of its own, queued behind the first.
+    let d = daemon_with(&platform, &llm, home.path(), "[agent]\nbatch_window = \"0s\"\n").await;
     for i in 0..3 {
         assert_eq!(platform.inject(&format!("e{i}"), "ann", &format!("m{i}")).await, Accepted::New);
     }
@@ -144,5 +146,53 @@ async fn unknown_users_pair_by_code_and_are_answered_once_approved() {
     platform.inject("p2", "zed", "now?").await;
     assert!(eventually(Duration::from_secs(5), || platform.texts().contains(&"echo: now?".to_owned())).await);
     store.close().await;
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_quick_messages_are_one_turn_and_all_three_events_close_with_it() {
+    let llm = FakeLlm::builder().reply("one answer for all three").start().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon_with(&platform, &llm, home.path(), "[agent]\nbatch_window = \"400ms\"\n").await;
+    let started = Instant::now();
+    for (i, text) in ["look at this", "and this", "what do you think?"].into_iter().enumerate() {
+        assert_eq!(platform.inject(&format!("q{i}"), "ann", text).await, Accepted::New);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(eventually(Duration::from_secs(10), || !platform.sent().is_empty()).await);
+    assert!(started.elapsed() >= Duration::from_millis(400), "the turn waited for the window");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(platform.texts(), ["one answer for all three"], "one reply, no queued notices");
+    assert_eq!(platform.sent()[0].1.reply_to.as_deref(), Some("q2"), "the reply answers the latest message");
+    assert_eq!(llm.count(), 1, "one turn");
+    let user = support::prompt(&llm.requests()[0]).into_iter().rfind(|(role, _)| role == "user").unwrap().1;
+    assert_eq!(user, "look at this\nand this\nwhat do you think?");
+    d.daemon.stop().await;
+    // Every batched event was closed with the turn: a restart reruns nothing.
+    let store =
+        hermesd::store::SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
+    use hermesd::store::InboundStore;
+    assert!(store.unfinished_events().await.unwrap().events.is_empty());
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_during_a_running_turn_is_queued_not_batched() {
+    let llm = FakeLlm::builder().latency(Duration::from_millis(800)).start().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon_with(&platform, &llm, home.path(), "[agent]\nbatch_window = \"200ms\"\n").await;
+    platform.inject("r0", "bea", "first").await;
+    // Past the window: the first turn is running now.
+    assert!(eventually(Duration::from_secs(5), || llm.count() == 1).await);
+    platform.inject("r1", "bea", "second").await;
+    platform.inject("r2", "bea", "third").await;
+    assert!(eventually(Duration::from_secs(10), || platform.sent().len() == 5).await, "{:?}", platform.texts());
+    assert_eq!(platform.texts(), ["queued (1)", "queued (2)", "echo: first", "echo: second", "echo: third"]);
+    // Two people writing at once each get their own turn.
+    platform.inject("s0", "cai", "mine").await;
+    platform.inject("s1", "dov", "yours").await;
+    assert!(eventually(Duration::from_secs(10), || platform.sent().len() == 7).await, "{:?}", platform.texts());
     d.daemon.stop().await;
 }

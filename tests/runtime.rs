@@ -248,3 +248,91 @@ async fn five_turns_send_a_byte_identical_system_prompt() {
     assert!(prompts[0].contains("Always answer in haiku.") && prompts[0].contains("Today is"));
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_running_longer_than_the_model_deadline_do_not_end_the_turn() {
+    // A 2 s budget of model time; each call takes 0.3 s, and the two tool rounds sleep 2.5 s
+    // each: 5 s of tools, about 1 s of model time.
+    let llm = FakeLlm::builder()
+        .latency(Duration::from_millis(300))
+        .tool_calls(&[("terminal", r#"{"command":"sleep 2.5"}"#)])
+        .tool_calls(&[("terminal", r#"{"command":"sleep 2.5"}"#)])
+        .reply("both naps taken")
+        .start()
+        .await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, "[agent]\nmodel_deadline = \"2s\"\n"), &[]).await;
+    let started = Instant::now();
+    let (status, body) = ask(&d.base, Some("naps"), "take two naps").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(answer(&body), "both naps taken", "{body}");
+    assert!(started.elapsed() >= Duration::from_secs(5), "the tools really ran: {:?}", started.elapsed());
+    let results = tool_messages(&llm.requests()[2]);
+    assert!(results.iter().all(|(_, out)| !out.contains("timed out") && !out.contains("refused")), "{results:?}");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_tool_turn_compresses_its_own_steps_and_notes_its_budget() {
+    const TURN_SUMMARY: &str = "[Summary of the earlier steps of this turn]";
+    let read = ("read_file", r#"{"path":"big.txt"}"#);
+    let mut builder = FakeLlm::builder();
+    for _ in 0..6 {
+        builder = builder.tool_calls(&[read]);
+    }
+    let llm = builder.reply("done reading").start().await;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("workspace")).unwrap();
+    let line = "the quick brown fox jumps over the lazy dog, again and again.";
+    std::fs::write(home.path().join("workspace/big.txt"), format!("{line}\n").repeat(200)).unwrap();
+    // A 12,000-token window: three reads of ~3,300 tokens each cross the 85 % threshold.
+    let config = config_for(&llm, "[agent]\nmax_iterations = 7\n\n[tools]\ntoolsets = [\"files\"]\n")
+        .replace("name = \"fake-model\"\n", "name = \"fake-model\"\ncontext_length = 12000\n");
+    let d = start_daemon(home.path(), &config, &[]).await;
+    let (status, body) = ask(&d.base, Some("reader"), "read big.txt six times").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(answer(&body), "done reading", "the turn went on instead of asking for /new");
+
+    let requests = llm.requests();
+    let summaries: Vec<&Value> = requests.iter().filter(|r| is_summary_request(r)).collect();
+    assert!(!summaries.is_empty(), "the turn compressed itself");
+    assert!(prompt(summaries[0])[1].1.contains("[calls read_file"), "its own tool steps were summarised");
+    let calls: Vec<&Value> = requests.iter().filter(|r| !is_summary_request(r)).collect();
+    assert_eq!(calls.len(), 7);
+    let last = prompt(calls[6]);
+    assert!(last.iter().any(|(_, c)| c.contains(TURN_SUMMARY)), "{last:?}");
+    assert!(last.iter().any(|(_, c)| c.contains(SUMMARY)));
+    // The latest call kept its result, and the request fits the window again.
+    let messages = calls[6]["messages"].as_array().unwrap();
+    let tail = &messages[messages.len() - 2..];
+    assert_eq!(tail[0]["tool_calls"][0]["function"]["name"], "read_file");
+    assert_eq!(tail[1]["role"], "tool");
+    assert!(tail[1]["content"].as_str().unwrap().contains("200|the quick brown fox"));
+    assert!(serde_json::to_string(messages).unwrap().len() < 12_000 * 4);
+
+    // Budget notes: none before 70 %, "wrap up" from step 5 of 7, "answer now" at step 7; only
+    // on the last tool result.
+    let last_content =
+        |r: &Value| r["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap_or("").to_owned();
+    assert!(!last_content(calls[3]).contains("[Budget"));
+    assert!(last_content(calls[4]).contains("[Budget: step 5 of 7, 2 left. Start wrapping up"));
+    assert!(last_content(calls[6]).contains("[Budget: step 7 of 7, 0 left. Stop exploring"));
+    let earlier = calls[6]["messages"].as_array().unwrap().iter().rev().skip(1);
+    assert!(earlier.into_iter().all(|m| !m["content"].as_str().unwrap_or("").contains("[Budget")));
+
+    // The next turn starts from the compacted steps, and no note reached the store.
+    ask(&d.base, Some("reader"), "and now?").await;
+    let next = serde_json::to_string(&llm.requests().last().unwrap()["messages"]).unwrap();
+    assert!(next.contains("summarised by the fake"), "{next}");
+    assert!(!next.contains("[Budget"), "budget notes are never stored");
+    d.daemon.stop().await;
+    let store =
+        hermesd::store::SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
+    use hermesd::store::SessionStore;
+    let session = &store.list_sessions(10).await.unwrap()[0];
+    let history = store.full_history(&session.id).await.unwrap();
+    let texts: Vec<&str> = history.iter().filter_map(|m| m.message.content.as_deref()).collect();
+    assert!(texts.iter().any(|t| t.starts_with(TURN_SUMMARY)), "the compacted steps were stored");
+    assert!(texts.iter().all(|t| !t.contains("[Budget")));
+    store.close().await;
+}

@@ -29,6 +29,9 @@ fn telegram_config(llm: &FakeLlm, tg: &FakeTelegram, settings: &str, extra: &str
     config_for(llm, &table)
 }
 
+/// Each quick message a turn of its own, for tests about offsets and files rather than batching.
+const NO_BATCHING: &str = "[agent]\nbatch_window = \"0s\"\n";
+
 /// A daemon with the Telegram adapter; `env` is added to the bot token.
 async fn start(home: &Path, config: &str, env: &[(&str, &str)]) -> TestDaemon {
     let mut all = vec![("TELEGRAM_BOT_TOKEN", TOKEN)];
@@ -179,16 +182,18 @@ async fn updates_sent_while_stopped_are_answered_once_after_restart() {
     let polls_before = tg.polls().len();
     let later: Vec<Injected> = (0..5).map(|i| tg.push_message(&chat, &ann, &format!("later {i}"))).collect();
     let d = start(home.path(), &config, &env).await;
-    let all_answered = || (0..5).all(|i| tg.texts(chat.id).contains(&format!("echo: later {i}")));
-    assert!(eventually(Duration::from_secs(20), all_answered).await, "{:?}", tg.texts(chat.id));
+    // The backlog arrives at once, so the five quick messages are batched into one turn.
+    let batched = (0..5).map(|i| format!("later {i}")).collect::<Vec<_>>().join("\n");
+    let answer = format!("echo: {batched}");
+    let answered = || tg.texts(chat.id).contains(&answer);
+    assert!(eventually(Duration::from_secs(20), answered).await, "{:?}", tg.texts(chat.id));
     // Time for a duplicate to show up.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let texts = tg.texts(chat.id);
     assert_eq!(count(&texts, "echo: first"), 1, "{texts:?}");
-    for i in 0..5 {
-        assert_eq!(count(&texts, &format!("echo: later {i}")), 1, "{texts:?}");
-    }
-    assert_eq!(llm.count(), 6, "every message ran exactly one turn");
+    assert_eq!(count(&texts, &answer), 1, "{texts:?}");
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert_eq!(llm.count(), 2, "the backlog ran exactly one turn");
     let resumed = tg.polls()[polls_before].offset;
     assert_eq!(resumed, Some(first.update_id + 1), "the restarted daemon resumed from its stored offset");
     let last = later.last().unwrap();
@@ -426,7 +431,8 @@ async fn the_offset_confirms_only_updates_the_daemon_received() {
     let chat = Chat::private(&ann);
     // Queued before the daemon starts: they arrive in one batch.
     let batch: Vec<Injected> = (0..3).map(|i| tg.push_message(&chat, &ann, &format!("batch {i}"))).collect();
-    let d = start(home.path(), &telegram_config(&llm, &tg, "", ""), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
+    let d =
+        start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
     let tg_ref = &tg;
     let answered = |n: usize| move || (0..n).all(|i| tg_ref.texts(chat.id).contains(&format!("echo: batch {i}")));
     assert!(eventually(WAIT, answered(3)).await, "{:?}", tg.texts(chat.id));
@@ -457,7 +463,8 @@ async fn forum_topics_are_threads_and_files_are_downloaded() {
     let llm = FakeLlm::builder().latency(Duration::from_millis(300)).start().await;
     let tg = fake_telegram().await;
     let home = tempfile::tempdir().unwrap();
-    let d = start(home.path(), &telegram_config(&llm, &tg, "", ""), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
+    let d =
+        start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
     let ann = User::new(1001, "Ann");
     let forum = Chat::forum(-100_777, "Dev");
     let topic = tg.create_topic(&forum, &ann, "Builds");
@@ -570,4 +577,34 @@ async fn kill_9_mid_turn_answers_each_telegram_chat_exactly_once() {
         assert!(std::time::Instant::now() < deadline, "hermesd did not exit after SIGTERM");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_album_is_one_message_with_all_its_photos() {
+    let llm = FakeLlm::echo().await;
+    let tg = fake_telegram().await;
+    let home = tempfile::tempdir().unwrap();
+    // Batching off: the adapter itself makes the album one message.
+    let d =
+        start(home.path(), &telegram_config(&llm, &tg, "", NO_BATCHING), &[("TELEGRAM_ALLOWED_USERS", "1001")]).await;
+    let ann = User::new(1001, "Ann");
+    let dm = Chat::private(&ann);
+    let mut last = 0;
+    for (i, caption) in [(1, "which is best?"), (2, ""), (3, "")] {
+        let file = format!("al{i}");
+        tg.add_file(&file, &format!("p{i}.jpg"), format!("photo {i}").as_bytes());
+        let (_, mut update) = tg.build(Incoming::text(&dm, &ann, caption).photo(&file));
+        update["message"]["media_group_id"] = serde_json::json!("13579");
+        last = tg.push_raw(update);
+    }
+    assert!(eventually(WAIT, || !tg.texts(dm.id).is_empty()).await);
+    assert!(eventually(WAIT, || tg.confirmed_offset() == last + 1).await, "{}", tg.confirmed_offset());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(llm.count(), 1, "one turn for the album");
+    let prompt = last_user(&llm.requests()[0]);
+    assert!(prompt.starts_with("which is best?"), "{prompt}");
+    assert_eq!(prompt.matches("[attached Image: ").count(), 3, "{prompt}");
+    assert_eq!(tg.texts(dm.id).len(), 1, "{:?}", tg.texts(dm.id));
+    assert_eq!(tg.downloads().len(), 3);
+    d.daemon.stop().await;
 }

@@ -43,6 +43,9 @@ pub struct TurnJob {
     pub accepted_at: Instant,
     /// Whether the sender is an admin (decided by the router from `Access`).
     pub admin: bool,
+    /// Events of quick messages merged into this one before the turn started (`agent.batch_window`);
+    /// closed with this turn, in the same transaction as its reply.
+    pub batched: Vec<i64>,
 }
 
 /// Why a running turn was asked to stop.
@@ -252,6 +255,14 @@ impl TurnRunner {
         match self.parts.store.close_event(job.seq, EventState::Failed, Some(text), &reply, &turn_id, now_ms()).await {
             Ok(()) => outbox.deliver(&job.message.chat, &turn_id),
             Err(e) => tracing::error!(error = %e, seq = job.seq, "could not record failed turn"),
+        }
+        // Messages batched into the turn share its end; the one reply above answers them all.
+        for &seq in &job.batched {
+            if let Err(e) =
+                self.parts.store.close_event(seq, EventState::Failed, Some(text), &[], &turn_id, now_ms()).await
+            {
+                tracing::error!(error = %e, seq, "could not record failed turn");
+            }
         }
         self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "error")]);
     }
@@ -509,13 +520,15 @@ impl TurnRunner {
         let outbox = &self.parts.outbox;
         let routed = self.parts.routing.route(outbox, &job.message, origin, text, kind).await;
         let reply = &routed.messages;
+        // Steering messages the turn took and quick messages batched into it close with it.
+        let also_done: Vec<i64> = ending.steered.iter().chain(&job.batched).copied().collect();
         let end = TurnEnd {
             messages: ending.messages,
             reply,
             state: ending.state,
             error: ending.error,
             prompt_tokens: ending.prompt_tokens,
-            also_done: ending.steered,
+            also_done: &also_done,
         };
         let ids = self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
         stop.answered.store(true, std::sync::atomic::Ordering::SeqCst);

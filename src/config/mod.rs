@@ -177,7 +177,8 @@ pub struct AgentConfig {
     pub drain_timeout: HumanDuration,
     /// A turn with no step for this long is stopped and the user told.
     pub inactivity_timeout: HumanDuration,
-    /// Budget for all model calls of one turn, retries and fallbacks included.
+    /// Budget of model time for one turn: time spent in model calls (retries, their waits and
+    /// fallbacks included), summed; tool runs and approval waits between calls do not count.
     pub model_deadline: HumanDuration,
     /// Attempts per provider for a retryable failure (429, 5xx, dropped stream).
     pub retry_attempts: u32,
@@ -185,6 +186,10 @@ pub struct AgentConfig {
     pub progress: bool,
     /// Model calls a `delegate_task` child agent may make.
     pub delegate_max_iterations: u32,
+    /// On chat platforms, messages from one sender arriving within this window of each other
+    /// before their turn starts become one turn (`0s` turns batching off; never the API,
+    /// webhooks or cron).
+    pub batch_window: HumanDuration,
 }
 
 impl Default for AgentConfig {
@@ -203,6 +208,7 @@ impl Default for AgentConfig {
             retry_attempts: 3,
             progress: true,
             delegate_max_iterations: 30,
+            batch_window: HumanDuration(std::time::Duration::from_millis(500)),
         }
     }
 }

@@ -61,8 +61,11 @@ impl Config {
         if agent.retry_attempts == 0 || agent.retry_attempts > 10 {
             problems.push("agent.retry_attempts: must be between 1 and 10".into());
         }
-        if agent.model_deadline.get().as_secs() < 5 {
-            problems.push("agent.model_deadline: must be at least 5s".into());
+        if agent.model_deadline.get().as_secs() < 1 {
+            problems.push("agent.model_deadline: must be at least 1s".into());
+        }
+        if agent.batch_window.get() > std::time::Duration::from_secs(10) {
+            problems.push("agent.batch_window: must be at most 10s".into());
         }
         if agent.inactivity_timeout.get().as_secs() < 1 {
             problems.push("agent.inactivity_timeout: must be at least 1s".into());

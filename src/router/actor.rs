@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::Inner;
+use super::batch::{self, Queued};
 use crate::agent::turn::{StopReason, StopSignal, TurnJob};
 use crate::metrics::ERRORS_TOTAL;
 
@@ -49,39 +50,51 @@ impl ActorState {
     }
 }
 
-pub(super) async fn actor_loop(
-    inner: Arc<Inner>,
-    key: String,
-    mut rx: mpsc::Receiver<TurnJob>,
-    state: Arc<ActorState>,
-) {
-    // Steering messages the last turn did not take run next, before the mailbox.
-    let mut leftovers: VecDeque<TurnJob> = VecDeque::new();
-    loop {
-        if let Some(job) = leftovers.pop_front() {
-            if inner.draining.is_cancelled() || !run_turn(&inner, &state, job, &mut leftovers).await {
-                break;
-            }
-            continue;
-        }
-        let job = tokio::select! {
-            biased;
-            _ = inner.draining.cancelled() => break,
-            job = rx.recv() => job,
-            _ = tokio::time::sleep(inner.settings.session_idle) => {
-                // Exit only if nothing arrived meanwhile; the router sends under the same lock.
-                let mut actors = inner.actors.lock().expect("router lock poisoned");
-                if rx.is_empty() {
-                    actors.remove(&key);
-                    inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
-                    return;
-                }
-                continue;
-            }
-        };
-        let Some(job) = job else { break };
+pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Receiver<Queued>, state: Arc<ActorState>) {
+    // Steering messages the last turn did not take, and a message that ended a batch without
+    // joining it, run next, before the mailbox.
+    let mut leftovers: VecDeque<Queued> = VecDeque::new();
+    let taken = || {
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         inner.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+    };
+    loop {
+        let queued = if let Some(queued) = leftovers.pop_front() {
+            if inner.draining.is_cancelled() {
+                break;
+            }
+            queued
+        } else {
+            let queued = tokio::select! {
+                biased;
+                _ = inner.draining.cancelled() => break,
+                queued = rx.recv() => queued,
+                _ = tokio::time::sleep(inner.settings.session_idle) => {
+                    // Exit only if nothing arrived meanwhile; the router sends under the same lock.
+                    let mut actors = inner.actors.lock().expect("router lock poisoned");
+                    if rx.is_empty() {
+                        actors.remove(&key);
+                        inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Some(queued) = queued else { break };
+            taken();
+            queued
+        };
+        let job = if queued.batchable {
+            match batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken).await {
+                Some((job, later)) => {
+                    leftovers.extend(later);
+                    job
+                }
+                None => break,
+            }
+        } else {
+            queued.job
+        };
         if !run_turn(&inner, &state, job, &mut leftovers).await {
             break;
         }
@@ -102,7 +115,7 @@ pub(super) async fn actor_loop(
 }
 
 /// Run one turn under a worker-pool permit; false when draining stopped it from starting.
-async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftovers: &mut VecDeque<TurnJob>) -> bool {
+async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftovers: &mut VecDeque<Queued>) -> bool {
     let permit = tokio::select! {
         _ = inner.draining.cancelled() => return false,
         permit = inner.pool.clone().acquire_owned() => permit.expect("worker pool is never closed"),
@@ -124,7 +137,7 @@ async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftover
     inner.metrics.turns_running.fetch_sub(1, Ordering::Relaxed);
     *state.running.lock().expect("actor lock poisoned") = None;
     // After `running` is cleared no steer can land in this turn's box: whatever is left runs next.
-    leftovers.extend(stop.steer.leftovers());
+    leftovers.extend(stop.steer.leftovers().into_iter().map(|job| Queued { job, batchable: false }));
     drop(permit);
     true
 }

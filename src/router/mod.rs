@@ -5,6 +5,7 @@
 //! sessions run in parallel, bounded by the worker pool; idle actors exit so memory stays flat.
 
 mod actor;
+mod batch;
 pub mod commands;
 mod control;
 pub mod session_key;
@@ -28,6 +29,7 @@ use crate::config::BusyPolicy;
 use crate::metrics::Metrics;
 use crate::store::{EventState, SessionKey, StoreError};
 use actor::{ActorState, actor_loop};
+use batch::Queued;
 use commands::Parsed;
 
 /// Router settings from `[agent]` and `[sessions]`.
@@ -43,10 +45,13 @@ pub struct RouterSettings {
     pub group_per_user: bool,
     /// Turns at once.
     pub max_concurrent_turns: usize,
+    /// Quick messages of one sender within this window become one turn (chat platforms only;
+    /// zero turns it off).
+    pub batch_window: Duration,
 }
 
 struct Actor {
-    tx: mpsc::Sender<TurnJob>,
+    tx: mpsc::Sender<Queued>,
     state: Arc<ActorState>,
 }
 
@@ -190,7 +195,7 @@ impl Router {
             return;
         }
         let admin = self.is_admin(&message);
-        let job = TurnJob { seq, message, key, accepted_at: Instant::now(), admin };
+        let job = TurnJob { seq, message, key, accepted_at: Instant::now(), admin, batched: Vec::new() };
         if policy == BusyPolicy::Steer {
             let state =
                 self.inner.actors.lock().expect("router lock poisoned").get(&job.key.key).map(|a| a.state.clone());
@@ -211,7 +216,10 @@ impl Router {
             // `try_send` even returns.
             let waiting = actor.state.waiting.fetch_add(1, Ordering::SeqCst) + 1;
             self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-            match actor.tx.try_send(job.clone()) {
+            // Only a message that finds its session idle may wait for the next one; one that
+            // arrives while a turn runs follows the busy policy.
+            let batchable = !busy && batch::batches(&job.message.chat.platform, self.inner.settings.batch_window);
+            match actor.tx.try_send(Queued { job: job.clone(), batchable }) {
                 Ok(()) => match (busy, policy) {
                     (false, _) => Followup::None,
                     (true, BusyPolicy::Interrupt) => {

@@ -78,6 +78,44 @@ pub(crate) fn normalise(update: &Update, bot: &BotIdentity, rules: &Rules) -> Op
     }
 }
 
+/// The album an update's message belongs to (`chat:media_group_id`), for new messages and
+/// channel posts; edits are never grouped.
+pub(crate) fn album_key(update: &Update) -> Option<String> {
+    let message = match &update.kind {
+        UpdateKind::Message(message) | UpdateKind::ChannelPost(message) => message,
+        _ => return None,
+    };
+    message.media_group_id().map(|group| format!("{}:{}", message.chat.id.0, group.0))
+}
+
+/// Normalises an album (several updates sharing a `media_group_id`) into one message carrying
+/// every part's files. The caption (Telegram puts it on one part) decides addressing and text;
+/// the event and reply target are the first part's, so a re-polled album is a duplicate.
+pub(crate) fn normalise_album(updates: &[&Update], bot: &BotIdentity, rules: &Rules) -> Option<Normalised> {
+    let messages: Vec<&Message> = updates
+        .iter()
+        .filter_map(|update| match &update.kind {
+            UpdateKind::Message(message) => Some(message),
+            UpdateKind::ChannelPost(message) if rules.channel_posts => Some(message),
+            _ => None,
+        })
+        .collect();
+    let first = *messages.first()?;
+    let lead = messages
+        .iter()
+        .copied()
+        .find(|m| m.caption().or_else(|| m.text()).is_some_and(|c| !c.trim().is_empty()))
+        .unwrap_or(first);
+    let mut normalised = normalise_message(lead, false, bot, rules)?;
+    normalised.files = messages.iter().flat_map(|m| file_requests(m)).collect();
+    if let InboundEvent::Message { event_id, message } = &mut normalised.event {
+        *event_id = format!("{}:{}", first.chat.id.0, first.id.0);
+        message.message_id = first.id.0.to_string();
+        message.timestamp_ms = first.date.timestamp_millis();
+    }
+    Some(normalised)
+}
+
 fn normalise_message(message: &Message, edited: bool, bot: &BotIdentity, rules: &Rules) -> Option<Normalised> {
     let chat = chat_ref(message)?;
     let sender = match &message.from {

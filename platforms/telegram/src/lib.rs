@@ -121,19 +121,43 @@ impl TelegramPlatform {
         ctx: &PlatformContext,
         update: &Update,
     ) -> Result<(), IngressError> {
-        let Some(mut normalised) = inbound::normalise(update, identity, &self.rules) else {
-            tracing::debug!(platform = NAME, update = update.id.0, "update ignored");
+        let normalised = inbound::normalise(update, identity, &self.rules);
+        self.deliver_normalised(bot, ctx, normalised, update.id.0).await
+    }
+
+    /// Like `deliver`, for the updates of one album (`media_group_id`): one event with every
+    /// part's files.
+    async fn deliver_album(
+        &self,
+        bot: &Bot,
+        identity: &BotIdentity,
+        ctx: &PlatformContext,
+        updates: &[&Update],
+    ) -> Result<(), IngressError> {
+        let normalised = inbound::normalise_album(updates, identity, &self.rules);
+        self.deliver_normalised(bot, ctx, normalised, updates.first().map_or(0, |u| u.id.0)).await
+    }
+
+    async fn deliver_normalised(
+        &self,
+        bot: &Bot,
+        ctx: &PlatformContext,
+        normalised: Option<inbound::Normalised>,
+        update: u32,
+    ) -> Result<(), IngressError> {
+        let Some(mut normalised) = normalised else {
+            tracing::debug!(platform = NAME, update, "update ignored");
             return Ok(());
         };
         // A stranger costs one access check: no download, nothing stored.
         let admission = ctx.ingress.admit(&normalised.event).await?;
         if !admission.admitted() {
-            tracing::debug!(platform = NAME, update = update.id.0, ?admission, "update from an unknown sender");
+            tracing::debug!(platform = NAME, update, ?admission, "update from an unknown sender");
             return Ok(());
         }
         self.media.fetch_all(bot, &self.redactor, &mut normalised).await;
         let accepted = ctx.ingress.accept(normalised.event).await?;
-        tracing::debug!(platform = NAME, update = update.id.0, ?accepted, "update accepted");
+        tracing::debug!(platform = NAME, update, ?accepted, "update accepted");
         if let Some(id) = normalised.callback_id {
             // Only stops the button's spinner; the press itself is already stored.
             if let Err(error) = bot.answer_callback_query(CallbackQueryId(id)).send().await {

@@ -2,6 +2,10 @@
 //!
 //! Invariant: the cursor moves past an update only after the ingress accepted its event (or the
 //! update was ignored), so a crash or a refused accept never loses a message.
+//!
+//! An album (updates sharing a `media_group_id`) becomes one event. When an album ends a batch,
+//! its later parts may come with the next poll, so it is held — the cursor stays before it and
+//! the same updates are polled again — for up to `ALBUM_HOLD` before it is delivered as it is.
 
 use std::time::Duration;
 
@@ -11,7 +15,7 @@ use teloxide::types::{AllowedUpdate, Update};
 use teloxide::{ApiError, RequestError};
 use tokio_util::sync::CancellationToken;
 
-use crate::inbound::BotIdentity;
+use crate::inbound::{self, BotIdentity};
 use crate::outbound::is_conflict;
 use crate::{NAME, TelegramPlatform};
 
@@ -27,10 +31,23 @@ pub(crate) async fn sleep_or_cancel(delay: Duration, cancel: &CancellationToken)
     }
 }
 
+/// How long an album at the end of a batch waits for parts still to come.
+const ALBUM_HOLD: Duration = Duration::from_secs(1);
+/// The pause before polling a held album again.
+const ALBUM_REPOLL: Duration = Duration::from_millis(250);
+
 /// What ended the handling of a batch before its last update.
 enum Stop {
     Cancelled,
     Retry,
+    /// The batch ends with an album that may go on; poll its updates again shortly.
+    AlbumOpen,
+}
+
+/// The album held back at the end of the last batch, and since when.
+struct Held {
+    key: String,
+    since: tokio::time::Instant,
 }
 
 /// Polls until cancelled. Returns an error only for a refused token.
@@ -56,6 +73,7 @@ pub(crate) async fn run(
     };
     let timeout = u32::try_from(platform.settings.effective_poll_timeout().as_secs()).unwrap_or(u32::MAX);
     tracing::info!(platform = NAME, ?offset, "long polling started");
+    let mut held = None;
     loop {
         let mut request = bot.get_updates().timeout(timeout).allowed_updates(ALLOWED_UPDATES);
         if let Some(offset) = offset {
@@ -76,9 +94,14 @@ pub(crate) async fn run(
         };
         platform.health.progressed();
         backoff.reset();
-        match handle_batch(platform, bot, identity, ctx, &updates, &mut offset, cancel).await {
+        match handle_batch(platform, bot, identity, ctx, &updates, (&mut offset, &mut held), cancel).await {
             Ok(()) => {}
             Err(Stop::Cancelled) => return Ok(()),
+            Err(Stop::AlbumOpen) => {
+                if !sleep_or_cancel(ALBUM_REPOLL, cancel).await {
+                    return Ok(());
+                }
+            }
             Err(Stop::Retry) => {
                 if !backoff.wait(cancel).await {
                     return Ok(());
@@ -88,35 +111,65 @@ pub(crate) async fn run(
     }
 }
 
-/// Delivers a batch in order, saving the cursor after each update.
+/// Delivers a batch in order (an album as one event), saving the cursor after each update or
+/// album.
 async fn handle_batch(
     platform: &TelegramPlatform,
     bot: &Bot,
     identity: &BotIdentity,
     ctx: &PlatformContext,
     updates: &[Update],
-    offset: &mut Option<i32>,
+    (offset, held): (&mut Option<i32>, &mut Option<Held>),
     cancel: &CancellationToken,
 ) -> Result<(), Stop> {
-    for update in updates {
-        let Ok(id) = i32::try_from(update.id.0) else { continue };
-        if offset.is_some_and(|offset| id < offset) {
-            continue;
+    let fresh: Vec<(i32, &Update)> = updates
+        .iter()
+        .filter_map(|update| i32::try_from(update.id.0).ok().map(|id| (id, update)))
+        .filter(|(id, _)| offset.is_none_or(|offset| *id >= offset))
+        .collect();
+    let mut at = 0;
+    while at < fresh.len() {
+        let album = inbound::album_key(fresh[at].1);
+        let mut end = at + 1;
+        if let Some(key) = &album {
+            while end < fresh.len() && inbound::album_key(fresh[end].1).as_ref() == Some(key) {
+                end += 1;
+            }
+            if end == fresh.len() {
+                let since = match held {
+                    Some(h) if &h.key == key => h.since,
+                    _ => held.insert(Held { key: key.clone(), since: tokio::time::Instant::now() }).since,
+                };
+                if since.elapsed() < ALBUM_HOLD {
+                    return Err(Stop::AlbumOpen);
+                }
+            }
         }
-        let next = id.saturating_add(1);
+        let group: Vec<&Update> = fresh[at..end].iter().map(|(_, update)| *update).collect();
         let delivered = tokio::select! {
             () = cancel.cancelled() => return Err(Stop::Cancelled),
-            delivered = platform.deliver(bot, identity, ctx, update) => delivered,
+            delivered = async {
+                match album {
+                    Some(_) => platform.deliver_album(bot, identity, ctx, &group).await,
+                    None => platform.deliver(bot, identity, ctx, group[0]).await,
+                }
+            } => delivered,
         };
+        let (first, last) = (fresh[at].0, fresh[end - 1].0);
         if let Err(error) = delivered {
-            tracing::warn!(platform = NAME, update = id, %error, "ingress refused an update; retrying it");
+            tracing::warn!(platform = NAME, update = first, %error, "ingress refused an update; retrying it");
             return Err(Stop::Retry);
         }
+        let next = last.saturating_add(1);
         if let Err(error) = ctx.ingress.save_cursor(NAME, &next.to_string()).await {
-            tracing::warn!(platform = NAME, update = id, %error, "cannot save the update offset; retrying");
+            tracing::warn!(platform = NAME, update = last, %error, "cannot save the update offset; retrying");
             return Err(Stop::Retry);
         }
         *offset = Some(next);
+        if album.is_some() {
+            *held = None;
+        }
+        at = end;
     }
     Ok(())
 }

@@ -2,6 +2,11 @@
 //! enforces budgets and guardrails. Every exit path produces text for the user: the answer, a
 //! forced summary when the budget runs out, or a clear error.
 //!
+//! A long turn near the context window compacts the stored history first, then its own live
+//! steps (keeping the latest tool calls with their results), and goes on. Past 70 % and 90 % of
+//! the iteration budget the last tool result sent to the model carries a budget note; the note
+//! is never stored and never part of the cached prefix.
+//!
 //! The loop holds no state between turns; the transcript lives in the store.
 
 use std::sync::Arc;
@@ -146,10 +151,18 @@ impl AgentLoop<'_> {
                 extra.push(Message::text(Role::User, NUDGE));
             }
             let mut messages = request_messages(&system, &transcript, &appended, &extra);
-            if self.compressor.over_threshold(messages_tokens(&messages) + schema_tokens, context)
-                && self.compress(&mut system, &mut transcript, &mut state, stop).await
-            {
-                messages = request_messages(&system, &transcript, &appended, &extra);
+            if self.compressor.over_threshold(messages_tokens(&messages) + schema_tokens, context) {
+                if self.compress(&mut system, &mut transcript, &mut state, stop).await {
+                    messages = request_messages(&system, &transcript, &appended, &extra);
+                }
+                if self.compressor.over_threshold(messages_tokens(&messages) + schema_tokens, context)
+                    && self.compress_live(&mut appended, &mut state, stop, false).await
+                {
+                    messages = request_messages(&system, &transcript, &appended, &extra);
+                }
+            }
+            if let Some(note) = budget_note(iteration, self.limits.max_iterations) {
+                add_to_last_tool_result(&mut messages, &note);
             }
             let request = ChatRequest {
                 messages: sanitize(messages),
@@ -170,7 +183,10 @@ impl AgentLoop<'_> {
                 }
                 Err(ChainError::Provider(ProviderError::ContextTooLong)) if !compressed_on_error => {
                     compressed_on_error = true;
-                    if self.compress(&mut system, &mut transcript, &mut state, stop).await {
+                    let stored = self.compress(&mut system, &mut transcript, &mut state, stop).await;
+                    // Whatever the stored history gave, the turn's own steps are the rest.
+                    let live = self.compress_live(&mut appended, &mut state, stop, true).await;
+                    if stored || live {
                         iteration -= 1;
                         continue;
                     }
@@ -256,6 +272,29 @@ impl AgentLoop<'_> {
         }
     }
 
+    /// Compact this turn's own live steps; true when they shrank.
+    async fn compress_live(
+        &self,
+        appended: &mut Vec<Message>,
+        state: &mut ChainState,
+        stop: &CancellationToken,
+        tight: bool,
+    ) -> bool {
+        match self.compressor.compact_live(self.chain, state, stop, appended, tight).await {
+            Ok(Some(compacted)) => {
+                let archived = appended.len() - compacted.len();
+                (self.events)(TurnEvent::Compressed { archived });
+                *appended = compacted;
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "compressing the turn's own steps failed; continuing without it");
+                false
+            }
+        }
+    }
+
     async fn summarise(
         &self,
         state: &mut ChainState,
@@ -315,9 +354,69 @@ fn request_messages(system: &str, transcript: &[Message], appended: &[Message], 
     messages
 }
 
+/// The budget note for the call of `iteration` (1-based) out of `max`: from 70 % of the budget
+/// a reminder to wrap up, from 90 % a demand to answer.
+fn budget_note(iteration: u32, max: u32) -> Option<String> {
+    let (used, max) = (u64::from(iteration), u64::from(max));
+    let left = max.saturating_sub(used);
+    if used * 10 >= max * 9 {
+        Some(format!(
+            "[Budget: step {used} of {max}, {left} left. Stop exploring: answer the user now with what you have,              or make at most one more essential tool call.]"
+        ))
+    } else if used * 10 >= max * 7 {
+        Some(format!(
+            "[Budget: step {used} of {max}, {left} left. Start wrapping up: finish only the essential work and              prepare your answer.]"
+        ))
+    } else {
+        None
+    }
+}
+
+/// Append `note` to the last message when it is a tool result (the copy sent, never stored).
+fn add_to_last_tool_result(messages: &mut [Message], note: &str) {
+    if let Some(last) = messages.last_mut().filter(|m| m.role == Role::Tool) {
+        let content = last.content.get_or_insert_with(String::new);
+        content.push_str("\n\n");
+        content.push_str(note);
+    }
+}
+
 fn failure_text(error: &ChainError) -> String {
     match error {
         ChainError::Deadline { .. } => format!("Sorry, I could not get an answer in time: {error}."),
         _ => format!("Sorry, this turn failed: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_notes_start_at_seventy_and_ninety_percent() {
+        assert_eq!(budget_note(62, 90), None);
+        assert!(budget_note(63, 90).unwrap().contains("Start wrapping up"));
+        assert!(budget_note(80, 90).unwrap().contains("Start wrapping up"));
+        let late = budget_note(81, 90).unwrap();
+        assert!(late.contains("step 81 of 90, 9 left") && late.contains("answer the user now"), "{late}");
+        assert_eq!(budget_note(6, 10).as_deref().map(|n| n.contains("wrapping")), None);
+        assert!(budget_note(7, 10).is_some());
+    }
+
+    #[test]
+    fn the_note_goes_only_on_a_last_tool_result() {
+        let result = Message {
+            role: Role::Tool,
+            content: Some("42".into()),
+            tool_calls: vec![],
+            tool_call_id: Some("c".into()),
+        };
+        let mut messages = vec![Message::text(Role::User, "q"), result.clone()];
+        add_to_last_tool_result(&mut messages, "[Budget: x]");
+        assert_eq!(messages[1].content.as_deref(), Some("42\n\n[Budget: x]"));
+        let mut messages = vec![result, Message::text(Role::User, "steer")];
+        add_to_last_tool_result(&mut messages, "[Budget: x]");
+        assert_eq!(messages[0].content.as_deref(), Some("42"), "an earlier result is left alone");
+        assert_eq!(messages[1].content.as_deref(), Some("steer"));
     }
 }

@@ -1,6 +1,9 @@
 //! The failure rings around model calls: per-call retry with jittered exponential backoff that
-//! honours Retry-After, stream-drop retry, and the fallback chain, all under one cumulative
-//! deadline per turn. The runtime owns every retry; providers make single attempts.
+//! honours Retry-After, stream-drop retry, and the fallback chain, all under one budget of
+//! model time per turn. The runtime owns every retry; providers make single attempts.
+//!
+//! The budget counts only time spent in model calls and their retry waits: tool runs and
+//! approval waits between calls never use it up, so a long tool-heavy turn is not cut short.
 //!
 //! A turn that falls back stays on the fallback; the next turn starts on the primary again
 //! (each turn gets a fresh `ChainState`).
@@ -24,7 +27,8 @@ pub struct RetryPolicy {
     pub base_delay: Duration,
     /// Longest single backoff (a longer Retry-After moves on to the fallback instead).
     pub max_delay: Duration,
-    /// Budget for all model calls of one turn, retries and fallbacks included.
+    /// Budget of model time for one turn: the time spent in model calls, retries, their waits
+    /// and fallbacks, summed; time between calls (tools, approvals) does not count.
     pub deadline: Duration,
 }
 
@@ -51,7 +55,8 @@ pub struct ProviderChain {
 #[derive(Debug)]
 pub struct ChainState {
     current: usize,
-    deadline: Instant,
+    /// Model time this turn has used so far.
+    spent: Duration,
     /// Providers that failed over during this turn (for logs and `/status`).
     pub fallbacks: u32,
 }
@@ -62,8 +67,8 @@ pub enum ChainError {
     /// The last provider's error, after retries and fallbacks.
     #[error("{0}")]
     Provider(ProviderError),
-    /// The cumulative deadline passed.
-    #[error("no model answered within {}s (last error: {last})", budget.as_secs())]
+    /// The turn's budget of model time ran out.
+    #[error("no model answered within {}s of model time (last error: {last})", budget.as_secs())]
     Deadline {
         /// The budget.
         budget: Duration,
@@ -117,7 +122,12 @@ impl ProviderChain {
 
     /// A fresh per-turn state, starting on the primary.
     pub fn start_turn(&self) -> ChainState {
-        ChainState { current: 0, deadline: Instant::now() + self.policy.deadline, fallbacks: 0 }
+        ChainState { current: 0, spent: Duration::ZERO, fallbacks: 0 }
+    }
+
+    /// Model time `state` has left.
+    fn remaining(&self, state: &ChainState) -> Duration {
+        self.policy.deadline.saturating_sub(state.spent)
     }
 
     /// The provider this turn is on now.
@@ -156,6 +166,7 @@ impl ProviderChain {
                 let sink = |delta: Delta| forward_new(delta, &seen, &forwarded, deltas);
                 let sink_ref: Option<DeltaSink<'_>> = deltas.map(|_| &sink as DeltaSink<'_>);
                 let started = Instant::now();
+                let out_of_time = started + self.remaining(state);
                 let result = tokio::select! {
                     result = provider.complete(request, sink_ref) => {
                         if let Some(metrics) = &self.metrics {
@@ -163,11 +174,16 @@ impl ProviderChain {
                         }
                         result
                     }
-                    _ = cancel.cancelled() => return Err(ChainError::Cancelled),
-                    _ = tokio::time::sleep_until(state.deadline) => {
+                    _ = cancel.cancelled() => {
+                        state.spent += started.elapsed();
+                        return Err(ChainError::Cancelled);
+                    }
+                    _ = tokio::time::sleep_until(out_of_time) => {
+                        state.spent = self.policy.deadline;
                         return Err(ChainError::Deadline { budget: self.policy.deadline, last: "timed out".into() });
                     }
                 };
+                state.spent += started.elapsed();
                 let error = match result {
                     Ok(response) => return Ok(response),
                     Err(e) => e,
@@ -206,14 +222,18 @@ impl ProviderChain {
         capped.mul_f64(jitter)
     }
 
-    async fn wait(&self, delay: Duration, state: &ChainState, cancel: &CancellationToken) -> Wait {
-        if Instant::now() + delay > state.deadline {
+    /// A backoff before a retry; it is part of getting an answer, so it counts as model time.
+    async fn wait(&self, delay: Duration, state: &mut ChainState, cancel: &CancellationToken) -> Wait {
+        if delay > self.remaining(state) {
             return Wait::Deadline;
         }
-        tokio::select! {
+        let started = Instant::now();
+        let outcome = tokio::select! {
             _ = tokio::time::sleep(delay) => Wait::Done,
             _ = cancel.cancelled() => Wait::Cancelled,
-        }
+        };
+        state.spent += started.elapsed();
+        outcome
     }
 }
 

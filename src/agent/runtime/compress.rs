@@ -2,6 +2,10 @@
 //! summarised by a model call and compacted in place — same session id, old rows archived and
 //! still searchable, the system prompt rebuilt. The head (first messages) and a token-budgeted
 //! tail are kept verbatim, and a tool call is never separated from its results.
+//!
+//! A long turn can also compress its own live messages (not stored yet): the older steps become
+//! one summary message and the latest tool calls stay verbatim with their results, so the turn
+//! goes on instead of running out of context.
 
 use std::sync::Arc;
 
@@ -16,6 +20,8 @@ use crate::store::{Compaction, Store, StoreError, StoredMessage};
 
 /// Marks a summary message in the transcript (and finds the previous one to update).
 pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation]";
+/// Marks the summary of a running turn's own earlier steps (in-turn compression).
+pub const TURN_SUMMARY_PREFIX: &str = "[Summary of the earlier steps of this turn]";
 /// Messages at the start that are never summarised.
 const HEAD: usize = 3;
 /// Tail bounds, in messages.
@@ -105,6 +111,68 @@ impl Compressor {
         let transcript = self.store.load_transcript(&self.session_id).await?.into_iter().map(|m| m.message).collect();
         Ok(Some(Compacted { system_prompt, transcript, archived: middle.len() }))
     }
+
+    /// Summarise the older steps of a running turn's live messages (`live`, not stored yet),
+    /// keeping the latest tool calls verbatim with their results. `None` when too little lies
+    /// before them. `tight` keeps only the last calls (after a context-overflow error).
+    pub async fn compact_live(
+        &self,
+        chain: &ProviderChain,
+        state: &mut ChainState,
+        stop: &CancellationToken,
+        live: &[Message],
+        tight: bool,
+    ) -> Result<Option<Vec<Message>>, CompressError> {
+        let context = chain.current(state).context_length();
+        let Some(cut) = plan_live(live, context, tight) else { return Ok(None) };
+        let request = ChatRequest {
+            messages: vec![
+                Message::text(Role::System, SUMMARISER),
+                Message::text(Role::User, summary_prompt_of(live[..cut].iter(), None)),
+            ],
+            ..Default::default()
+        };
+        let response = chain.call(state, &request, None, stop).await?;
+        let text = response.message.content.unwrap_or_default();
+        if text.trim().is_empty() {
+            return Err(CompressError::Empty);
+        }
+        tracing::info!(session = %self.session_id, summarised = cut, "the turn's earlier steps compacted");
+        // The summary becomes the text of the first kept assistant message (the one that calls
+        // tools), so roles still alternate and no second user message is stored for the event.
+        let mut compacted = live[cut..].to_vec();
+        let first = &mut compacted[0];
+        let said = first.content.take().filter(|c| !c.trim().is_empty());
+        let mut text = format!("{TURN_SUMMARY_PREFIX}\n{}", text.trim());
+        if let Some(said) = said {
+            text.push_str("\n\n");
+            text.push_str(&said);
+        }
+        first.content = Some(text);
+        Ok(Some(compacted))
+    }
+}
+
+/// Where to cut a running turn's live messages: everything before the returned index is
+/// summarised. The cut always falls on an assistant message that calls tools, so a call keeps
+/// its results; the latest such group is always kept, earlier ones while they fit a fifth of
+/// the window (unless `tight`). `None` when fewer than two messages would be summarised.
+pub fn plan_live(live: &[Message], context: u64, tight: bool) -> Option<usize> {
+    let starts_group = |m: &Message| m.role == Role::Assistant && !m.tool_calls.is_empty();
+    let mut cut = live.iter().rposition(starts_group)?;
+    if !tight {
+        let budget = context / 5;
+        let mut tokens: u64 = live[cut..].iter().map(message_tokens).sum();
+        while let Some(previous) = live[..cut].iter().rposition(starts_group) {
+            let cost: u64 = live[previous..cut].iter().map(message_tokens).sum();
+            if tokens + cost > budget {
+                break;
+            }
+            tokens += cost;
+            cut = previous;
+        }
+    }
+    (cut >= 2).then_some(cut)
 }
 
 /// Choose the span `[start, end)` to summarise, or `None` when nothing worth it lies between the
@@ -137,6 +205,10 @@ pub fn plan(stored: &[StoredMessage], context: u64, forced: bool) -> Option<(usi
 fn summary_prompt(middle: &[StoredMessage]) -> String {
     let previous =
         middle.iter().find_map(|m| m.message.content.as_deref().and_then(|c| c.strip_prefix(SUMMARY_PREFIX)));
+    summary_prompt_of(middle.iter().map(|m| &m.message), previous)
+}
+
+fn summary_prompt_of<'a>(middle: impl Iterator<Item = &'a Message>, previous: Option<&str>) -> String {
     let mut prompt = String::from(
         "Summarise the conversation below so the work can continue without it. Use exactly these sections:\n\
          ## Goal\n## Progress\n## Decisions\n## Files\n## Next steps\n\
@@ -148,8 +220,7 @@ fn summary_prompt(middle: &[StoredMessage]) -> String {
         prompt.push('\n');
     }
     prompt.push_str("\n<conversation>\n");
-    for stored in middle {
-        let m = &stored.message;
+    for m in middle {
         if m.content.as_deref().is_some_and(|c| c.starts_with(SUMMARY_PREFIX)) {
             continue;
         }
@@ -238,6 +309,33 @@ mod tests {
         assert_eq!(messages[end].role, Role::Assistant, "tail starts at the call");
         // Too short to be worth it.
         assert!(plan(&stored((0..10).map(|_| Message::text(Role::User, "u")).collect()), 1_000, false).is_none());
+    }
+
+    #[test]
+    fn live_plan_keeps_the_latest_calls_with_their_results() {
+        let mut live = Vec::new();
+        for i in 0..6 {
+            let id = format!("c{i}");
+            live.push(call(&id));
+            live.push(Message { content: Some("r".repeat(400)), ..result(&id) });
+            live.push(Message { content: Some("r".repeat(400)), ..result(&id) });
+        }
+        // Tight: only the last call and its two results stay.
+        assert_eq!(plan_live(&live, 200_000, true), Some(15));
+        // A 2,000-token window budgets 400 tokens of tail: two groups of ~210 do not both fit.
+        let cut = plan_live(&live, 2_000, false).unwrap();
+        assert_eq!(cut, 15);
+        // A large window keeps everything: nothing to summarise.
+        assert_eq!(plan_live(&live, 200_000, false), None);
+        // Every cut starts a group, so no call is separated from its results.
+        for context in [500, 3_000, 6_000] {
+            if let Some(cut) = plan_live(&live, context, false) {
+                assert!(!live[cut].tool_calls.is_empty(), "cut {cut} at {context}");
+            }
+        }
+        // Too few messages before the last group.
+        assert_eq!(plan_live(&live[..6], 200_000, true), Some(3));
+        assert_eq!(plan_live(&[Message::text(Role::User, "steer"), call("a"), result("a")], 100, true), None);
     }
 
     #[test]

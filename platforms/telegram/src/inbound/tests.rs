@@ -322,3 +322,36 @@ fn commands_lose_only_this_bots_name() {
         assert_eq!(strip_command_mention(input, "hermes_bot"), want, "{input}");
     }
 }
+
+fn album_part(id: i64, chat: Value, from: Value, caption: Option<&str>, file: &str) -> Value {
+    let mut part = message(id, chat, Some(from), "");
+    part["text"] = Value::Null;
+    if let Some(caption) = caption {
+        part["caption"] = json!(caption);
+    }
+    part["media_group_id"] = json!("album-1");
+    part["photo"] = json!([{"file_id": file, "file_unique_id": format!("u{file}"), "width": 800, "height": 600}]);
+    part
+}
+
+#[test]
+fn an_album_is_one_message_with_every_part_and_the_caption() {
+    // In a group with mention gating only the second part's caption mentions the bot.
+    let parts = [
+        parse(&update(70, "message", album_part(80, group(), user(7, "Bob"), None, "p1"))),
+        parse(&update(71, "message", album_part(81, group(), user(7, "Bob"), Some("@hermes_bot compare these"), "p2"))),
+        parse(&update(72, "message", album_part(82, group(), user(7, "Bob"), None, "p3"))),
+    ];
+    assert_eq!(album_key(&parts[0]).as_deref(), Some("-100:album-1"));
+    assert_eq!(album_key(&parse(&update(73, "message", message(83, group(), Some(user(7, "Bob")), "hi")))), None);
+    let mut gated = rules();
+    gated.require_mention = true;
+    assert!(normalise(&parts[0], &bot(), &gated).is_none(), "alone, an uncaptioned part is not addressed");
+    let refs: Vec<&Update> = parts.iter().collect();
+    let album = normalise_album(&refs, &bot(), &gated).expect("the album is addressed by its caption");
+    let InboundEvent::Message { event_id, message } = &album.event else { panic!("a message") };
+    assert_eq!(event_id, "-100:80", "the first part's id, stable across re-polls");
+    assert_eq!(message.message_id, "80");
+    assert_eq!(message.text, "@hermes_bot compare these");
+    assert_eq!(album.files.iter().map(|f| f.file_id.as_str()).collect::<Vec<_>>(), ["p1", "p2", "p3"]);
+}

@@ -144,6 +144,52 @@ async fn cumulative_deadline_bounds_everything() {
     assert!(Instant::now() - started <= Duration::from_secs(90));
 }
 
+/// A provider that takes `latency` to answer each call (paused time makes it exact).
+struct Slow {
+    latency: Duration,
+}
+
+#[async_trait]
+impl Provider for Slow {
+    fn model(&self) -> &str {
+        "slow"
+    }
+
+    fn context_length(&self) -> u64 {
+        10_000
+    }
+
+    async fn complete(&self, _: &ChatRequest, _: Option<DeltaSink<'_>>) -> Result<ChatResponse, ProviderError> {
+        tokio::time::sleep(self.latency).await;
+        Ok(ChatResponse {
+            message: Message::text(Role::Assistant, "ok"),
+            usage: None,
+            finish_reason: Some("stop".into()),
+            reasoning: None,
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn time_between_calls_does_not_use_the_model_budget() {
+    // A 2 s budget, three calls of 0.6 s each, and 5 s of tool runs after each: the turn's
+    // wall time is far past the budget, its model time (1.8 s) is not.
+    let policy = RetryPolicy { deadline: Duration::from_secs(2), ..policy() };
+    let chain = ProviderChain::new(vec![Arc::new(Slow { latency: Duration::from_millis(600) })], policy);
+    let mut state = chain.start_turn();
+    let started = Instant::now();
+    for _ in 0..3 {
+        chain.call(&mut state, &ChatRequest::default(), None, &CancellationToken::new()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    assert!(Instant::now() - started >= Duration::from_secs(16));
+    // Model time is summed: a fourth call has 0.2 s left and is cut there.
+    let before = Instant::now();
+    let err = chain.call(&mut state, &ChatRequest::default(), None, &CancellationToken::new()).await.unwrap_err();
+    assert_eq!(Instant::now() - before, Duration::from_millis(200));
+    assert!(matches!(err, ChainError::Deadline { .. }), "{err}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropped_stream_is_retried_without_repeating_deltas() {
     let primary = Scripted::streaming(

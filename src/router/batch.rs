@@ -1,0 +1,242 @@
+//! Rapid messages batched: on chat platforms, messages from one sender that arrive within
+//! `agent.batch_window` of each other before their turn starts run as one turn. The first
+//! event is the turn's own; the others ride along (`TurnJob::batched`) and are closed with it,
+//! in the same transaction as the reply.
+//!
+//! Never for the API, webhooks, cron or local deliveries (each request or run is its own turn),
+//! never for commands (they take the control lane before the mailbox), and never for a message
+//! that arrived while a turn ran (that one follows the busy policy).
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::agent::turn::TurnJob;
+
+/// Most messages one turn takes in; the rest start the next turn.
+pub(super) const MAX_BATCH: usize = 16;
+/// However fast messages keep coming, a batch closes this many windows after its first message.
+const MAX_SPAN_WINDOWS: u32 = 8;
+
+/// Platforms whose events never batch: each request, delivery or run is a turn of its own.
+const NEVER_BATCHED: &[&str] = &[
+    crate::platforms::api::NAME,
+    crate::delivery::turns::CRON,
+    crate::webhooks::handler::PLATFORM,
+    crate::delivery::local::NAME,
+];
+
+/// A job in a session's mailbox, with whether it may open or join a batch.
+#[derive(Debug, Clone)]
+pub(super) struct Queued {
+    pub(super) job: TurnJob,
+    /// Set when the job arrived while the session was idle, on a chat platform, with batching on.
+    pub(super) batchable: bool,
+}
+
+/// Whether a message on `platform` may be batched with its neighbours, given the `window`.
+pub(super) fn batches(platform: &str, window: Duration) -> bool {
+    !window.is_zero() && !NEVER_BATCHED.contains(&platform)
+}
+
+/// What gathering a batch ended with: the turn to run, and a job that arrived meanwhile but
+/// belongs to a later turn; `None` when the daemon is draining (nothing runs, the events stay
+/// accepted for the next start).
+pub(super) type Gathered = Option<(TurnJob, Option<Queued>)>;
+
+/// Wait up to `window` after each message for the next one from the same sender and chat, and
+/// merge what came. Returns at once when the window passes with nothing new, so a lone message
+/// waits exactly one window. `taken` is called once per job taken from the mailbox.
+pub(super) async fn gather(
+    first: TurnJob,
+    window: Duration,
+    rx: &mut mpsc::Receiver<Queued>,
+    draining: &tokio_util::sync::CancellationToken,
+    taken: &(dyn Fn() + Send + Sync),
+) -> Gathered {
+    let span_end = Instant::now() + window * MAX_SPAN_WINDOWS;
+    let mut jobs = vec![first];
+    let mut later = None;
+    while jobs.len() < MAX_BATCH {
+        let until = (Instant::now() + window).min(span_end);
+        let next = tokio::select! {
+            biased;
+            _ = draining.cancelled() => return None,
+            next = rx.recv() => next,
+            _ = tokio::time::sleep_until(until) => break,
+        };
+        let Some(next) = next else { break };
+        taken();
+        if next.batchable && same_sender(&jobs[0], &next.job) {
+            jobs.push(next.job);
+        } else {
+            later = Some(next);
+            break;
+        }
+    }
+    Some((merge(jobs), later))
+}
+
+fn same_sender(a: &TurnJob, b: &TurnJob) -> bool {
+    a.key.key == b.key.key && a.message.chat == b.message.chat && a.message.sender.id == b.message.sender.id
+}
+
+/// One job from several: the first event is the turn's, the others are closed with it. The text
+/// joins every message's text in order, the attachments are all of theirs, and the reply goes
+/// to the latest message.
+pub(super) fn merge(mut jobs: Vec<TurnJob>) -> TurnJob {
+    let mut merged = jobs.remove(0);
+    if jobs.is_empty() {
+        return merged;
+    }
+    let mut texts: Vec<String> = vec![std::mem::take(&mut merged.message.text)];
+    for job in jobs {
+        merged.batched.push(job.seq);
+        merged.batched.extend(job.batched);
+        let message = job.message;
+        texts.push(message.text);
+        merged.message.attachments.extend(message.attachments);
+        merged.message.addressed |= message.addressed;
+        if merged.message.reply_to.is_none() {
+            merged.message.reply_to = message.reply_to;
+        }
+        merged.message.message_id = message.message_id;
+        merged.message.timestamp_ms = message.timestamp_ms;
+    }
+    texts.retain(|t| !t.trim().is_empty());
+    merged.message.text = texts.join("\n");
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use hermesd_platform::{Attachment, AttachmentKind, ChatRef, ChatType, InboundMessage, Sender};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn job(seq: i64, sender: &str, text: &str) -> TurnJob {
+        let chat = ChatRef::new("telegram", "c1", ChatType::Dm);
+        let message = InboundMessage {
+            message_id: format!("m{seq}"),
+            chat: chat.clone(),
+            sender: Sender { id: sender.into(), name: None, is_bot: false, roles: vec![] },
+            text: text.into(),
+            attachments: vec![],
+            reply_to: None,
+            addressed: true,
+            timestamp_ms: seq,
+            history: vec![],
+        };
+        let key = crate::router::session_key::session_key(&chat, &message.sender, false);
+        TurnJob { seq, message, key, accepted_at: std::time::Instant::now(), admin: false, batched: vec![] }
+    }
+
+    fn queued(job: TurnJob) -> Queued {
+        Queued { job, batchable: true }
+    }
+
+    #[test]
+    fn only_chat_platforms_batch_and_zero_turns_it_off() {
+        let half = Duration::from_millis(500);
+        for platform in ["telegram", "discord", "slack", "terminal"] {
+            assert!(batches(platform, half), "{platform}");
+            assert!(!batches(platform, Duration::ZERO), "{platform} with 0s");
+        }
+        for platform in ["api", "cron", "webhook", "local"] {
+            assert!(!batches(platform, half), "{platform}");
+        }
+    }
+
+    #[test]
+    fn merged_jobs_keep_every_text_and_file_and_reply_to_the_latest() {
+        let mut second = job(2, "u", "and this file");
+        second.message.attachments.push(Attachment {
+            kind: AttachmentKind::Document,
+            path: "media/a.txt".into(),
+            mime: None,
+            name: Some("a.txt".into()),
+            size: 3,
+        });
+        let merged = merge(vec![job(1, "u", "look at"), second, job(3, "u", "please")]);
+        assert_eq!(merged.seq, 1, "the first event is the turn's own");
+        assert_eq!(merged.batched, [2, 3]);
+        assert_eq!(merged.message.text, "look at\nand this file\nplease");
+        assert_eq!(merged.message.attachments.len(), 1);
+        assert_eq!(merged.message.message_id, "m3");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn three_quick_messages_become_one_job_one_window_after_the_last() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let window = Duration::from_millis(500);
+        let feeder = tokio::spawn(async move {
+            for (seq, text) in [(2, "b"), (3, "c")] {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                tx.send(queued(job(seq, "u", text))).await.unwrap();
+            }
+            // Late: a window after the last one, so it starts the next turn.
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            tx.send(queued(job(4, "u", "d"))).await.unwrap();
+        });
+        let count = Arc::new(AtomicUsize::new(0));
+        let counter = count.clone();
+        let started = Instant::now();
+        let gathered = gather(job(1, "u", "a"), window, &mut rx, &CancellationToken::new(), &move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .await;
+        let Some((turn, later)) = gathered else { panic!("not draining") };
+        assert_eq!((turn.seq, turn.batched.clone(), turn.message.text.as_str()), (1, vec![2, 3], "a\nb\nc"));
+        assert!(later.is_none());
+        assert_eq!(started.elapsed(), Duration::from_millis(1_100), "one window after the last message");
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+        feeder.await.unwrap();
+        let lone = gather(job(5, "u", "e"), window, &mut rx, &CancellationToken::new(), &|| {}).await;
+        let Some((turn, _)) = lone else { panic!("not draining") };
+        assert_eq!(turn.batched, [4], "the late message waited in the mailbox for the next turn");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_sender_or_a_busy_time_message_ends_the_batch() {
+        let (tx, mut rx) = mpsc::channel(8);
+        tx.send(queued(job(2, "other", "hi"))).await.unwrap();
+        let started = Instant::now();
+        let Some((turn, later)) =
+            gather(job(1, "u", "a"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
+        else {
+            panic!("not draining")
+        };
+        assert!(turn.batched.is_empty());
+        assert_eq!(later.map(|q| q.job.seq), Some(2));
+        assert_eq!(started.elapsed(), Duration::ZERO, "no wait once the batch cannot grow");
+        tx.send(Queued { job: job(3, "u", "queued while busy"), batchable: false }).await.unwrap();
+        let Some((turn, later)) =
+            gather(job(1, "u", "a"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
+        else {
+            panic!("not draining")
+        };
+        assert!(turn.batched.is_empty());
+        assert_eq!(later.map(|q| q.job.seq), Some(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flood_is_cut_at_the_cap() {
+        let (tx, mut rx) = mpsc::channel(64);
+        for seq in 2..40 {
+            tx.send(queued(job(seq, "u", "x"))).await.unwrap();
+        }
+        let Some((turn, later)) =
+            gather(job(1, "u", "x"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
+        else {
+            panic!("not draining")
+        };
+        assert_eq!(turn.batched.len(), MAX_BATCH - 1);
+        assert!(later.is_none(), "the rest stay in the mailbox");
+        assert_eq!(rx.len(), 38 - (MAX_BATCH - 1));
+    }
+}
