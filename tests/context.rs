@@ -19,7 +19,8 @@ async fn fake_telegram() -> FakeTelegram {
 }
 
 fn telegram_config(llm: &FakeLlm, tg: &FakeTelegram) -> String {
-    let table = format!("[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n", tg.base_url());
+    let table =
+        format!("[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n", tg.base_url());
     config_for(llm, &table)
 }
 
@@ -49,8 +50,7 @@ async fn a_reply_brings_the_replied_to_text_quoted_to_the_model() {
     assert!(eventually(WAIT, || llm.count() == 2).await);
     let (_, user) = seen(&llm.requests()[1]);
     assert_eq!(
-        user,
-        "(replying to your earlier message:)\n> echo: the deploy key rotates on Fridays\n> at noon\nwhy Fridays?",
+        user, "(replying to your earlier message:)\n> echo: the deploy key rotates on Fridays\n> at noon\nwhy Fridays?",
         "the quote is marked line by line; a DM has no speaker prefix"
     );
     assert!(eventually(WAIT, || tg.sent_to(chat.id).len() == 2).await);
@@ -99,9 +99,14 @@ async fn two_speakers_in_a_topic_are_named_and_the_prompt_stays_the_same() {
     assert!(first_system.starts_with("You are Iris, the on-call team's assistant.\n\n"), "{first_system}");
     assert!(!first_system.contains("You are Hermes"), "SOUL.md replaces the built-in identity");
     assert!(
-        first_system.contains("# This conversation\nPlatform: telegram. This is a thread inside a group or channel, titled \"On-call\"."),
+        first_system.contains(
+            "# This conversation\nPlatform: telegram. This is a thread inside a group or channel, titled \"On-call\"."
+        ),
         "{first_system}"
     );
-    assert!(!first_system.contains("Ann") && !first_system.contains("API is down"), "no per-message facts: {first_system}");
+    assert!(
+        !first_system.contains("Ann") && !first_system.contains("API is down"),
+        "no per-message facts: {first_system}"
+    );
     d.daemon.stop().await;
 }
