@@ -110,3 +110,39 @@ async fn two_speakers_in_a_topic_are_named_and_the_prompt_stays_the_same() {
     );
     d.daemon.stop().await;
 }
+
+#[cfg(feature = "slack")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_inside_a_slack_thread_brings_its_first_message_and_names_speakers() {
+    use support::fake_slack::{BOT_USER, FakeSlack};
+    let llm = FakeLlm::echo().await;
+    let slack = FakeSlack::start("xoxb-test-bot-token", "xapp-test-app-token").await;
+    let home = tempfile::tempdir().unwrap();
+    let config = config_for(&llm, &format!("[platforms.slack]\nenabled = true\napi_url = \"{}\"\n", slack.api_url()));
+    let env = [
+        ("SLACK_BOT_TOKEN", "xoxb-test-bot-token"),
+        ("SLACK_APP_TOKEN", "xapp-test-app-token"),
+        ("SLACK_SIGNING_SECRET", "test-signing-secret"),
+        ("SLACK_ALLOWED_USERS", "U1,U2,U3"),
+    ];
+    let d = start_daemon(home.path(), &config, &env).await;
+    // U1 opens a thread without the bot; U2 asks the bot inside it; U3 follows up.
+    let opening = slack.user_message("C1", "U1", "the nightly build fails on arm64\nsince Tuesday", None);
+    let thread = opening["ts"].as_str().unwrap().to_owned();
+    slack.push_event(opening);
+    slack.push_event(slack.user_message("C1", "U2", &format!("<@{BOT_USER}> can you look at this?"), Some(&thread)));
+    assert!(eventually(WAIT, || llm.count() == 1).await, "{:?}", slack.posted());
+    let (system, user) = seen(&llm.requests()[0]);
+    assert_eq!(
+        user,
+        "[U2] (replying to a message from U1:)\n> the nightly build fails on arm64\n> since Tuesday\ncan you look at this?"
+    );
+    assert!(system.contains("Platform: slack. This is a thread"), "{system}");
+    assert!(eventually(WAIT, || slack.texts("C1").len() == 1).await, "{:?}", slack.posted());
+    slack.push_event(slack.user_message("C1", "U3", "it started with the toolchain bump", Some(&thread)));
+    assert!(eventually(WAIT, || llm.count() == 2).await, "a reply where the bot answers needs no mention");
+    let (again, user) = seen(&llm.requests()[1]);
+    assert_eq!(user, "[U3] it started with the toolchain bump", "the bot is in the thread: no second quote");
+    assert_eq!(again, system, "the same session, the same prompt");
+    d.daemon.stop().await;
+}
