@@ -98,7 +98,10 @@ async fn a_guild_mention_is_answered_in_a_thread_opened_on_it() {
     assert_eq!((threads[0].channel, threads[0].message), (general.id, asked));
     assert_eq!(threads[0].name, "what is the plan?");
     let answer = dc.sent_to(asked).remove(0);
-    assert_eq!(answer.content, "echo: [ann] what is the plan?", "the mention is not part of the prompt; the speaker is named");
+    assert_eq!(
+        answer.content, "echo: [ann] what is the plan?",
+        "the mention is not part of the prompt; the speaker is named"
+    );
     assert_eq!(answer.reference, None, "the message the thread was opened on lives in the parent channel");
     assert!(dc.texts(general.id).is_empty(), "nothing in the channel itself: {:?}", dc.texts(general.id));
 

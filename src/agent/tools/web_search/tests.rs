@@ -137,12 +137,13 @@ async fn searxng_results_are_titled_linked_capped_and_cleaned() {
     assert!(out.contains("2. Result & 2\n   https://site2.example/page\n   Snippet 2 with markup and lines"), "{out}");
     assert!(!out.contains("javascript:") && !out.contains("never shown"), "only http(s) results: {out}");
     assert!(out.contains("5. Result & 5") && !out.contains("6. "), "max_results caps the list: {out}");
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.paths, ["/search"]);
-    assert_eq!(seen.queries[0].get("q").map(String::as_str), Some("rust async"));
-    assert_eq!(seen.queries[0].get("format").map(String::as_str), Some("json"));
-    assert_eq!(seen.tokens[0], None, "keyless");
-    drop(seen);
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.paths, ["/search"]);
+        assert_eq!(seen.queries[0].get("q").map(String::as_str), Some("rust async"));
+        assert_eq!(seen.queries[0].get("format").map(String::as_str), Some("json"));
+        assert_eq!(seen.tokens[0], None, "keyless");
+    }
     let two = tool.call(&ctx, json!({"query": "x", "max_results": 2})).await.unwrap();
     assert!(two.contains("2. Result & 2") && !two.contains("3. "), "{two}");
     let many = tool.call(&ctx, json!({"query": "x", "max_results": 50})).await.unwrap();
