@@ -11,6 +11,7 @@ mod format;
 mod health;
 mod inbound;
 mod media;
+mod names;
 mod outbound;
 mod socket;
 
@@ -54,6 +55,8 @@ pub struct SlackPlatform {
     identity: Mutex<Option<BotIdentity>>,
     health: HealthTracker,
     outbound: OutboundState,
+    /// Display names learnt from `users.info`.
+    names: names::UserNames,
 }
 
 impl SlackPlatform {
@@ -75,6 +78,7 @@ impl SlackPlatform {
             identity: Mutex::new(None),
             health: HealthTracker::new(socket, stale_after),
             outbound: OutboundState::default(),
+            names: names::UserNames::default(),
             client,
             settings,
         }
@@ -148,6 +152,7 @@ impl SlackPlatform {
             media.fetch_all(&self.settings.bot_token, &self.redactor, &mut normalised).await;
         }
         self.add_thread_parent(identity, &mut normalised.event).await;
+        self.add_sender_name(&mut normalised.event).await;
         if let InboundEvent::Message { message, .. } = &normalised.event
             && message.addressed
             && let Some(thread) = &message.chat.thread_id
@@ -185,6 +190,16 @@ impl SlackPlatform {
         let chat = message.chat.chat_id.clone();
         message.reply_to =
             outbound::thread_parent(client, &self.bot_token, &self.redactor, &chat, &thread, &identity.user_id).await;
+    }
+
+    /// The sender's display name, when the event did not carry one.
+    async fn add_sender_name(&self, event: &mut InboundEvent) {
+        let InboundEvent::Message { message, .. } = event else { return };
+        if message.sender.name.is_some() {
+            return;
+        }
+        let Ok(client) = self.client() else { return };
+        message.sender.name = self.names.name(client, &self.bot_token, &self.redactor, &message.sender.id).await;
     }
 
     async fn bot_in_thread(&self, identity: &BotIdentity, channel: &str, thread: &str) -> bool {
