@@ -27,3 +27,16 @@ pub fn build_fetcher(resolver: std::sync::Arc<dyn reqwest::dns::Resolve>) -> req
         .user_agent(concat!("hermesd/", env!("CARGO_PKG_VERSION"), " (web_fetch)"))
         .build()
 }
+
+/// A client for `web_search`: it talks only to the operator's configured search endpoint, so
+/// redirects are never followed (a redirect could lead anywhere) and proxies from the
+/// environment are ignored, as for `web_fetch`; `timeout` bounds each search.
+pub fn build_searcher(timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .user_agent(concat!("hermesd/", env!("CARGO_PKG_VERSION"), " (web_search)"))
+        .build()
+}

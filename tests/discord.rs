@@ -98,7 +98,10 @@ async fn a_guild_mention_is_answered_in_a_thread_opened_on_it() {
     assert_eq!((threads[0].channel, threads[0].message), (general.id, asked));
     assert_eq!(threads[0].name, "what is the plan?");
     let answer = dc.sent_to(asked).remove(0);
-    assert_eq!(answer.content, "echo: what is the plan?", "the mention is not part of the prompt");
+    assert_eq!(
+        answer.content, "echo: [ann] what is the plan?",
+        "the mention is not part of the prompt; the speaker is named"
+    );
     assert_eq!(answer.reference, None, "the message the thread was opened on lives in the parent channel");
     assert!(dc.texts(general.id).is_empty(), "nothing in the channel itself: {:?}", dc.texts(general.id));
 
@@ -107,10 +110,10 @@ async fn a_guild_mention_is_answered_in_a_thread_opened_on_it() {
     let follow_up = dc.post(&thread, &ann(), "and after that?");
     assert!(eventually(WAIT, || dc.sent_to(asked).len() == 2).await, "{:?}", dc.texts(asked));
     let second = dc.sent_to(asked).remove(1);
-    assert_eq!(second.content, "echo: and after that?");
+    assert_eq!(second.content, "echo: [ann] and after that?");
     assert_eq!(second.reference, Some(follow_up));
     let history = support::prompt(&llm.requests()[1]);
-    assert!(history.iter().any(|(_, text)| text == "what is the plan?"), "one session: {history:?}");
+    assert!(history.iter().any(|(_, text)| text == "[ann] what is the plan?"), "one session: {history:?}");
     assert_eq!(dc.threads().len(), 1, "no thread inside a thread");
     d.daemon.stop().await;
 }
@@ -356,7 +359,7 @@ async fn forum_posts_are_threads_and_channel_filters_hold() {
     dc.post(&ignored, &ann(), &format!("{} are you here?", mention(&dc)));
     assert!(eventually(WAIT, || dc.sent_to(post.id).len() == 1).await, "{:?}", dc.sent());
     let answer = dc.sent_to(post.id).remove(0);
-    assert_eq!((answer.content.as_str(), answer.reference), ("echo: summarise this post", Some(asked)));
+    assert_eq!((answer.content.as_str(), answer.reference), ("echo: [ann] summarise this post", Some(asked)));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(dc.threads().is_empty(), "no thread opened inside a forum post");
     assert!(dc.sent_to(ignored.id).is_empty(), "an ignored channel is never answered");

@@ -23,6 +23,7 @@ fn event(id: &str) -> InboundEvent {
             addressed: true,
             timestamp_ms: 0,
             history: vec![],
+            chat_title: None,
         },
     }
 }

@@ -127,14 +127,14 @@ async fn a_channel_mention_is_answered_in_its_thread_and_chatter_is_ignored() {
     slack.push_event(app_mention);
     assert!(eventually(WAIT, || slack.posted_to("C1").len() == 1).await, "{:?}", slack.posted());
     let answer = slack.posted_to("C1").remove(0);
-    assert_eq!(answer.text, "echo: what is up?");
+    assert_eq!(answer.text, "echo: [U2] what is up?", "a channel thread is shared: the speaker is named");
     assert_eq!(answer.thread_ts.as_deref(), Some(ts.as_str()), "answered in a thread started on the mention");
 
     // A reply in that thread needs no mention, and continues the same session.
     slack.push_event(slack.user_message("C1", "U1", "and then?", Some(&ts)));
     assert!(eventually(WAIT, || slack.posted_to("C1").len() == 2).await, "{:?}", slack.posted());
     let second = slack.posted_to("C1").remove(1);
-    assert_eq!(second.text, "echo: and then?");
+    assert_eq!(second.text, "echo: [U1] and then?");
     assert_eq!(second.thread_ts.as_deref(), Some(ts.as_str()));
     let history = llm.requests()[1].to_string();
     assert!(history.contains("what is up?"), "the thread is one session: {history}");

@@ -200,6 +200,7 @@ fn event(id: &str, chat_id: &str, text: &str) -> InboundEvent {
             addressed: true,
             timestamp_ms: now(),
             history: vec![],
+            chat_title: None,
         },
     }
 }

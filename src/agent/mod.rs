@@ -2,6 +2,7 @@
 //! gateway-side turn runner with approvals and heartbeats.
 
 pub mod approvals;
+pub mod context;
 pub mod heartbeat;
 pub mod message;
 pub mod provider;

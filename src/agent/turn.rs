@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::approvals::{Approvals, ChatHuman};
+use super::context::{SessionFacts, framed_text, is_shared};
 use super::heartbeat::{self, HeartbeatSettings};
 use super::message::{Message, Role};
 use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
@@ -80,7 +81,7 @@ impl SteerBox {
             return None;
         }
         self.taken.lock().expect("steer lock poisoned").extend(jobs.iter().map(|j| j.seq));
-        let text = jobs.iter().map(|j| j.message.text.as_str()).collect::<Vec<_>>().join("\n");
+        let text = jobs.iter().map(|j| framed_text(&j.message, is_shared(&j.key))).collect::<Vec<_>>().join("\n");
         Some(Message::text(Role::User, format!("[The user adds while you work] {text}")))
     }
 
@@ -267,14 +268,14 @@ impl TurnRunner {
         self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "error")]);
     }
 
-    /// Compact a session now (`/compress`); returns what happened, for the user.
-    pub async fn compress_now(&self, key: &SessionKey) -> String {
+    /// Compact a session now (`/compress`, sent as `message`); returns what happened, for the user.
+    pub async fn compress_now(&self, key: &SessionKey, message: &InboundMessage) -> String {
         let session = match self.parts.store.route(&key.key).await {
             Ok(Some(session)) => session,
             Ok(None) => return "There is no history to compress yet.".into(),
             Err(e) => return format!("Could not read the session: {e}"),
         };
-        let compressor = self.compressor(&session.id, &key.platform);
+        let compressor = self.compressor(&session.id, key, message);
         let mut state = self.parts.chain.start_turn();
         match compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new(), true).await {
             Ok(Some(done)) => {
@@ -300,13 +301,18 @@ impl TurnRunner {
         ToolPolicy::new(policy.toolsets().iter().filter(|set| !NOT_FOR_CRON.contains(&set.as_str())))
     }
 
-    fn compressor(&self, session_id: &str, platform: &str) -> Compressor {
-        let tools = self.parts.registry.select(self.settings.tools.toolsets_for(platform));
+    /// The session's prompt builder: its platform and its facts, taken from `message`.
+    fn session_prompts(&self, key: &SessionKey, message: &InboundMessage) -> PromptBuilder {
+        self.parts.prompts.for_session(SessionFacts::of(key, message))
+    }
+
+    fn compressor(&self, session_id: &str, key: &SessionKey, message: &InboundMessage) -> Compressor {
+        let tools = self.parts.registry.select(self.settings.tools.toolsets_for(&key.platform));
         Compressor {
             store: self.parts.store.clone(),
             session_id: session_id.to_owned(),
             threshold: self.settings.compression_threshold,
-            prompts: self.parts.prompts.for_platform(platform),
+            prompts: self.session_prompts(key, message),
             toolsets: tools.toolsets(),
         }
     }
@@ -342,7 +348,7 @@ impl TurnRunner {
             self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
             return Ok(());
         }
-        let user = Message::text(Role::User, user_text(&job.message));
+        let user = Message::text(Role::User, user_text(&job.message, is_shared(&job.key)));
         store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
 
         let platform_name = job.key.platform.as_str();
@@ -359,7 +365,7 @@ impl TurnRunner {
         let mut system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
             None => {
-                let prompts = self.parts.prompts.for_platform(platform_name);
+                let prompts = self.session_prompts(&job.key, &job.message);
                 let prompt = prompts.build(&tools.toolsets(), chrono::Utc::now().date_naive());
                 store.set_system_prompt(&session.id, &prompt).await?;
                 prompt
@@ -371,7 +377,7 @@ impl TurnRunner {
         let reply_to = job.message.message_id.clone();
         let stream = platform.as_ref().is_some_and(|p| p.wants_stream(&reply_to));
         let interactive = platform.as_ref().is_some_and(|p| p.capabilities().interactive);
-        let compressor = self.compressor(&session.id, platform_name);
+        let compressor = self.compressor(&session.id, &job.key, &job.message);
         let (watcher, watcher_task) = heartbeat::watch(
             self.parts.outbox.clone(),
             job.message.chat.clone(),
@@ -577,9 +583,10 @@ impl Default for Ending<'_> {
     }
 }
 
-/// The text stored for a user message: its text plus a line per attachment.
-fn user_text(message: &InboundMessage) -> String {
-    let mut text = message.text.clone();
+/// The text stored for a user message: its framed text (speaker in a `shared` session, the quote
+/// it replies to) plus a line per attachment.
+fn user_text(message: &InboundMessage, shared: bool) -> String {
+    let mut text = framed_text(message, shared);
     for attachment in &message.attachments {
         text.push_str(&format!("\n[attached {:?}: {}]", attachment.kind, attachment.path));
     }

@@ -12,6 +12,7 @@ mod platforms;
 mod secrets;
 mod terminal;
 mod validate;
+mod web_search;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,9 @@ pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFi
 pub use platforms::{ApiPlatformConfig, DiscordConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
 pub use terminal::{SandboxMode, TerminalConfig};
+pub use web_search::{
+    BRAVE_URL as BRAVE_SEARCH_URL, MAX_RESULTS_LIMIT as WEB_SEARCH_MAX_RESULTS, SearchBackend, WebSearchConfig,
+};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -278,6 +282,8 @@ pub struct ToolsConfig {
     pub user_chars: usize,
     /// `[tools.terminal]`: the commands' sandbox.
     pub terminal: TerminalConfig,
+    /// `[tools.web_search]`: the search service `web_search` asks (none by default).
+    pub web_search: WebSearchConfig,
 }
 
 impl Default for ToolsConfig {
@@ -292,6 +298,7 @@ impl Default for ToolsConfig {
             memory_chars: 2_200,
             user_chars: 1_375,
             terminal: TerminalConfig::default(),
+            web_search: WebSearchConfig::default(),
         }
     }
 }

@@ -112,6 +112,7 @@ impl Config {
         if self.recovery.max_attempts == 0 {
             problems.push("recovery.max_attempts: must be at least 1".into());
         }
+        problems.extend(self.tools.web_search.problems(env));
         problems
     }
 }

@@ -163,6 +163,7 @@ fn event(run: &CronRun) -> InboundEvent {
             addressed: true,
             timestamp_ms: run.scheduled_at,
             history: Vec::new(),
+            chat_title: None,
         },
     }
 }

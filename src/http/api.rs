@@ -213,6 +213,7 @@ pub(super) async fn chat_completions(
             addressed: true,
             timestamp_ms: now_ms(),
             history,
+            chat_title: None,
         },
     };
     let model = request.model.clone().unwrap_or_else(|| state.model_id.clone());

@@ -237,6 +237,7 @@ mod tests {
                     addressed: true,
                     timestamp_ms: at,
                     history: Vec::new(),
+                    chat_title: None,
                 },
             };
             let claim = IdempotencyClaim { scope: "s", key, fingerprint: "f", request_id: id, expires_before: 0 };

@@ -106,6 +106,7 @@ impl Platform for TerminalPlatform {
                     addressed: true,
                     timestamp_ms: now_ms(),
                     history: Vec::new(),
+                    chat_title: None,
                 },
             };
             self.awaiting.fetch_add(1, Ordering::SeqCst);

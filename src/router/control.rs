@@ -50,7 +50,7 @@ impl Router {
             },
             ChatCommand::Status => self.status(key, state.as_deref()).await,
             ChatCommand::Compress if running => BUSY.to_owned(),
-            ChatCommand::Compress => self.inner.runner.compress_now(key).await,
+            ChatCommand::Compress => self.inner.runner.compress_now(key, message).await,
             ChatCommand::Approve | ChatCommand::Deny => {
                 let approve = command == ChatCommand::Approve;
                 match self.inner.runner.approvals().decide(&key.key, approve) {

@@ -101,6 +101,7 @@ pub async fn receive(
             addressed: true,
             timestamp_ms: now_ms(),
             history: Vec::new(),
+            chat_title: None,
         },
     };
     match state.ingress.accept(event).await {

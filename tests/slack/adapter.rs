@@ -209,7 +209,7 @@ async fn after_a_restart_replies_count_as_addressed_only_in_threads_the_bot_is_i
     settle().await;
     let asked: Vec<_> = slack.calls("conversations.replies").iter().map(|c| c["ts"].clone()).collect();
     assert!(asked.contains(&json!(ts)) && asked.contains(&json!(elsewhere_ts)), "{asked:?}");
-    assert_eq!(slack.texts("C1"), ["echo: start", "echo: still there?"]);
+    assert_eq!(slack.texts("C1"), ["echo: [U1] start", "echo: [U1] still there?"]);
     assert!(!llm.requests().iter().any(|r| r.to_string().contains("reply elsewhere")));
     d.daemon.stop().await;
 }

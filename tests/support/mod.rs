@@ -5,6 +5,7 @@
 #[cfg(feature = "discord")]
 pub mod fake_discord;
 pub mod fake_llm;
+pub mod fake_search;
 #[cfg(feature = "slack")]
 pub mod fake_slack;
 pub mod fake_telegram;

@@ -92,6 +92,7 @@ impl RecordingPlatform {
                 addressed: true,
                 timestamp_ms: 0,
                 history: vec![],
+                chat_title: None,
             },
         };
         ingress.accept(event).await.expect("accepted")

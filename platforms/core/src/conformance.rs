@@ -282,6 +282,7 @@ mod tests {
             addressed: true,
             timestamp_ms: 0,
             history: Vec::new(),
+            chat_title: None,
         };
         InboundEvent::Message { event_id: id.into(), message }
     }

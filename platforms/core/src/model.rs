@@ -118,6 +118,9 @@ pub struct ReplyContext {
     /// Whether the message replied to was the bot's own.
     #[serde(default)]
     pub from_bot: bool,
+    /// The display name of its author, when the platform includes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 /// Conversation the sender supplied along with a message: the API's stateless mode, where the
@@ -154,6 +157,9 @@ pub struct InboundMessage {
     /// Client-owned history (API stateless mode); empty elsewhere.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryMessage>,
+    /// The chat's title (group name, channel name), when the platform gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_title: Option<String>,
 }
 
 /// A press on a button the bot sent (approvals, clarify choices).

@@ -113,6 +113,7 @@ pub(crate) fn normalise_message(
         message_id: replied.id.get().to_string(),
         text: Some(replied.content.clone()).filter(|text| !text.is_empty()),
         from_bot: replied.author.id.get() == bot.id,
+        author: Some(display_name(&replied.author)),
     });
     let mentioned = is_mentioned(message, bot) || reply_to.as_ref().is_some_and(|reply| reply.from_bot);
     let addressed = match place {
@@ -135,6 +136,7 @@ pub(crate) fn normalise_message(
         addressed,
         timestamp_ms: message.timestamp.unix_timestamp() * 1000,
         history: Vec::new(),
+        chat_title: None,
     };
     // The message id is the event id: a dispatch replayed after a resume, or twice, is one event.
     let event = InboundEvent::Message { event_id: message.id.get().to_string(), message: inbound };
@@ -172,8 +174,12 @@ pub(crate) fn normalise_press(press: &ComponentInteraction, place: Place) -> Opt
 }
 
 fn sender(user: &User, roles: Vec<String>) -> Sender {
-    let name = user.global_name.clone().unwrap_or_else(|| user.name.clone());
-    Sender { id: user.id.get().to_string(), name: Some(name), is_bot: false, roles }
+    Sender { id: user.id.get().to_string(), name: Some(display_name(user)), is_bot: false, roles }
+}
+
+/// How a user is named to the host: the global display name, else the user name.
+fn display_name(user: &User) -> String {
+    user.global_name.clone().unwrap_or_else(|| user.name.clone())
 }
 
 /// A mention of the bot's user or of one of its roles (never `@everyone`).

@@ -215,6 +215,7 @@ pub(crate) fn normalise(
         addressed,
         timestamp_ms: ts_millis(ts),
         history: Vec::new(),
+        chat_title: None,
     };
     Some(Normalised { event: InboundEvent::Message { event_id, message }, files })
 }

@@ -11,6 +11,7 @@ mod format;
 mod health;
 mod inbound;
 mod media;
+mod names;
 mod outbound;
 mod socket;
 
@@ -54,6 +55,8 @@ pub struct SlackPlatform {
     identity: Mutex<Option<BotIdentity>>,
     health: HealthTracker,
     outbound: OutboundState,
+    /// Display names learnt from `users.info`.
+    names: names::UserNames,
 }
 
 impl SlackPlatform {
@@ -75,6 +78,7 @@ impl SlackPlatform {
             identity: Mutex::new(None),
             health: HealthTracker::new(socket, stale_after),
             outbound: OutboundState::default(),
+            names: names::UserNames::default(),
             client,
             settings,
         }
@@ -147,6 +151,8 @@ impl SlackPlatform {
         if let Some(media) = &self.media {
             media.fetch_all(&self.settings.bot_token, &self.redactor, &mut normalised).await;
         }
+        self.add_thread_parent(identity, &mut normalised.event).await;
+        self.add_sender_name(&mut normalised.event).await;
         if let InboundEvent::Message { message, .. } = &normalised.event
             && message.addressed
             && let Some(thread) = &message.chat.thread_id
@@ -165,6 +171,35 @@ impl SlackPlatform {
             ctx.ingress.accept(event).await?;
         }
         Ok(())
+    }
+
+    /// A reply in a thread the bot has not taken part in yet (it was just mentioned there) gets
+    /// the thread's first message as its reply context, so the model knows what is discussed.
+    /// Where the bot already answers, the thread is its session and that message is known.
+    async fn add_thread_parent(&self, identity: &BotIdentity, event: &mut InboundEvent) {
+        let InboundEvent::Message { message, .. } = event else { return };
+        let Some(thread) = message.chat.thread_id.clone() else { return };
+        if !message.addressed
+            || message.reply_to.is_some()
+            || thread == message.message_id
+            || self.outbound.in_thread(&message.chat.chat_id, &thread)
+        {
+            return;
+        }
+        let Ok(client) = self.client() else { return };
+        let chat = message.chat.chat_id.clone();
+        message.reply_to =
+            outbound::thread_parent(client, &self.bot_token, &self.redactor, &chat, &thread, &identity.user_id).await;
+    }
+
+    /// The sender's display name, when the event did not carry one.
+    async fn add_sender_name(&self, event: &mut InboundEvent) {
+        let InboundEvent::Message { message, .. } = event else { return };
+        if message.sender.name.is_some() {
+            return;
+        }
+        let Ok(client) = self.client() else { return };
+        message.sender.name = self.names.name(client, &self.bot_token, &self.redactor, &message.sender.id).await;
     }
 
     async fn bot_in_thread(&self, identity: &BotIdentity, channel: &str, thread: &str) -> bool {

@@ -242,6 +242,37 @@ pub(crate) async fn bot_in_thread(
     }
 }
 
+/// The first message of the thread `(channel, ts)` — what a reply in it answers — as a reply
+/// context; `None` when Slack cannot say (the message is then handled without it).
+pub(crate) async fn thread_parent(
+    client: &Client,
+    token: &SlackApiToken,
+    redactor: &Redactor,
+    channel: &str,
+    ts: &str,
+    bot_user: &str,
+) -> Option<hermesd_platform::ReplyContext> {
+    let request = SlackApiConversationsRepliesRequest::new(SlackChannelId(channel.to_owned()), SlackTs(ts.to_owned()))
+        .with_limit(1);
+    match client.open_session(token).conversations_replies(&request).await {
+        Ok(replies) => {
+            let parent = replies.messages.into_iter().find(|m| m.origin.ts.0 == ts)?;
+            let author = parent.sender.user.as_ref().map(|user| user.0.clone());
+            Some(hermesd_platform::ReplyContext {
+                message_id: ts.to_owned(),
+                text: parent.content.text.clone().filter(|text| !text.trim().is_empty()),
+                from_bot: author.as_deref() == Some(bot_user),
+                author: parent.sender.username.clone().or(author),
+            })
+        }
+        Err(error) => {
+            let error = map_error(&error, &format!("conversations.replies in {channel}"), redactor);
+            tracing::warn!(platform = crate::NAME, %error, "cannot read the thread's first message");
+            None
+        }
+    }
+}
+
 /// The message text as section blocks (split to Slack's per-block limit) and one actions block.
 fn blocks(text: &str, buttons: &[Button]) -> Vec<SlackBlock> {
     let chars: Vec<char> = text.chars().collect();

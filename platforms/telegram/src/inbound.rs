@@ -161,6 +161,7 @@ fn normalise_message(message: &Message, edited: bool, bot: &BotIdentity, rules: 
         addressed,
         timestamp_ms: message.date.timestamp_millis(),
         history: Vec::new(),
+        chat_title: message.chat.title().map(str::to_owned),
     };
     Some(Normalised { event: InboundEvent::Message { event_id, message }, files, callback_id: None })
 }
@@ -212,8 +213,12 @@ fn user_sender(user: &User, bot: &BotIdentity) -> Option<Sender> {
     if user.is_bot || user.id.0 == bot.id {
         return None;
     }
-    let name = user.username.clone().unwrap_or_else(|| user.first_name.clone());
-    Some(Sender { id: user.id.0.to_string(), name: Some(name), is_bot: false, roles: Vec::new() })
+    Some(Sender { id: user.id.0.to_string(), name: Some(display_name(user)), is_bot: false, roles: Vec::new() })
+}
+
+/// How a user is named to the host: the @username, else the first name.
+fn display_name(user: &User) -> String {
+    user.username.clone().unwrap_or_else(|| user.first_name.clone())
 }
 
 fn reply_context(message: &Message, bot: &BotIdentity) -> Option<ReplyContext> {
@@ -226,6 +231,7 @@ fn reply_context(message: &Message, bot: &BotIdentity) -> Option<ReplyContext> {
         message_id: replied.id.0.to_string(),
         text: replied.text().or_else(|| replied.caption()).map(str::to_owned),
         from_bot: replied.from.as_ref().is_some_and(|user| user.id.0 == bot.id),
+        author: replied.from.as_ref().map(display_name),
     })
 }
 

@@ -14,6 +14,7 @@ use super::skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 use super::terminal::TerminalTool;
 use super::todo::TodoTool;
 use super::web_fetch::WebFetchTool;
+use super::web_search::WebSearchTool;
 use crate::agent::runtime::chain::ProviderChain;
 use crate::agent::runtime::prompt::PromptBuilder;
 use crate::config::{AgentConfig, CronConfig, ToolsConfig};
@@ -34,6 +35,8 @@ pub struct ExtraTools {
     pub redaction: Redaction,
     /// The sandbox terminal commands run in.
     pub sandbox: Arc<Sandbox>,
+    /// `web_search`, when `[tools.web_search]` names a backend.
+    pub web_search: Option<WebSearchTool>,
 }
 
 /// Every built-in tool. `delegate_task` children get all the others except `clarify`.
@@ -57,6 +60,9 @@ pub fn builtin(
     registry.register(Arc::new(PatchTool::new(approval)));
     registry.register(Arc::new(TerminalTool::new(approval, extras.sandbox.clone()).confined_by(&tools.terminal)));
     registry.register(Arc::new(web));
+    if let Some(search) = extras.web_search {
+        registry.register(Arc::new(search));
+    }
     if let Some(skills) = prompts.skills() {
         registry.register(Arc::new(SkillsListTool::new(skills.clone())));
         registry.register(Arc::new(SkillViewTool::new(skills.clone())));

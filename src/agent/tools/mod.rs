@@ -21,6 +21,7 @@ pub mod terminal;
 mod test_support;
 pub mod todo;
 pub mod web_fetch;
+pub mod web_search;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

@@ -137,6 +137,7 @@ mod tests {
                 addressed: true,
                 timestamp_ms: 0,
                 history: Vec::new(),
+                chat_title: None,
             },
         }
     }

@@ -27,6 +27,7 @@ fn event(id: &str, text: &str) -> InboundEvent {
             addressed: true,
             timestamp_ms: 1,
             history: vec![],
+            chat_title: None,
         },
     }
 }

@@ -53,6 +53,8 @@ pub(crate) struct Store {
     updates: Vec<Update>,
     statuses: Vec<Value>,
     failures: HashMap<String, VecDeque<(u16, Option<u64>, Value)>>,
+    /// user id → display name, for `users.info` (unknown users get `user_not_found`).
+    users: HashMap<String, String>,
     /// (channel, thread ts) → messages in that thread, for `conversations.replies`.
     threads: HashMap<(String, String), Vec<Value>>,
     /// path → bytes, served to the bot token only.
@@ -138,6 +140,11 @@ impl FakeSlack {
         let stored = json!({"type": "message", "ts": ts, "user": user, "text": text, "thread_ts": thread});
         self.shared.lock().threads.entry((channel.to_owned(), thread)).or_default().push(stored);
         event
+    }
+
+    /// Give `user` a display name, which `users.info` then reports.
+    pub fn add_user(&self, user: &str, display_name: &str) {
+        self.shared.lock().users.insert(user.to_owned(), display_name.to_owned());
     }
 
     /// Fail the next call of `method` with HTTP `status`, an optional Retry-After and `body`.
@@ -319,6 +326,16 @@ async fn method(
             match store.threads.get(&key) {
                 Some(messages) => ok(json!({ "messages": messages, "has_more": false })),
                 None => slack_error("thread_not_found"),
+            }
+        }
+        "users.info" => {
+            let id = args["user"].as_str().unwrap_or_default().to_owned();
+            match store.users.get(&id) {
+                Some(name) => ok(json!({ "user": {
+                    "id": id, "team_id": "T1", "name": name.to_lowercase(), "real_name": name,
+                    "profile": { "display_name": name, "real_name": name }
+                }})),
+                None => slack_error("user_not_found"),
             }
         }
         _ => slack_error("unknown_method"),

@@ -59,6 +59,7 @@ fn event(id: u64, chat_type: ChatType, text: &str, roles: &[&str], addressed: bo
         addressed,
         timestamp_ms: 1_767_323_045_000,
         history: Vec::new(),
+        chat_title: None,
     };
     Some(InboundEvent::Message { event_id: id.to_string(), message })
 }

@@ -54,6 +54,13 @@ fn update(id: u32, kind: &str, body: Value) -> Value {
 
 fn text_event(event_id: &str, chat: ChatRef, sender: (&str, &str), text: &str, addressed: bool) -> InboundEvent {
     let message_id = event_id.split(':').nth(1).unwrap_or_default().to_owned();
+    // The titles of the chats above: groups, forums and channels have one, DMs none.
+    let chat_title = match chat.chat_id.as_str() {
+        "-100" => Some("Friends".to_owned()),
+        "-1001" => Some("Forum".to_owned()),
+        "-1002" => Some("News".to_owned()),
+        _ => None,
+    };
     InboundEvent::Message {
         event_id: event_id.into(),
         message: InboundMessage {
@@ -66,6 +73,7 @@ fn text_event(event_id: &str, chat: ChatRef, sender: (&str, &str), text: &str, a
             addressed,
             timestamp_ms: DATE * 1000,
             history: Vec::new(),
+            chat_title,
         },
     }
 }
@@ -190,7 +198,12 @@ fn messages_normalise_per_chat_kind() {
             (gated(), update(10, "message", reply_to_bot)),
             Some(with_reply(
                 text_event("-100:21", chat("-100", ChatType::Group), bob, "and then?", true),
-                ReplyContext { message_id: "20".into(), text: Some("Once upon a time".into()), from_bot: true },
+                ReplyContext {
+                    message_id: "20".into(),
+                    text: Some("Once upon a time".into()),
+                    from_bot: true,
+                    author: Some("hermes_bot".into()),
+                },
             )),
         ),
         (
