@@ -131,6 +131,7 @@ mod tests {
             addressed: true,
             timestamp_ms: seq,
             history: vec![],
+            chat_title: None,
         };
         let key = crate::router::session_key::session_key(&chat, &message.sender, false);
         TurnJob { seq, message, key, accepted_at: std::time::Instant::now(), admin: false, batched: vec![] }

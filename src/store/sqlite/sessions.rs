@@ -204,7 +204,11 @@ impl SessionStore for SqliteStore {
         retry_busy(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             for message in messages {
-                insert_message(&mut tx, session_id, message, Some(seq), now).await?;
+                // The turn's own user message was written by `begin_turn` under this event; user
+                // messages arriving mid-turn (steering) are other events' words and must not
+                // collide with it on `messages_one_user_per_event`.
+                let event = if message.role == Role::User { None } else { Some(seq) };
+                insert_message(&mut tx, session_id, message, event, now).await?;
             }
             let ids = insert_outbound(&mut tx, turn_id, reply, now).await?;
             sqlx::query("UPDATE inbound_events SET state = ?, error = ?, finished_at = ? WHERE seq = ?")

@@ -351,3 +351,36 @@ async fn retention_prunes_only_finished_old_rows_in_batches() {
     // Deduplication of a pruned event starts over; a kept one is still a duplicate.
     assert_eq!(store.accept_inbound(&event("open", "hi"), 16).await.unwrap(), AcceptOutcome::Duplicate);
 }
+
+#[tokio::test]
+async fn a_steering_message_stored_with_the_turn_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let AcceptOutcome::New { seq } = store.accept_inbound(&event("e1", "do the thing"), 1).await.unwrap() else {
+        panic!("new event expected")
+    };
+    let session = store.start_session(&key(), 1).await.unwrap();
+    store.begin_turn(seq, &session.id, &Message::text(Role::User, "do the thing"), 2).await.unwrap();
+    let steps = [
+        Message::text(Role::Assistant, "working"),
+        Message::text(Role::User, "also check the tests"),
+        Message::text(Role::Assistant, "done, tests too"),
+    ];
+    let end = TurnEnd {
+        messages: &steps,
+        reply: &[],
+        state: EventState::Done,
+        error: None,
+        prompt_tokens: None,
+        also_done: &[],
+    };
+    store.finish_turn(seq, &session.id, &end, 3).await.unwrap();
+    let texts: Vec<String> = store
+        .load_transcript(&session.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.message.content)
+        .collect();
+    assert_eq!(texts, ["do the thing", "working", "also check the tests", "done, tests too"]);
+}
