@@ -6,6 +6,7 @@
 
 mod cron;
 mod idempotency;
+mod preview;
 mod sqlite;
 
 use async_trait::async_trait;
@@ -434,6 +435,7 @@ pub trait AccessStore: Send + Sync {
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
+pub use preview::{PreviewStore, StoredPreview};
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
 #[async_trait]
@@ -468,11 +470,11 @@ pub struct TurnReceipts {
 
 /// Everything the daemon keeps.
 pub trait Store:
-    InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore + IdempotencyStore
+    InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore + IdempotencyStore + PreviewStore
 {
 }
 
 impl<T> Store for T where
-    T: InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore + IdempotencyStore
+    T: InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore + IdempotencyStore + PreviewStore
 {
 }
