@@ -1,0 +1,193 @@
+//! Streaming answers in chats, end to end: the real daemon (in-process) with `streaming = true`
+//! against the fake Bot API and a fake model that writes slowly — paced preview edits, silence
+//! during a 429 wait, drafts in private chats, exactly one final answer that replaces the
+//! preview, and a preview left by a stop mid-stream noted at the next start.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+use support::fake_llm::Step;
+use support::fake_telegram::{Chat, FakeTelegram, User};
+use support::{FakeLlm, TestDaemon, config_for, eventually, start_daemon};
+
+const TOKEN: &str = "123:ABC";
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn fake_telegram() -> FakeTelegram {
+    FakeTelegram::builder().token(TOKEN).bot("hermes_bot", 42).start().await
+}
+
+fn config(llm: &FakeLlm, tg: &FakeTelegram, extra: &str) -> String {
+    let table = format!(
+        "{extra}\n[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\nstreaming = true\n",
+        tg.base_url()
+    );
+    config_for(llm, &table)
+}
+
+async fn start(home: &Path, config: &str) -> TestDaemon {
+    start_daemon(home, config, &[("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001")]).await
+}
+
+/// A model writing `words` words, one every `pause`.
+fn slow_answer(words: usize, pause: Duration) -> (Step, String) {
+    let pieces: Vec<String> = (0..words).map(|i| format!("word{i} ")).collect();
+    let text = pieces.concat().trim_end().to_owned();
+    (Step::SlowStream(pieces, pause), text)
+}
+
+/// What each message in `chat` shows now: its sent text, or its last accepted edit.
+fn shown(tg: &FakeTelegram, chat: i64) -> Vec<String> {
+    let edits = tg.edits();
+    tg.sent_to(chat)
+        .iter()
+        .map(|sent| {
+            let last = edits.iter().filter(|e| e.message_id == sent.message_id && e.chat_id == chat && !e.unchanged).next_back();
+            last.map_or_else(|| sent.visible(), |e| e.text.clone())
+        })
+        .collect()
+}
+
+/// Telegram refuses drafts (an older Bot API server), so the private chat streams by edits.
+fn refuse_drafts(tg: &FakeTelegram) {
+    tg.fail_next("sendMessageDraft", json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_is_edited_in_at_a_paced_rate_and_delivered_once() {
+    let (step, answer) = slow_answer(40, Duration::from_millis(100));
+    let llm = FakeLlm::builder().step(Duration::ZERO, step).start().await;
+    let tg = fake_telegram().await;
+    refuse_drafts(&tg);
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &config(&llm, &tg, "")).await;
+    let ann = User::new(1001, "Ann");
+    let chat = Chat::private(&ann);
+    let asked = tg.push_message(&chat, &ann, "write slowly");
+
+    let done = || tg.sent_to(chat.id).iter().any(|s| s.visible().trim_end() == answer);
+    let edited_to_answer = || tg.edits().iter().any(|e| e.chat_id == chat.id && e.text.trim_end() == answer);
+    assert!(eventually(WAIT, || done() || edited_to_answer()).await, "{:?} {:?}", tg.sent(), tg.edits());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let sent = tg.sent_to(chat.id);
+    assert_eq!(sent.len(), 1, "one message: the preview, which became the answer: {sent:?}");
+    let preview = &sent[0];
+    assert!(preview.visible().ends_with(" …") && preview.visible().starts_with("word0"), "{preview:?}");
+    assert_eq!(preview.reply_to, Some(asked.message_id), "the preview answers the user's message");
+    let edits: Vec<_> = tg.edits().into_iter().filter(|e| e.chat_id == chat.id).collect();
+    assert!(edits.len() >= 2, "the preview grew by edits: {edits:?}");
+    assert!(edits.iter().all(|e| e.message_id == preview.message_id), "{edits:?}");
+    let last = edits.last().unwrap();
+    assert_eq!(last.text.trim_end(), answer, "the final answer replaced the preview");
+    let finals = edits.iter().filter(|e| e.text.trim_end() == answer).count();
+    assert_eq!(finals, 1, "the final text arrived once: {edits:?}");
+    // Paced: Telegram's ~1 edit per second in a chat (the final edit may follow sooner, through
+    // the same pacer's burst).
+    let mut times = vec![preview.at];
+    times.extend(edits[..edits.len() - 1].iter().map(|e| e.at));
+    for pair in times.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(950), "preview updated after {:?}", pair[1] - pair[0]);
+    }
+    // Growing text, never repeated.
+    for pair in edits.windows(2) {
+        assert_ne!(pair[0].text, pair[1].text);
+    }
+    assert_eq!(llm.requests()[0]["stream"], json!(true), "the model was asked to stream");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_preview_call_reaches_a_chat_during_its_429_wait() {
+    let (step, answer) = slow_answer(50, Duration::from_millis(100));
+    let llm = FakeLlm::builder().step(Duration::ZERO, step).start().await;
+    let tg = fake_telegram().await;
+    refuse_drafts(&tg);
+    tg.fail_next(
+        "editMessageText",
+        json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 3",
+            "parameters": {"retry_after": 3}}),
+    );
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &config(&llm, &tg, "")).await;
+    let ann = User::new(1001, "Ann");
+    let chat = Chat::private(&ann);
+    tg.push_message(&chat, &ann, "write slowly");
+
+    let final_edit = || tg.edits().iter().any(|e| e.chat_id == chat.id && e.text.trim_end() == answer);
+    assert!(eventually(WAIT, final_edit).await, "{:?}", tg.edits());
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let edit_calls = tg.calls("editMessageText");
+    let limited_at = edit_calls[0].at;
+    // Every call to the chat (previews, typing, the final answer) after the refused edit came
+    // after the full wait.
+    let to_chat: Vec<_> = ["sendMessage", "editMessageText", "sendChatAction", "sendMessageDraft"]
+        .iter()
+        .flat_map(|m| tg.calls(m))
+        .filter(|c| c.body["chat_id"] == json!(chat.id) && c.at > limited_at)
+        .collect();
+    assert!(!to_chat.is_empty());
+    for call in &to_chat {
+        assert!(call.at - limited_at >= Duration::from_secs(3), "{} {:?} after the 429", call.method, call.at - limited_at);
+    }
+    assert_eq!(tg.sent_to(chat.id).len(), 1, "one message, edited: {:?}", tg.sent());
+    assert_eq!(tg.edits().iter().filter(|e| e.text.trim_end() == answer).count(), 1);
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_chat_streams_into_a_draft_and_gets_the_answer_as_one_message() {
+    let (step, answer) = slow_answer(30, Duration::from_millis(100));
+    let llm = FakeLlm::builder().step(Duration::ZERO, step).start().await;
+    let tg = fake_telegram().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &config(&llm, &tg, "")).await;
+    let ann = User::new(1001, "Ann");
+    let chat = Chat::private(&ann);
+    tg.push_message(&chat, &ann, "write slowly");
+
+    let trimmed = || tg.texts(chat.id).iter().map(|t| t.trim_end().to_owned()).collect::<Vec<_>>();
+    assert!(eventually(WAIT, || trimmed().contains(&answer)).await, "{:?}", tg.sent());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let drafts = tg.drafts();
+    assert!(drafts.len() >= 2, "the answer streamed into a draft: {drafts:?}");
+    assert!(drafts.iter().all(|d| d.chat_id == chat.id && d.draft_id == drafts[0].draft_id && d.draft_id != 0));
+    for pair in drafts.windows(2) {
+        assert!(pair[1].at - pair[0].at >= Duration::from_millis(950), "drafts are paced: {drafts:?}");
+    }
+    assert!(drafts.last().unwrap().at < tg.sent_to(chat.id)[0].at, "no draft after the final message");
+    assert_eq!(trimmed(), vec![answer], "the answer arrived once, as a message");
+    assert!(tg.edits().is_empty(), "{:?}", tg.edits());
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preview_left_by_a_stop_mid_stream_is_noted_and_the_answer_comes_once() {
+    let (step, _) = slow_answer(200, Duration::from_millis(100));
+    let llm = FakeLlm::builder().step(Duration::ZERO, step).step(Duration::ZERO, Step::Reply("the answer".into())).start().await;
+    let tg = fake_telegram().await;
+    refuse_drafts(&tg);
+    let home = tempfile::tempdir().unwrap();
+    let config = config(&llm, &tg, "[agent]\ndrain_timeout = \"1s\"\n");
+    let d = start(home.path(), &config).await;
+    let ann = User::new(1001, "Ann");
+    let chat = Chat::private(&ann);
+    tg.push_message(&chat, &ann, "write slowly");
+    assert!(eventually(WAIT, || !tg.edits().is_empty()).await, "the preview is streaming: {:?}", tg.sent());
+    let preview = tg.sent_to(chat.id)[0].clone();
+    d.daemon.stop().await;
+
+    let d = start(home.path(), &config).await;
+    assert!(eventually(WAIT, || shown(&tg, chat.id).contains(&"the answer".to_owned())).await, "{:?}", tg.sent());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let noted = tg.edits().into_iter().filter(|e| e.message_id == preview.message_id).next_back().expect("edits");
+    assert!(noted.text.starts_with("(interrupted"), "the old preview was noted: {noted:?}");
+    let texts = shown(&tg, chat.id);
+    assert_eq!(texts.iter().filter(|t| *t == "the answer").count(), 1, "{texts:?}");
+    assert!(texts[0].starts_with("(interrupted"), "{texts:?}");
+    assert_eq!(llm.count(), 2, "the turn ran once more, and only once");
+    d.daemon.stop().await;
+}
