@@ -1,7 +1,8 @@
 //! Streaming answers in chats, end to end: the real daemon (in-process) with `streaming = true`
 //! against the fake Bot API and a fake model that writes slowly — paced preview edits, silence
 //! during a 429 wait, drafts in private chats, exactly one final answer that replaces the
-//! preview, and a preview left by a stop mid-stream noted at the next start.
+//! preview, and a preview left by a stop mid-stream noted at the next start. Discord and Slack
+//! stream by edits (PATCH message, `chat.update`) the same way.
 
 mod support;
 
@@ -189,5 +190,68 @@ async fn a_preview_left_by_a_stop_mid_stream_is_noted_and_the_answer_comes_once(
     assert_eq!(texts.iter().filter(|t| *t == "the answer").count(), 1, "{texts:?}");
     assert!(texts[0].starts_with("(interrupted"), "{texts:?}");
     assert_eq!(llm.count(), 2, "the turn ran once more, and only once");
+    d.daemon.stop().await;
+}
+
+#[cfg(feature = "discord")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_streams_by_paced_edits_and_the_final_text_replaces_the_preview() {
+    use support::fake_discord::{Channel, FakeDiscord, User};
+    let (step, answer) = slow_answer(30, Duration::from_millis(100));
+    let llm = FakeLlm::builder().step(Duration::ZERO, step).start().await;
+    let dc = FakeDiscord::builder().token("discord-test-token").start().await;
+    let table = format!("[platforms.discord]\nenabled = true\napi_url = \"{}\"\nstreaming = true\n", dc.base_url());
+    let home = tempfile::tempdir().unwrap();
+    let env = [("DISCORD_BOT_TOKEN", "discord-test-token"), ("DISCORD_ALLOWED_USERS", "1001")];
+    let d = start_daemon(home.path(), &config_for(&llm, &table), &env).await;
+    let dm = Channel::dm(7101);
+    let asked = dc.post(&dm, &User::new(1001, "ann"), "write slowly");
+    let done = || dc.edits().iter().any(|e| e.channel == dm.id && e.content.trim_end() == answer);
+    assert!(eventually(WAIT, done).await, "{:?} {:?}", dc.sent(), dc.edits());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let sent = dc.sent_to(dm.id);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].reference, Some(asked));
+    let edits: Vec<_> = dc.edits().into_iter().filter(|e| e.channel == dm.id).collect();
+    assert!(edits.len() >= 2 && edits.iter().all(|e| e.message == sent[0].id), "{edits:?}");
+    assert_eq!(edits.iter().filter(|e| e.content.trim_end() == answer).count(), 1);
+    assert_eq!(edits.last().unwrap().content.trim_end(), answer);
+    let mut times = vec![sent[0].at];
+    times.extend(edits[..edits.len() - 1].iter().map(|e| e.at));
+    for pair in times.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(950), "{:?}", pair[1] - pair[0]);
+    }
+    assert_eq!(edits[0].allowed_mentions["parse"], json!(["users"]), "edits never ping roles or everyone");
+    d.daemon.stop().await;
+}
+
+#[cfg(feature = "slack")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_streams_by_spaced_chat_updates_and_the_final_text_replaces_the_preview() {
+    use support::fake_slack::FakeSlack;
+    let (step, answer) = slow_answer(30, Duration::from_millis(100));
+    let llm = FakeLlm::builder().step(Duration::ZERO, step).start().await;
+    let slack = FakeSlack::start("xoxb-test-bot-token", "xapp-test-app-token").await;
+    let table = format!("[platforms.slack]\nenabled = true\napi_url = \"{}\"\nstreaming = true\n", slack.api_url());
+    let home = tempfile::tempdir().unwrap();
+    let env = [
+        ("SLACK_BOT_TOKEN", "xoxb-test-bot-token"),
+        ("SLACK_APP_TOKEN", "xapp-test-app-token"),
+        ("SLACK_ALLOWED_USERS", "U1"),
+    ];
+    let d = start_daemon(home.path(), &config_for(&llm, &table), &env).await;
+    slack.push_event(slack.user_message("D1", "U1", "write slowly", None));
+    let done = || slack.updates().iter().any(|u| u.channel == "D1" && u.text.trim_end() == answer);
+    assert!(eventually(WAIT, done).await, "{:?} {:?}", slack.posted(), slack.updates());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let posted = slack.posted_to("D1");
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    let updates: Vec<_> = slack.updates().into_iter().filter(|u| u.channel == "D1").collect();
+    assert!(updates.len() >= 2 && updates.iter().all(|u| u.ts == posted[0].ts), "{updates:?}");
+    assert_eq!(updates.iter().filter(|u| u.text.trim_end() == answer).count(), 1);
+    assert_eq!(updates.last().unwrap().text.trim_end(), answer);
+    for pair in updates.windows(2) {
+        assert!(pair[1].at - pair[0].at >= Duration::from_millis(950), "{:?}", pair[1].at - pair[0].at);
+    }
     d.daemon.stop().await;
 }
