@@ -200,7 +200,10 @@ async fn discord_streams_by_paced_edits_and_the_final_text_replaces_the_preview(
     let (step, answer) = slow_answer(30, Duration::from_millis(100));
     let llm = FakeLlm::builder().step(Duration::ZERO, step).start().await;
     let dc = FakeDiscord::builder().token("discord-test-token").start().await;
-    let table = format!("[platforms.discord]\nenabled = true\napi_url = \"{}\"\nstreaming = true\n", dc.base_url());
+    let table = format!(
+        "[platforms.discord]\nenabled = true\napi_url = \"{}\"\nstreaming = true\nreaction_done = \"✅\"\n",
+        dc.base_url()
+    );
     let home = tempfile::tempdir().unwrap();
     let env = [("DISCORD_BOT_TOKEN", "discord-test-token"), ("DISCORD_ALLOWED_USERS", "1001")];
     let d = start_daemon(home.path(), &config_for(&llm, &table), &env).await;
@@ -222,6 +225,8 @@ async fn discord_streams_by_paced_edits_and_the_final_text_replaces_the_preview(
         assert!(pair[1] - pair[0] >= Duration::from_millis(950), "{:?}", pair[1] - pair[0]);
     }
     assert_eq!(edits[0].allowed_mentions["parse"], json!(["users"]), "edits never ping roles or everyone");
+    let done = vec![(dm.id, asked, "✅".to_owned())];
+    assert_eq!(dc.reactions(), done, "the answer put into the preview marks the message answered, once");
     d.daemon.stop().await;
 }
 

@@ -205,8 +205,8 @@ impl Outbox {
         preview: &mut Option<MessageRef>,
     ) -> Result<(MessageRef, bool), PlatformError> {
         if let Some(target) = preview.clone() {
-            match platform.edit(&target, &row.message.text).await {
-                Ok(()) => return Ok((target, true)),
+            match platform.fill_preview(&target, &row.message).await {
+                Ok(sent) => return Ok((sent, true)),
                 Err(PlatformError::Permanent(reason)) => {
                     tracing::info!(turn = row.turn_id, %reason, "stream preview not editable; sending the reply anew");
                     *preview = None;

@@ -224,6 +224,13 @@ pub trait Platform: Send + Sync {
     /// Show a typing indicator in `chat`.
     async fn typing(&self, chat: &ChatRef) -> Result<(), PlatformError>;
 
+    /// Deliver `message` (a reply's first chunk) by replacing the text of `preview`, the message
+    /// that showed the answer while it streamed; the preview's id becomes the chunk's receipt.
+    /// Adapters that mark a finished reply (a reaction on the user's message) override this.
+    async fn fill_preview(&self, preview: &MessageRef, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
+        self.edit(preview, &message.text).await.map(|()| preview.clone())
+    }
+
     /// A piece of the answer to message `reply_to`, as the model streams it. Only platforms that
     /// can stream in-process (the HTTP API) use it; chat platforms get paced previews from the
     /// host's outbox instead (`send`/`edit`, or `send_draft`).
