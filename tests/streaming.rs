@@ -46,7 +46,7 @@ fn shown(tg: &FakeTelegram, chat: i64) -> Vec<String> {
     tg.sent_to(chat)
         .iter()
         .map(|sent| {
-            let last = edits.iter().filter(|e| e.message_id == sent.message_id && e.chat_id == chat && !e.unchanged).next_back();
+            let last = edits.iter().rfind(|e| e.message_id == sent.message_id && e.chat_id == chat && !e.unchanged);
             last.map_or_else(|| sent.visible(), |e| e.text.clone())
         })
         .collect()
@@ -54,7 +54,10 @@ fn shown(tg: &FakeTelegram, chat: i64) -> Vec<String> {
 
 /// Telegram refuses drafts (an older Bot API server), so the private chat streams by edits.
 fn refuse_drafts(tg: &FakeTelegram) {
-    tg.fail_next("sendMessageDraft", json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}));
+    tg.fail_next(
+        "sendMessageDraft",
+        json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,7 +135,12 @@ async fn no_preview_call_reaches_a_chat_during_its_429_wait() {
         .collect();
     assert!(!to_chat.is_empty());
     for call in &to_chat {
-        assert!(call.at - limited_at >= Duration::from_secs(3), "{} {:?} after the 429", call.method, call.at - limited_at);
+        assert!(
+            call.at - limited_at >= Duration::from_secs(3),
+            "{} {:?} after the 429",
+            call.method,
+            call.at - limited_at
+        );
     }
     assert_eq!(tg.sent_to(chat.id).len(), 1, "one message, edited: {:?}", tg.sent());
     assert_eq!(tg.edits().iter().filter(|e| e.text.trim_end() == answer).count(), 1);
@@ -168,7 +176,11 @@ async fn a_private_chat_streams_into_a_draft_and_gets_the_answer_as_one_message(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preview_left_by_a_stop_mid_stream_is_noted_and_the_answer_comes_once() {
     let (step, _) = slow_answer(200, Duration::from_millis(100));
-    let llm = FakeLlm::builder().step(Duration::ZERO, step).step(Duration::ZERO, Step::Reply("the answer".into())).start().await;
+    let llm = FakeLlm::builder()
+        .step(Duration::ZERO, step)
+        .step(Duration::ZERO, Step::Reply("the answer".into()))
+        .start()
+        .await;
     let tg = fake_telegram().await;
     refuse_drafts(&tg);
     let home = tempfile::tempdir().unwrap();
@@ -184,7 +196,7 @@ async fn a_preview_left_by_a_stop_mid_stream_is_noted_and_the_answer_comes_once(
     let d = start(home.path(), &config).await;
     assert!(eventually(WAIT, || shown(&tg, chat.id).contains(&"the answer".to_owned())).await, "{:?}", tg.sent());
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let noted = tg.edits().into_iter().filter(|e| e.message_id == preview.message_id).next_back().expect("edits");
+    let noted = tg.edits().into_iter().rfind(|e| e.message_id == preview.message_id).expect("edits");
     assert!(noted.text.starts_with("(interrupted"), "the old preview was noted: {noted:?}");
     let texts = shown(&tg, chat.id);
     assert_eq!(texts.iter().filter(|t| *t == "the answer").count(), 1, "{texts:?}");

@@ -360,7 +360,9 @@ impl TurnRunner {
         let reply_to = job.message.message_id.clone();
         // A chat answer streams into a paced preview (`streaming = true`); the API streams SSE.
         let preview = match origin {
-            TurnOrigin::Chat => self.parts.outbox.preview(&job.message.chat, Some(&reply_to), &format!("evt:{}", job.seq)),
+            TurnOrigin::Chat => {
+                self.parts.outbox.preview(&job.message.chat, Some(&reply_to), &format!("evt:{}", job.seq))
+            }
             _ => None,
         };
         let stream = preview.is_some() || platform.as_ref().is_some_and(|p| p.wants_stream(&reply_to));

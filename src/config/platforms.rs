@@ -72,7 +72,8 @@ pub struct TelegramConfig {
     /// Largest attachment downloaded, in MB.
     pub max_file_mb: u64,
     /// Long-poll timeout (at most 15s: the Bot API client gives up at 17s).
-    pub poll_timeout: HumanDuration,    /// Stream answers while the model writes them: a preview message edited through the chat's
+    pub poll_timeout: HumanDuration,
+    /// Stream answers while the model writes them: a preview message edited through the chat's
     /// pacer (a native draft in private chats), replaced by the final answer.
     pub streaming: bool,
 }
@@ -120,7 +121,8 @@ pub struct DiscordConfig {
     /// Emoji put on the user's message when the reply was sent; empty: none.
     pub reaction_done: String,
     /// Emoji put on the user's message when the turn ended in an error; empty: none.
-    pub reaction_failed: String,    /// Stream answers while the model writes them: a preview message edited through the chat's
+    pub reaction_failed: String,
+    /// Stream answers while the model writes them: a preview message edited through the chat's
     /// pacer, replaced by the final answer.
     pub streaming: bool,
 }
@@ -165,7 +167,8 @@ pub struct SlackConfig {
     /// Largest attachment downloaded, in MB.
     pub max_file_mb: u64,
     /// Socket Mode: replace a socket that brought no envelope or hello for this long.
-    pub socket_idle_reconnect: HumanDuration,    /// Stream answers while the model writes them: a preview message edited through the chat's
+    pub socket_idle_reconnect: HumanDuration,
+    /// Stream answers while the model writes them: a preview message edited through the chat's
     /// pacer (`chat.update`), replaced by the final answer.
     pub streaming: bool,
 }
@@ -190,7 +193,11 @@ impl Default for SlackConfig {
 impl PlatformsConfig {
     /// The chat platforms that stream answers as previews (`streaming = true`).
     pub fn streaming(&self) -> Vec<String> {
-        let flags = [("telegram", self.telegram.streaming), ("discord", self.discord.streaming), ("slack", self.slack.streaming)];
+        let flags = [
+            ("telegram", self.telegram.streaming),
+            ("discord", self.discord.streaming),
+            ("slack", self.slack.streaming),
+        ];
         flags.into_iter().filter(|(_, on)| *on).map(|(name, _)| name.to_owned()).collect()
     }
 }

@@ -29,6 +29,10 @@ const PREVIEW_EVERY: Duration = Duration::from_secs(1);
 /// What the preview shows after the text, while the answer is still being written.
 const WRITING: &str = " …";
 
+/// The most text one preview keeps: far past every platform's message limit (where the preview
+/// stops growing anyway), so a runaway answer cannot grow the preview's memory without bound.
+const MAX_PREVIEW_BYTES: usize = 256 * 1024;
+
 /// What a preview left behind by a crash mid-stream is edited to.
 pub const INTERRUPTED_NOTE: &str = "(interrupted by a restart — the answer follows in a new message)";
 
@@ -68,6 +72,9 @@ impl Preview {
     /// Add a piece of the answer (called inline by the turn; never waits).
     pub fn push(&self, delta: &str) {
         let mut state = self.shared.lock();
+        if state.text.len() >= MAX_PREVIEW_BYTES {
+            return;
+        }
         let safe = state.mask.push(delta);
         if safe.is_empty() {
             return;
@@ -143,11 +150,8 @@ impl Outbox {
         }
         let (platform, pacer) = self.platform_and_pacer(chat)?;
         let caps = platform.capabilities();
-        let surface = if platform.supports_drafts(chat) {
-            Surface::Draft(draft_id(turn_id))
-        } else {
-            Surface::Message(None)
-        };
+        let surface =
+            if platform.supports_drafts(chat) { Surface::Draft(draft_id(turn_id)) } else { Surface::Message(None) };
         let shared = Arc::new(Shared {
             state: Mutex::new(State { mask: self.redaction.stream(), text: String::new(), version: 0 }),
             wake: Notify::new(),

@@ -475,6 +475,13 @@ pub trait Store:
 }
 
 impl<T> Store for T where
-    T: InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore + IdempotencyStore + PreviewStore
+    T: InboundStore
+        + SessionStore
+        + OutboxStore
+        + AccessStore
+        + CronStore
+        + ExtrasStore
+        + IdempotencyStore
+        + PreviewStore
 {
 }

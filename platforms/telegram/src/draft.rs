@@ -62,10 +62,9 @@ impl Drafts {
         draft_id: i64,
         text: &str,
     ) -> Result<(), PlatformError> {
-        let chat_id = chat
-            .chat_id
-            .parse::<i64>()
-            .map_err(|_| PlatformError::Permanent(format!("chat id `{}` is not a private telegram chat", chat.chat_id)))?;
+        let chat_id = chat.chat_id.parse::<i64>().map_err(|_| {
+            PlatformError::Permanent(format!("chat id `{}` is not a private telegram chat", chat.chat_id))
+        })?;
         let message_thread_id = chat.thread_id.as_deref().and_then(|t| t.parse::<i64>().ok());
         let request = |text: String, html: bool| {
             let payload =

@@ -245,7 +245,10 @@ async fn drafts_stream_without_a_message_and_fall_back_to_edits_when_refused() {
     settle().await;
     preview.finish().await;
     let calls = s.fake.calls();
-    assert!(matches!(&calls[..], [(_, Call::Draft(id, text))] if *id != 0 && text == "thinking about it …"), "{calls:?}");
+    assert!(
+        matches!(&calls[..], [(_, Call::Draft(id, text))] if *id != 0 && text == "thinking about it …"),
+        "{calls:?}"
+    );
     assert!(s.store.preview("evt:5").await.unwrap().is_none(), "a draft leaves nothing to clean up");
 
     let s = setup(Fake { drafts: true, ..Fake::default() }).await;

@@ -64,14 +64,12 @@ impl PreviewStore for SqliteStore {
 
     async fn drop_preview(&self, turn_id: &str, message_id: &str) -> StoreResult<()> {
         retry_busy(|| async move {
-            sqlx::query(
-                "DELETE FROM stream_previews WHERE turn_id = ? AND json_extract(payload, '$.message_id') = ?",
-            )
-            .bind(turn_id)
-            .bind(message_id)
-            .execute(&self.writer)
-            .await
-            .map(drop)
+            sqlx::query("DELETE FROM stream_previews WHERE turn_id = ? AND json_extract(payload, '$.message_id') = ?")
+                .bind(turn_id)
+                .bind(message_id)
+                .execute(&self.writer)
+                .await
+                .map(drop)
         })
         .await
     }
@@ -88,13 +86,11 @@ impl PreviewStore for SqliteStore {
             .bind(outbound_id)
             .execute(&mut *tx)
             .await?;
-            sqlx::query(
-                "DELETE FROM stream_previews WHERE turn_id = ? AND json_extract(payload, '$.message_id') = ?",
-            )
-            .bind(turn_id)
-            .bind(message_id)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query("DELETE FROM stream_previews WHERE turn_id = ? AND json_extract(payload, '$.message_id') = ?")
+                .bind(turn_id)
+                .bind(message_id)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await
         })
         .await
