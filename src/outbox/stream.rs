@@ -335,6 +335,8 @@ impl Lane {
                     tracing::info!(%reason, "drafts refused; streaming by edits instead");
                     self.surface = Surface::Message(None);
                     shown_version = 0;
+                    // The refused call showed nothing: the message may follow at once.
+                    last_call = None;
                 }
                 Err(e @ (PlatformError::Permanent(_) | PlatformError::Unauthorized(_))) => {
                     tracing::debug!(error = %e, "stream preview stopped");

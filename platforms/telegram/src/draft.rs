@@ -95,7 +95,9 @@ fn is_method_refused(error: &RequestError) -> bool {
     match error {
         RequestError::Api(ApiError::Unknown(description)) => {
             let description = description.to_ascii_lowercase();
-            description.contains("not found") || description.contains("method") || description.contains("not allowed")
+            description.starts_with("not found")
+                || description.contains("method")
+                || description.contains("not allowed")
         }
         _ => false,
     }
@@ -126,6 +128,8 @@ mod tests {
         assert!(!drafts.usable(&ChatRef::new("telegram", "-100", ChatType::Group)));
         assert!(is_method_refused(&RequestError::Api(ApiError::Unknown("Not Found: method not found".into()))));
         assert!(!is_method_refused(&RequestError::Api(ApiError::ChatNotFound)));
+        let other_chat = RequestError::Api(ApiError::Unknown("Bad Request: chat not found".into()));
+        assert!(!is_method_refused(&other_chat), "one chat's error never turns drafts off");
         drafts.refused.store(true, Ordering::Relaxed);
         assert!(!drafts.usable(&ChatRef::new("telegram", "5", ChatType::Dm)));
     }
