@@ -1,18 +1,20 @@
 //! Streaming answers in chats, end to end: the real daemon (in-process) with `streaming = true`
 //! against the fake Bot API and a fake model that writes slowly — paced preview edits, silence
 //! during a 429 wait, drafts in private chats, exactly one final answer that replaces the
-//! preview, and a preview left by a stop mid-stream noted at the next start. Discord and Slack
+//! preview, and a preview left by a stop or a `kill -9` (the real binary) mid-stream noted at
+//! the next start while the answer comes once. Discord and Slack
 //! stream by edits (PATCH message, `chat.update`) the same way.
 
 mod support;
 
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
 use support::fake_llm::Step;
 use support::fake_telegram::{Chat, FakeTelegram, User};
-use support::{FakeLlm, TestDaemon, config_for, eventually, start_daemon};
+use support::{FakeLlm, TestDaemon, client, config_for, eventually, start_daemon};
 
 const TOKEN: &str = "123:ABC";
 const WAIT: Duration = Duration::from_secs(20);
@@ -271,4 +273,77 @@ async fn slack_streams_by_spaced_chat_updates_and_the_final_text_replaces_the_pr
         assert!(pair[1].at - pair[0].at >= Duration::from_millis(950), "{:?}", pair[1].at - pair[0].at);
     }
     d.daemon.stop().await;
+}
+
+/// The real binary in `home` (its config already written), logging to `hermesd.log` there.
+fn spawn(home: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(home.join("hermesd.log")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_hermesd"))
+        .args(["--home", home.to_str().unwrap(), "run"])
+        .env("HERMESD_LOG", "info")
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_ALLOWED_USERS", "1001")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn hermesd")
+}
+
+fn log(home: &Path) -> String {
+    std::fs::read_to_string(home.join("hermesd.log")).unwrap_or_default()
+}
+
+async fn wait_ready(port: u16, home: &Path) {
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    for _ in 0..1500 {
+        if client().get(&url).send().await.is_ok_and(|r| r.status() == 200) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("hermesd did not become ready on port {port}; its log:\n{}", log(home));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_stream_notes_the_preview_and_answers_once() {
+    let (step, _) = slow_answer(300, Duration::from_millis(100));
+    let llm = FakeLlm::builder()
+        .step(Duration::ZERO, step)
+        .step(Duration::ZERO, Step::Reply("the answer".into()))
+        .start()
+        .await;
+    let tg = fake_telegram().await;
+    refuse_drafts(&tg);
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = format!(
+        "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"fake\"\n\n[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\nstreaming = true\n",
+        llm.base_url(),
+        tg.base_url()
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let mut child = spawn(home.path());
+    wait_ready(port, home.path()).await;
+    let ann = User::new(1001, "Ann");
+    let chat = Chat::private(&ann);
+    tg.push_message(&chat, &ann, "write slowly");
+    let streaming = || tg.edits().iter().any(|e| e.chat_id == chat.id && !e.unchanged);
+    assert!(eventually(WAIT, streaming).await, "the preview grows; log:\n{}", log(home.path()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let preview = tg.sent_to(chat.id)[0].clone();
+    assert!(shown(&tg, chat.id)[0].ends_with(" …"), "killed mid-stream: {:?}", shown(&tg, chat.id));
+
+    let mut child = spawn(home.path());
+    wait_ready(port, home.path()).await;
+    let answered = || shown(&tg, chat.id).iter().any(|t| t == "the answer");
+    assert!(eventually(WAIT, answered).await, "{:?}\nlog:\n{}", shown(&tg, chat.id), log(home.path()));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let texts = shown(&tg, chat.id);
+    assert_eq!(texts.iter().filter(|t| *t == "the answer").count(), 1, "{texts:?}");
+    assert!(texts[0].starts_with("(interrupted"), "the preview the crash left was noted: {texts:?}");
+    assert_eq!(tg.sent_to(chat.id)[0].message_id, preview.message_id);
+    assert_eq!(llm.count(), 2, "the interrupted turn ran once more, and only once");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
