@@ -291,3 +291,21 @@ fn streaming_is_off_unless_configured() {
         assert!(s.outbox.preview(&ChatRef::new("other", "1", ChatType::Dm), None, "evt:9").is_none());
     });
 }
+
+#[tokio::test]
+async fn each_model_call_starts_the_preview_over() {
+    let s = setup(Fake::default()).await;
+    let preview = s.outbox.preview(&dm(), None, "evt:10").unwrap();
+    preview.push("Let me look that up ");
+    calls_reach(&s.fake, 1).await;
+    // Tools ran; the next call writes the answer, which replaces the earlier text.
+    preview.restart();
+    preview.push("The answer is 42 ");
+    calls_reach(&s.fake, 2).await;
+    preview.finish().await;
+    let calls: Vec<Call> = s.fake.calls().into_iter().map(|(_, c)| c).collect();
+    assert_eq!(
+        calls,
+        vec![Call::Send("Let me look that up …".into()), Call::Edit("m1".into(), "The answer is 42 …".into())]
+    );
+}
