@@ -2,6 +2,8 @@
 //! finished run once more, unless they are too old, ran too often, or their session keeps
 //! crashing the daemon — then the user is told instead. Nothing is answered twice. A row that no
 //! longer decodes is quarantined by the store, logged and counted here, and start-up goes on.
+//! A stream preview a crash left half-written is edited to a short note; the answer still
+//! comes once, from the rerun.
 
 use std::sync::Arc;
 
@@ -25,6 +27,8 @@ pub struct RecoveryReport {
     pub given_up: usize,
     /// Events whose stored payload no longer decodes, set aside and never run.
     pub quarantined: usize,
+    /// Stream previews of interrupted turns edited to a short note.
+    pub noted_previews: usize,
 }
 
 /// Run recovery once, before platforms start receiving.
@@ -35,7 +39,10 @@ pub async fn recover(
     limits: &RecoveryConfig,
     metrics: &Metrics,
 ) -> Result<RecoveryReport, StoreError> {
-    let mut report = RecoveryReport { resumed_chunks: outbox.resume_pending().await, ..Default::default() };
+    // Previews first: a rerun below may record a new preview under the same turn.
+    let noted_previews = outbox.note_interrupted_previews().await;
+    let mut report =
+        RecoveryReport { resumed_chunks: outbox.resume_pending().await, noted_previews, ..Default::default() };
     let now = now_ms();
     let found = store.unfinished_events().await?;
     for row in &found.quarantined {
@@ -96,6 +103,7 @@ pub async fn recover(
             rerun = report.rerun,
             given_up = report.given_up,
             quarantined = report.quarantined,
+            noted_previews = report.noted_previews,
             "recovered unfinished work"
         );
     }

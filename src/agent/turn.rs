@@ -375,7 +375,14 @@ impl TurnRunner {
 
         let platform = self.parts.outbox.platforms().get(platform_name).cloned();
         let reply_to = job.message.message_id.clone();
-        let stream = platform.as_ref().is_some_and(|p| p.wants_stream(&reply_to));
+        // A chat answer streams into a paced preview (`streaming = true`); the API streams SSE.
+        let preview = match origin {
+            TurnOrigin::Chat => {
+                self.parts.outbox.preview(&job.message.chat, Some(&reply_to), &format!("evt:{}", job.seq))
+            }
+            _ => None,
+        };
+        let stream = preview.is_some() || platform.as_ref().is_some_and(|p| p.wants_stream(&reply_to));
         let interactive = platform.as_ref().is_some_and(|p| p.capabilities().interactive);
         let compressor = self.compressor(&session.id, &job.key, &job.message);
         let (watcher, watcher_task) = heartbeat::watch(
@@ -429,15 +436,21 @@ impl TurnRunner {
         // still caught; the held-back tail arrives with the (masked) final reply.
         let stream_mask = std::sync::Mutex::new(self.parts.outbox.redaction().stream());
         let events = |event: TurnEvent| match event {
-            TurnEvent::Delta(text) => {
-                if let Some(platform) = &platform {
-                    let safe = stream_mask.lock().unwrap_or_else(|e| e.into_inner()).push(&text);
-                    if !safe.is_empty() {
-                        platform.stream_delta(&reply_to, &safe);
+            TurnEvent::Delta(text) => match &preview {
+                Some(preview) => preview.push(&text),
+                None => {
+                    if let Some(platform) = &platform {
+                        let safe = stream_mask.lock().unwrap_or_else(|e| e.into_inner()).push(&text);
+                        if !safe.is_empty() {
+                            platform.stream_delta(&reply_to, &safe);
+                        }
                     }
                 }
-            }
+            },
             other => {
+                if let (Some(preview), TurnEvent::Step { .. }) = (&preview, &other) {
+                    preview.restart();
+                }
                 let _ = watcher.try_send(other);
             }
         };
@@ -464,6 +477,10 @@ impl TurnRunner {
         };
         drop(watcher);
         watcher_task.abort();
+        // No preview update may land after the final reply (which replaces the preview).
+        if let Some(preview) = preview {
+            preview.finish().await;
+        }
 
         let (kind, state, label, error) = match result.outcome {
             LoopOutcome::Answered => (OutboundKind::Reply, EventState::Done, "ok", None),

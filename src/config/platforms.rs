@@ -73,6 +73,9 @@ pub struct TelegramConfig {
     pub max_file_mb: u64,
     /// Long-poll timeout (at most 15s: the Bot API client gives up at 17s).
     pub poll_timeout: HumanDuration,
+    /// Stream answers while the model writes them: a preview message edited through the chat's
+    /// pacer (a native draft in private chats), replaced by the final answer.
+    pub streaming: bool,
 }
 
 impl Default for TelegramConfig {
@@ -88,6 +91,7 @@ impl Default for TelegramConfig {
             edited_messages: false,
             max_file_mb: 20,
             poll_timeout: HumanDuration::secs(10),
+            streaming: false,
         }
     }
 }
@@ -118,6 +122,9 @@ pub struct DiscordConfig {
     pub reaction_done: String,
     /// Emoji put on the user's message when the turn ended in an error; empty: none.
     pub reaction_failed: String,
+    /// Stream answers while the model writes them: a preview message edited through the chat's
+    /// pacer, replaced by the final answer.
+    pub streaming: bool,
 }
 
 impl Default for DiscordConfig {
@@ -133,6 +140,7 @@ impl Default for DiscordConfig {
             reaction_received: String::new(),
             reaction_done: String::new(),
             reaction_failed: String::new(),
+            streaming: false,
         }
     }
 }
@@ -160,6 +168,9 @@ pub struct SlackConfig {
     pub max_file_mb: u64,
     /// Socket Mode: replace a socket that brought no envelope or hello for this long.
     pub socket_idle_reconnect: HumanDuration,
+    /// Stream answers while the model writes them: a preview message edited through the chat's
+    /// pacer (`chat.update`), replaced by the final answer.
+    pub streaming: bool,
 }
 
 impl Default for SlackConfig {
@@ -174,6 +185,19 @@ impl Default for SlackConfig {
             edited_messages: false,
             max_file_mb: 20,
             socket_idle_reconnect: HumanDuration::secs(30 * 60),
+            streaming: false,
         }
+    }
+}
+
+impl PlatformsConfig {
+    /// The chat platforms that stream answers as previews (`streaming = true`).
+    pub fn streaming(&self) -> Vec<String> {
+        let flags = [
+            ("telegram", self.telegram.streaming),
+            ("discord", self.discord.streaming),
+            ("slack", self.slack.streaming),
+        ];
+        flags.into_iter().filter(|(_, on)| *on).map(|(name, _)| name.to_owned()).collect()
     }
 }

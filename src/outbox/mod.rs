@@ -6,6 +6,7 @@
 //! platform JSON.
 
 mod pacer;
+mod stream;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::redact::Redaction;
 use crate::store::{PendingOutbound, Store};
 
 pub use pacer::{ChatPacer, Pacers};
+pub use stream::{INTERRUPTED_NOTE, Preview};
 
 /// Transient failures tolerated per chunk before it is given up.
 const MAX_TRANSIENT_ATTEMPTS: u32 = 6;
@@ -59,6 +61,8 @@ pub struct Outbox {
     tracker: TaskTracker,
     cancel: CancellationToken,
     redaction: Redaction,
+    /// Platforms whose chats get streamed previews (`streaming = true`).
+    streaming: Arc<std::collections::HashSet<String>>,
 }
 
 impl Outbox {
@@ -72,7 +76,8 @@ impl Outbox {
         cancel: CancellationToken,
     ) -> Self {
         let redaction = Redaction::default();
-        Self { store, platforms, pacers: Arc::new(Pacers::default()), metrics, tracker, cancel, redaction }
+        let streaming = Arc::default();
+        Self { store, platforms, pacers: Arc::new(Pacers::default()), metrics, tracker, cancel, redaction, streaming }
     }
 
     /// Mask the daemon's secrets (and token shapes, which are masked without it too) in all text
@@ -299,9 +304,9 @@ impl Outbox {
         };
         let platform_label = platform.name().to_owned();
         // Every send to any chat of this platform also takes a token from its bot-wide bucket.
-        let caps = platform.capabilities();
-        let global =
-            self.pacers.get(&format!("global:{platform_label}"), caps.global_rate, caps.global_rate.ceil() as u32);
+        let global = self.global_pacer(&platform);
+        // A streamed answer's first chunk replaces its preview.
+        let mut preview = self.preview_for(&row, &platform).await;
         let mut attempts = row.attempts;
         loop {
             tokio::select! {
@@ -313,14 +318,12 @@ impl Outbox {
             }
             let result = tokio::select! {
                 _ = self.cancel.cancelled() => return false,
-                r = platform.send(&row.message) => r,
+                r = self.send_or_fill(&platform, pacer, &row, &mut preview) => r,
             };
             attempts += 1;
             let error = match result {
-                Ok(sent) => {
-                    if let Err(e) = self.store.mark_sent(row.id, &sent.message_id, crate::clock::now_ms()).await {
-                        tracing::error!(error = %e, turn = row.turn_id, "record delivery receipt");
-                    }
+                Ok((sent, filled)) => {
+                    self.record_receipt(&row, &sent, filled).await;
                     self.metrics.inc(OUTBOUND_TOTAL, &[("platform", &platform_label), ("outcome", "sent")]);
                     return true;
                 }

@@ -6,6 +6,7 @@
 
 mod cron;
 mod idempotency;
+mod preview;
 mod retention;
 mod sqlite;
 
@@ -436,6 +437,7 @@ pub trait AccessStore: Send + Sync {
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
+pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
@@ -471,7 +473,15 @@ pub struct TurnReceipts {
 
 /// Everything the daemon keeps.
 pub trait Store:
-    InboundStore + SessionStore + OutboxStore + AccessStore + CronStore + ExtrasStore + IdempotencyStore + RetentionStore
+    InboundStore
+    + SessionStore
+    + OutboxStore
+    + AccessStore
+    + CronStore
+    + ExtrasStore
+    + IdempotencyStore
+    + RetentionStore
+    + PreviewStore
 {
 }
 
@@ -484,5 +494,6 @@ impl<T> Store for T where
         + ExtrasStore
         + IdempotencyStore
         + RetentionStore
+        + PreviewStore
 {
 }

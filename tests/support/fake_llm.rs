@@ -39,6 +39,9 @@ pub enum Step {
     Status(u16, String, Option<u64>),
     /// A 200 whose body is not JSON.
     Garbage,
+    /// Stream these pieces with this pause before each (a model writing slowly); without
+    /// `"stream": true` the joined text is the answer.
+    SlowStream(Vec<String>, Duration),
 }
 
 struct Shared {
@@ -223,6 +226,8 @@ async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes)
         }
         Step::Garbage => return (StatusCode::OK, "<html>not json</html>").into_response(),
         Step::CutStream(partial) => return sse(&partial, &[], 10, false),
+        Step::SlowStream(pieces, pause) if stream => return slow_sse(pieces, pause),
+        Step::SlowStream(pieces, _) => (pieces.concat(), vec![], 10),
     };
     if stream {
         return sse(&text, &calls, usage, true);
@@ -272,6 +277,25 @@ fn sse(text: &str, calls: &[(String, String)], usage: u64, complete: bool) -> Re
     // Frames are paced like a model writing, so a client sees them arrive one by one.
     let paced = futures_util::stream::iter(frames).then(|frame| async move {
         tokio::time::sleep(Duration::from_millis(30)).await;
+        Ok::<_, std::convert::Infallible>(frame)
+    });
+    ([("content-type", "text/event-stream")], axum::body::Body::from_stream(paced)).into_response()
+}
+
+/// An SSE body of `pieces`, each after `pause`, then the finish chunk and `[DONE]`.
+fn slow_sse(pieces: Vec<String>, pause: Duration) -> Response {
+    let mut frames: Vec<(Duration, String)> = pieces
+        .iter()
+        .map(|piece| {
+            let event = json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+            (pause, format!("data: {event}\n\n"))
+        })
+        .collect();
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    frames.push((Duration::ZERO, format!("data: {end}\n\n")));
+    frames.push((Duration::ZERO, "data: [DONE]\n\n".to_owned()));
+    let paced = futures_util::stream::iter(frames).then(|(pause, frame)| async move {
+        tokio::time::sleep(pause).await;
         Ok::<_, std::convert::Infallible>(frame)
     });
     ([("content-type", "text/event-stream")], axum::body::Body::from_stream(paced)).into_response()

@@ -224,14 +224,36 @@ pub trait Platform: Send + Sync {
     /// Show a typing indicator in `chat`.
     async fn typing(&self, chat: &ChatRef) -> Result<(), PlatformError>;
 
+    /// Deliver `message` (a reply's first chunk) by replacing the text of `preview`, the message
+    /// that showed the answer while it streamed; the preview's id becomes the chunk's receipt.
+    /// Adapters that mark a finished reply (a reaction on the user's message) override this.
+    async fn fill_preview(&self, preview: &MessageRef, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
+        self.edit(preview, &message.text).await.map(|()| preview.clone())
+    }
+
     /// A piece of the answer to message `reply_to`, as the model streams it. Only platforms that
-    /// can stream in-process (the HTTP API) use it; chat platforms show progress edits instead.
+    /// can stream in-process (the HTTP API) use it; chat platforms get paced previews from the
+    /// host's outbox instead (`send`/`edit`, or `send_draft`).
     fn stream_delta(&self, _reply_to: &str, _text: &str) {}
 
     /// Whether someone consumes `stream_delta` for message `reply_to` right now; the host asks the
     /// model to stream only then.
     fn wants_stream(&self, _reply_to: &str) -> bool {
         false
+    }
+
+    /// Whether `chat` can show a native draft of a message still being written (Telegram's
+    /// `sendMessageDraft` in private chats). The host then streams an answer into a draft
+    /// instead of editing a sent message; the final answer is still sent as a message.
+    fn supports_drafts(&self, _chat: &ChatRef) -> bool {
+        false
+    }
+
+    /// Show or update draft `draft_id` (non-zero; one per streamed answer) in `chat`. A draft is
+    /// ephemeral and has no message id. `Permanent` means drafts do not work here: the host
+    /// falls back to edits.
+    async fn send_draft(&self, _chat: &ChatRef, _draft_id: i64, _text: &str) -> Result<(), PlatformError> {
+        Err(PlatformError::Permanent("drafts are not supported".into()))
     }
 
     /// The path (e.g. `/telegram/webhook`) the host's HTTP server should route to

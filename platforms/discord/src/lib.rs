@@ -302,6 +302,22 @@ impl DiscordPlatform {
         }
     }
 
+    /// After the last chunk of a reply (or an error) reached `channel`: the configured reaction
+    /// on the user's message.
+    async fn mark_finished(&self, rest: &Rest, message: &OutboundMessage, channel: u64) {
+        let last = message.chunk.0 + 1 >= message.chunk.1;
+        let original = message.reply_to.as_deref().and_then(|reply| reply.parse::<u64>().ok());
+        let emoji = match message.kind {
+            OutboundKind::Reply => self.settings.reactions.done.as_ref(),
+            OutboundKind::Error => self.settings.reactions.failed.as_ref(),
+            OutboundKind::Notice | OutboundKind::Progress => None,
+        };
+        if last && let (Some(emoji), Some(reply)) = (emoji, original) {
+            let origin = self.origins.get(&reply).unwrap_or(channel);
+            self.react(rest, origin, reply, emoji).await;
+        }
+    }
+
     async fn react(&self, rest: &Rest, channel: u64, message: u64, emoji: &str) {
         if let Err(error) = rest.react(channel, message, emoji).await {
             tracing::debug!(platform = NAME, %error, "reaction failed");
@@ -395,17 +411,14 @@ impl Platform for DiscordPlatform {
             original.filter(|&reply| self.origins.get(&reply).map_or(reply != channel, |origin| origin == channel));
         let body = message_body(message, reference)?;
         let sent = rest.create_message(channel, &body).await?;
-        let last = message.chunk.0 + 1 >= message.chunk.1;
-        let emoji = match message.kind {
-            OutboundKind::Reply => self.settings.reactions.done.as_ref(),
-            OutboundKind::Error => self.settings.reactions.failed.as_ref(),
-            OutboundKind::Notice | OutboundKind::Progress => None,
-        };
-        if last && let (Some(emoji), Some(reply)) = (emoji, original) {
-            let origin = self.origins.get(&reply).unwrap_or(channel);
-            self.react(rest, origin, reply, emoji).await;
-        }
+        self.mark_finished(rest, message, channel).await;
         Ok(MessageRef { chat: message.chat.clone(), message_id: sent.to_string() })
+    }
+
+    async fn fill_preview(&self, preview: &MessageRef, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
+        self.edit(preview, &message.text).await?;
+        self.mark_finished(self.rest()?, message, id(&message.chat.chat_id, "chat id")?).await;
+        Ok(preview.clone())
     }
 
     async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError> {

@@ -5,6 +5,7 @@
 //! chunking are the host's; the bot token never appears in a log line or an error.
 
 mod config;
+mod draft;
 mod format;
 mod health;
 mod inbound;
@@ -46,6 +47,8 @@ pub struct TelegramPlatform {
     /// Learnt from `getMe` when `run` starts.
     identity: Mutex<Option<BotIdentity>>,
     health: HealthTracker,
+    /// Whether `sendMessageDraft` is still worth trying.
+    drafts: draft::Drafts,
 }
 
 impl TelegramPlatform {
@@ -66,6 +69,7 @@ impl TelegramPlatform {
             rules: Rules::from_settings(&settings),
             media: MediaStore { media: MediaDir::new(settings.media_dir.clone(), settings.max_file_bytes) },
             identity: Mutex::new(None),
+            drafts: draft::Drafts::default(),
             health: HealthTracker::new(webhook, settings.effective_poll_timeout()),
             bot,
             settings,
@@ -212,6 +216,14 @@ impl Platform for TelegramPlatform {
 
     async fn typing(&self, chat: &ChatRef) -> Result<(), PlatformError> {
         outbound::typing(self.bot()?, &self.redactor, chat).await
+    }
+
+    fn supports_drafts(&self, chat: &ChatRef) -> bool {
+        self.drafts.usable(chat)
+    }
+
+    async fn send_draft(&self, chat: &ChatRef, draft_id: i64, text: &str) -> Result<(), PlatformError> {
+        self.drafts.send(self.bot()?, &self.redactor, chat, draft_id, text).await
     }
 
     fn webhook_path(&self) -> Option<String> {

@@ -375,12 +375,7 @@ async fn a_steering_message_stored_with_the_turn_is_kept() {
         also_done: &[],
     };
     store.finish_turn(seq, &session.id, &end, 3).await.unwrap();
-    let texts: Vec<String> = store
-        .load_transcript(&session.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|m| m.message.content)
-        .collect();
+    let texts: Vec<String> =
+        store.load_transcript(&session.id).await.unwrap().into_iter().filter_map(|m| m.message.content).collect();
     assert_eq!(texts, ["do the thing", "working", "also check the tests", "done, tests too"]);
 }

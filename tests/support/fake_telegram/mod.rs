@@ -45,6 +45,7 @@ struct Store {
     polls: Vec<Poll>,
     sent: Vec<Sent>,
     edits: Vec<Edit>,
+    drafts: Vec<Draft>,
     actions: Vec<Action>,
     callback_answers: Vec<Value>,
     failures: HashMap<String, VecDeque<Value>>,
@@ -242,6 +243,11 @@ impl FakeTelegram {
         self.shared.lock().edits.clone()
     }
 
+    /// Every accepted sendMessageDraft call.
+    pub fn drafts(&self) -> Vec<Draft> {
+        self.shared.lock().drafts.clone()
+    }
+
     /// Every sendChatAction call.
     pub fn actions(&self) -> Vec<Action> {
         self.shared.lock().actions.clone()
@@ -436,6 +442,7 @@ async fn method(
         "getupdates" => get_updates(&shared, &body).await,
         "sendmessage" => send_message(&shared, &body),
         "editmessagetext" => edit_message_text(&shared, &body),
+        "sendmessagedraft" => send_message_draft(&shared, &body),
         "sendchataction" => {
             let action = Action {
                 at: Instant::now(),
@@ -626,6 +633,30 @@ fn edit_message_text(shared: &Shared, body: &Value) -> Answer {
     edited["edit_date"] = json!(now());
     store.messages.insert((chat_id, message_id), (edited.clone(), text));
     Ok(edited)
+}
+
+/// Telegram's `sendMessageDraft`: private chats only, a non-zero `draft_id`, text checked like a
+/// message's (0 characters are allowed: Telegram then shows "Thinking…").
+fn send_message_draft(shared: &Shared, body: &Value) -> Answer {
+    let at = Instant::now();
+    let mut store = shared.lock();
+    let Some(chat_id) = chat_id_of(body) else { return Err(error(400, "Bad Request: chat_id is empty")) };
+    let Some(chat) = store.chats.get(&chat_id).cloned() else { return Err(error(400, "Bad Request: chat not found")) };
+    if chat["type"] != "private" {
+        return Err(error(400, "Bad Request: draft can be sent only to private chats"));
+    }
+    let draft_id = body["draft_id"].as_i64().unwrap_or_default();
+    if draft_id == 0 {
+        return Err(error(400, "Bad Request: draft_id must be non-zero"));
+    }
+    let text = body["text"].as_str().unwrap_or_default().to_owned();
+    let visible = if text.is_empty() {
+        String::new()
+    } else {
+        check_text(&text, body["parse_mode"].as_str()).map_err(|e| error(400, &e))?
+    };
+    store.drafts.push(Draft { at, chat_id, draft_id, text, visible });
+    Ok(json!(true))
 }
 
 async fn file(State(shared): State<Arc<Shared>>, Path((bot, path)): Path<(String, String)>) -> Response {

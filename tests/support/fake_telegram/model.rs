@@ -188,6 +188,21 @@ pub struct Edit {
     pub unchanged: bool,
 }
 
+/// A `sendMessageDraft` call that Telegram accepted (a message streamed into a private chat).
+#[derive(Debug, Clone)]
+pub struct Draft {
+    /// When it arrived.
+    pub at: Instant,
+    /// The private chat.
+    pub chat_id: i64,
+    /// The draft's id (non-zero; one per streamed answer).
+    pub draft_id: i64,
+    /// The text, as sent.
+    pub text: String,
+    /// The visible text (markup removed).
+    pub visible: String,
+}
+
 /// A `sendChatAction` call.
 #[derive(Debug, Clone)]
 pub struct Action {
