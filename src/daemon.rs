@@ -146,7 +146,8 @@ impl Daemon {
             delivery_tracker.clone(),
             delivery_cancel.clone(),
         )
-        .with_redaction(env.redaction());
+        .with_redaction(env.redaction())
+        .with_data_dir(paths.home.clone());
         let http = crate::http_client::build().context("build HTTP client")?;
         let chain = build_chain(&config, &env, &http)?.with_metrics(metrics.clone());
         drop(http);
