@@ -26,8 +26,9 @@ pub use media::attach_media;
 pub use stage::split_media_lines;
 use stage::{Slot, check_size, stage_workdir_file};
 
-/// How long the tool waits for the platform's receipt.
-const WAIT: Duration = Duration::from_secs(60);
+/// How long the tool waits for the platform's receipt. The file is durable once stored, so a slow
+/// upload is reported as queued rather than holding the turn.
+const WAIT: Duration = Duration::from_secs(5);
 /// How long a download may take.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest caption kept (Telegram's caption limit; longer text belongs in the answer).
@@ -175,7 +176,7 @@ impl Tool for SendFileTool {
         let sent = store_and_wait(ctx.store.as_ref(), &self.outbox, &ctx.chat, &[message], WAIT).await;
         match sent {
             Ok(SendOutcome::Delivered(ids)) => Ok(format!("sent {name} (message id {})", ids.join(", "))),
-            Ok(SendOutcome::Queued) => Ok(format!("{name} is queued; the platform has not confirmed it yet")),
+            Ok(SendOutcome::Queued) => Ok(format!("{name} is stored and queued; it will be delivered (also after a restart)")),
             Err(WaitError::Failed(error)) => Err(ToolError::Failed(format!("{name} was not delivered: {error}"))),
             Err(WaitError::Store(error)) => Err(ToolError::Failed(error)),
         }
