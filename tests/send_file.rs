@@ -5,6 +5,10 @@
 
 mod support;
 
+#[cfg(feature = "discord")]
+#[path = "send_file/discord.rs"]
+mod discord;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
