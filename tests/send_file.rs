@@ -8,6 +8,9 @@ mod support;
 #[cfg(feature = "discord")]
 #[path = "send_file/discord.rs"]
 mod discord;
+#[cfg(feature = "slack")]
+#[path = "send_file/slack.rs"]
+mod slack;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
