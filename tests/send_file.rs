@@ -5,6 +5,8 @@
 
 mod support;
 
+#[path = "send_file/api.rs"]
+mod api;
 #[cfg(feature = "discord")]
 #[path = "send_file/discord.rs"]
 mod discord;

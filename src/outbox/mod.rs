@@ -91,6 +91,11 @@ impl Outbox {
         self
     }
 
+    /// `HERMESD_HOME`, where stored outbound files live (when set).
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        self.data_dir.as_deref()
+    }
+
     /// The redaction applied to text bound for a chat (streamed answers use it too).
     pub fn redaction(&self) -> &Redaction {
         &self.redaction

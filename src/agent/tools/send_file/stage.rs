@@ -120,7 +120,7 @@ fn megabytes(bytes: u64) -> String {
 
 /// A file name safe on every platform and filesystem: no separators, no leading dot, at most
 /// 100 characters, never empty.
-pub(super) fn safe_name(name: &str) -> String {
+pub fn safe_name(name: &str) -> String {
     let cleaned: String = name
         .chars()
         .map(|c| if c.is_alphanumeric() || matches!(c, '.' | '-' | '_' | ' ') { c } else { '_' })
