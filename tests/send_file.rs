@@ -231,3 +231,42 @@ async fn kill_9_between_storing_a_file_and_its_upload_delivers_one_document_with
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// An HTTP server on 127.0.0.1 serving `bytes` at `/files/{name}`, redirected to from `/go`
+/// (downloads from a public address are covered by the unit tests, through a stand-in address).
+async fn file_server(bytes: Vec<u8>) -> String {
+    use axum::routing::get;
+    let served = bytes.clone();
+    let app = axum::Router::new()
+        .route("/files/{name}", get(move || async move { served.clone() }))
+        .route("/go", get(|| async { axum::response::Redirect::temporary("/files/plot.png") }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_file_refuses_a_url_web_fetch_would_refuse() {
+    let png = binary(9_000, 11);
+    let server = file_server(png.clone()).await;
+    let call = send_file(json!({"path": format!("{server}/go")}));
+    let tg = fake_telegram().await;
+    let ann = User::new(1001, "Ann");
+    let chat = Chat::private(&ann);
+    let env = [("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001")];
+    let table = format!("[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n", tg.base_url());
+
+    // A loopback address is refused, like web_fetch refuses it (whatever `web_allow_private` says).
+    let home = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::builder().tool_calls(&[(call.0, &call.1)]).reply("tried").start().await;
+    let d = start_daemon(home.path(), &config_for(&llm, &table), &env).await;
+    tg.push_message(&chat, &ann, "fetch it");
+    assert!(eventually(WAIT, || tg.texts(chat.id).len() == 1).await);
+    let result = llm.requests()[1].to_string();
+    assert!(result.contains("only fetches public internet addresses"), "{result}");
+    assert!(tg.uploads().is_empty());
+    d.daemon.stop().await;
+}

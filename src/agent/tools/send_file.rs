@@ -182,3 +182,6 @@ impl Tool for SendFileTool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -59,6 +59,16 @@ impl WebFetchTool {
         Self::with_resolver(resolver)
     }
 
+    /// A fetch tool whose checked addresses in `stand_ins` are connected at another address
+    /// (tests serve "public" hosts from 127.0.0.1); test builds only.
+    #[cfg(test)]
+    pub(crate) fn with_stand_ins(
+        lookup: Arc<dyn Lookup>,
+        stand_ins: std::collections::HashMap<IpAddr, std::net::SocketAddr>,
+    ) -> reqwest::Result<Self> {
+        Self::with_resolver(GuardedResolver { lookup, policy: AddressPolicy::default(), stand_ins: Arc::new(stand_ins) })
+    }
+
     fn with_resolver(resolver: GuardedResolver) -> reqwest::Result<Self> {
         let policy = resolver.policy;
         let http = crate::http_client::build_fetcher(Arc::new(resolver))?;
