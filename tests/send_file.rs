@@ -30,7 +30,8 @@ async fn fake_telegram() -> FakeTelegram {
 }
 
 async fn start(home: &Path, llm: &FakeLlm, tg: &FakeTelegram) -> TestDaemon {
-    let table = format!("[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n", tg.base_url());
+    let table =
+        format!("[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n", tg.base_url());
     let env = [("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001")];
     start_daemon(home, &config_for(llm, &table), &env).await
 }
@@ -58,7 +59,10 @@ async fn send_file_delivers_a_document_and_a_photo_once_with_their_bytes() {
     std::fs::write(workdir(home.path()).join("report.pdf"), &pdf).unwrap();
     std::fs::create_dir_all(workdir(home.path()).join("out")).unwrap();
     std::fs::write(workdir(home.path()).join("out/chart.png"), &png).unwrap();
-    let (doc, photo) = (send_file(json!({"path": "report.pdf", "caption": "The **report**"})), send_file(json!({"path": "out/chart.png"})));
+    let (doc, photo) = (
+        send_file(json!({"path": "report.pdf", "caption": "The **report**"})),
+        send_file(json!({"path": "out/chart.png"})),
+    );
     let llm = FakeLlm::builder()
         .tool_calls(&[(doc.0, &doc.1), (photo.0, &photo.1)])
         .reply("Both are on their way.")
@@ -131,7 +135,10 @@ async fn a_photo_telegram_refuses_goes_as_a_document() {
     std::fs::write(workdir(home.path()).join("wide.jpg"), &jpeg).unwrap();
     let llm = FakeLlm::builder().reply("MEDIA:wide.jpg").start().await;
     let tg = fake_telegram().await;
-    tg.fail_next("sendPhoto", json!({"ok": false, "error_code": 400, "description": "Bad Request: PHOTO_INVALID_DIMENSIONS"}));
+    tg.fail_next(
+        "sendPhoto",
+        json!({"ok": false, "error_code": 400, "description": "Bad Request: PHOTO_INVALID_DIMENSIONS"}),
+    );
     let d = start(home.path(), &llm, &tg).await;
     let ann = User::new(1001, "Ann");
     let chat = Chat::private(&ann);
@@ -257,7 +264,8 @@ async fn send_file_refuses_a_url_web_fetch_would_refuse() {
     let ann = User::new(1001, "Ann");
     let chat = Chat::private(&ann);
     let env = [("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001")];
-    let table = format!("[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n", tg.base_url());
+    let table =
+        format!("[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n", tg.base_url());
 
     // A loopback address is refused, like web_fetch refuses it (whatever `web_allow_private` says).
     let home = tempfile::tempdir().unwrap();

@@ -65,7 +65,10 @@ pub async fn store_and_wait(
     wait: Duration,
 ) -> Result<SendOutcome, WaitError> {
     let turn_id = format!("send:{}", uuid::Uuid::now_v7());
-    store.enqueue_outbound(&turn_id, messages, now_ms()).await.map_err(|e| WaitError::Store(format!("store message: {e}")))?;
+    store
+        .enqueue_outbound(&turn_id, messages, now_ms())
+        .await
+        .map_err(|e| WaitError::Store(format!("store message: {e}")))?;
     outbox.deliver(chat, &turn_id);
     let deadline = tokio::time::Instant::now() + wait;
     loop {

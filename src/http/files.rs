@@ -28,7 +28,12 @@ pub(super) async fn download(
     headers: HeaderMap,
 ) -> Response {
     if !authorized(&state, &headers) {
-        return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", "invalid or missing API key");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "invalid_api_key",
+            "invalid or missing API key",
+        );
     }
     let missing = || error(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such file");
     let Some(data_dir) = state.outbox.data_dir().filter(|_| valid(&id, &name)) else { return missing() };

@@ -380,8 +380,8 @@ impl Outbox {
         };
         // Stored rows name copies under `media/outbound/`; anything else is not ours to read.
         let rel = std::path::Path::new(&file.path);
-        let ours = rel.starts_with("media/outbound")
-            && rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        let ours =
+            rel.starts_with("media/outbound") && rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
         if !ours {
             return Err(PlatformError::Permanent(format!("{} is not a stored outbound file", file.path)));
         }

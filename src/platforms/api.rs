@@ -225,7 +225,11 @@ impl Platform for ApiPlatform {
         let link = crate::http::file_link(&file.path)
             .ok_or_else(|| PlatformError::Permanent(format!("{} is not a stored outbound file", file.path)))?;
         let caption = message.text.trim();
-        let line = if caption.is_empty() { format!("[{}]({link})", file.name) } else { format!("{caption}: [{}]({link})", file.name) };
+        let line = if caption.is_empty() {
+            format!("[{}]({link})", file.name)
+        } else {
+            format!("{caption}: [{}]({link})", file.name)
+        };
         let mut text = message.clone();
         text.text = format!("\n\n{line}");
         text.file = None;

@@ -40,7 +40,12 @@ async fn the_api_gets_a_file_as_a_link_served_under_the_api_key() {
 
     // Only stored copies: no other id or name shape reaches the disk.
     std::fs::write(home.path().join("state-secret.txt"), "secret").unwrap();
-    for path in ["/v1/files/..%2F..%2F/state-secret.txt", "/v1/files/abc/..", "/v1/files/zz/report.pdf", "/v1/files/%2E%2E/state-secret.txt"] {
+    for path in [
+        "/v1/files/..%2F..%2F/state-secret.txt",
+        "/v1/files/abc/..",
+        "/v1/files/zz/report.pdf",
+        "/v1/files/%2E%2E/state-secret.txt",
+    ] {
         let response = http.get(format!("{}{path}", d.base)).bearer_auth("sekret-key-123").send().await.unwrap();
         assert_eq!(response.status(), 404, "{path}");
     }

@@ -9,7 +9,6 @@ pub mod fake_llm;
 pub mod fake_slack;
 pub mod fake_telegram;
 pub mod mcp_server;
-pub mod multipart;
 pub mod recording_platform;
 
 use std::collections::HashMap;

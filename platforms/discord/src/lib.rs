@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Accepted, Admission, Capabilities, ChatRef, FileLimits, InboundEvent, LengthUnit, MarkdownDialect, MessageRef, OutboundKind,
-    OutboundFile, OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth,
+    Accepted, Admission, Capabilities, ChatRef, FileLimits, InboundEvent, LengthUnit, MarkdownDialect, MessageRef,
+    OutboundFile, OutboundKind, OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth,
 };
 use serenity::all::{ComponentInteraction, Event, Interaction, Message};
 use tokio_util::sync::CancellationToken;

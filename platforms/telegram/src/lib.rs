@@ -18,8 +18,9 @@ use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Capabilities, ChatRef, FileLimits, IngressError, LengthUnit, MarkdownDialect, MessageRef, OutboundFile, OutboundMessage, Platform,
-    PlatformContext, PlatformError, PlatformHealth, Redactor, WebhookRequest, WebhookResponse,
+    Capabilities, ChatRef, FileLimits, IngressError, LengthUnit, MarkdownDialect, MessageRef, OutboundFile,
+    OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth, Redactor, WebhookRequest,
+    WebhookResponse,
 };
 use teloxide::prelude::*;
 use teloxide::types::{CallbackQueryId, Update};

@@ -60,7 +60,8 @@ impl SendFileTool {
 
     /// Download `url` into a fresh slot in the data dir, streaming, at most `limits` bytes.
     async fn download(&self, url: &str, data_dir: &Path, limits: FileLimits) -> Result<OutboundFile, ToolError> {
-        let parsed = Url::parse(url).map_err(|e| ToolError::InvalidArguments(format!("{url:?} is not a valid URL ({e})")))?;
+        let parsed =
+            Url::parse(url).map_err(|e| ToolError::InvalidArguments(format!("{url:?} is not a valid URL ({e})")))?;
         if !parsed.username().is_empty() || parsed.password().is_some() {
             return Err(ToolError::InvalidArguments("URLs with a user name or password are not supported".into()));
         }
@@ -176,7 +177,9 @@ impl Tool for SendFileTool {
         let sent = store_and_wait(ctx.store.as_ref(), &self.outbox, &ctx.chat, &[message], WAIT).await;
         match sent {
             Ok(SendOutcome::Delivered(ids)) => Ok(format!("sent {name} (message id {})", ids.join(", "))),
-            Ok(SendOutcome::Queued) => Ok(format!("{name} is stored and queued; it will be delivered (also after a restart)")),
+            Ok(SendOutcome::Queued) => {
+                Ok(format!("{name} is stored and queued; it will be delivered (also after a restart)"))
+            }
             Err(WaitError::Failed(error)) => Err(ToolError::Failed(format!("{name} was not delivered: {error}"))),
             Err(WaitError::Store(error)) => Err(ToolError::Failed(error)),
         }

@@ -66,7 +66,11 @@ impl WebFetchTool {
         lookup: Arc<dyn Lookup>,
         stand_ins: std::collections::HashMap<IpAddr, std::net::SocketAddr>,
     ) -> reqwest::Result<Self> {
-        Self::with_resolver(GuardedResolver { lookup, policy: AddressPolicy::default(), stand_ins: Arc::new(stand_ins) })
+        Self::with_resolver(GuardedResolver {
+            lookup,
+            policy: AddressPolicy::default(),
+            stand_ins: Arc::new(stand_ins),
+        })
     }
 
     fn with_resolver(resolver: GuardedResolver) -> reqwest::Result<Self> {

@@ -38,7 +38,7 @@ pub async fn api(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let multipart = crate::support::multipart::parse_multipart(&headers, &body);
+    let multipart = crate::support::fake_telegram::multipart::parse_multipart(&headers, &body);
     let body: Value = match &multipart {
         Some(parts) => parts
             .iter()

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::rest::{MAX_CONTENT, answer, error};
 use super::{FakeDiscord, Shared, Store};
-use crate::support::multipart::Part;
+use crate::support::fake_telegram::multipart::Part;
 
 /// A message with a file the bot sent.
 #[derive(Debug, Clone)]
@@ -64,8 +64,10 @@ pub(super) fn create_with_files(
     let message_id = store.id();
     let attachments: Vec<Value> = files
         .iter()
-        .map(|(name, part)| json!({"id": store.next_id.to_string(), "filename": name, "size": part.data.len(),
-            "url": format!("{}/attachments/out-{message_id}-{name}", shared.base())}))
+        .map(|(name, part)| {
+            json!({"id": store.next_id.to_string(), "filename": name, "size": part.data.len(),
+            "url": format!("{}/attachments/out-{message_id}-{name}", shared.base())})
+        })
         .collect();
     let mut message = json!({ "id": message_id.to_string(), "channel_id": channel.to_string(),
         "author": shared.bot.json(), "content": content.clone().unwrap_or_default(),

@@ -45,7 +45,8 @@ pub struct SharedFile {
 /// `files.getUploadURLExternal`.
 pub(crate) fn get_upload_url(store: &mut Store, base: &str, args: &Value) -> Response {
     let filename = args["filename"].as_str().unwrap_or_default().to_owned();
-    let length = args["length"].as_str().and_then(|l| l.parse().ok()).or_else(|| args["length"].as_u64().map(|l| l as usize));
+    let length =
+        args["length"].as_str().and_then(|l| l.parse().ok()).or_else(|| args["length"].as_u64().map(|l| l as usize));
     let Some(length) = length.filter(|&l| l > 0) else { return slack_error("invalid_arguments") };
     if filename.is_empty() {
         return slack_error("invalid_arguments");

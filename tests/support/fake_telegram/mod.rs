@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 
 mod html;
 mod model;
+pub mod multipart;
 mod upload;
 
 pub use html::{check_html, visible_text};

@@ -10,8 +10,8 @@ use std::time::Instant;
 use axum::http::HeaderMap;
 use serde_json::json;
 
+use super::multipart::parse_multipart;
 use super::{Answer, FakeTelegram, Shared, chat_id_of, error, next_message_id, now};
-use crate::support::multipart::parse_multipart;
 
 /// A file the daemon uploaded and the fake accepted.
 #[derive(Debug, Clone)]
@@ -48,7 +48,8 @@ pub(super) async fn send_file(shared: &Arc<Shared>, method: &str, headers: &Head
     let Some(file) = parts.iter().find(|p| p.name == wanted && p.filename.is_some()) else {
         return Err(error(400, &format!("Bad Request: there is no {field} in the request")));
     };
-    let text = |name: &str| parts.iter().find(|p| p.name == name).map(|p| String::from_utf8_lossy(&p.data).into_owned());
+    let text =
+        |name: &str| parts.iter().find(|p| p.name == name).map(|p| String::from_utf8_lossy(&p.data).into_owned());
     let chat_id = chat_id_of(&json!({"chat_id": text("chat_id").unwrap_or_default()}));
     let hold = {
         let mut store = shared.lock();
@@ -133,4 +134,3 @@ impl FakeTelegram {
         self.shared.uploads_released.notify_waiters();
     }
 }
-

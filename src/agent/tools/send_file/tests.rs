@@ -36,7 +36,8 @@ async fn tool(dir: &std::path::Path, bytes: Vec<u8>) -> SendFileTool {
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let fetch = WebFetchTool::with_stand_ins(Arc::new(Public), HashMap::from([(PUBLIC.parse().unwrap(), addr)])).unwrap();
+    let fetch =
+        WebFetchTool::with_stand_ins(Arc::new(Public), HashMap::from([(PUBLIC.parse().unwrap(), addr)])).unwrap();
     let store = crate::store::SqliteStore::open(&dir.join("s.db"), std::time::Duration::from_secs(1), 1).await.unwrap();
     let outbox = Outbox::new(
         Arc::new(store),

@@ -1,5 +1,5 @@
-//! multipart/form-data bodies as the fakes receive them (binary-safe): Telegram's and Discord's
-//! file uploads.
+//! multipart/form-data bodies as the fakes receive them (binary-safe): Telegram's file uploads,
+//! and Discord's (the fake Discord borrows this parser).
 
 use axum::http::HeaderMap;
 
@@ -33,8 +33,13 @@ pub fn parse_multipart(headers: &HeaderMap, body: &[u8]) -> Option<Vec<Part>> {
         let head = String::from_utf8_lossy(&part[..head_end]);
         let mut data = &part[head_end + 4..];
         data = data.strip_suffix(b"\r\n").unwrap_or(data);
-        let field = |key: &str| head.split(&format!("{key}=\"")).nth(1).and_then(|r| r.split('"').next()).map(str::to_owned);
-        parts.push(Part { name: field(" name").or_else(|| field("name"))?, filename: field("filename"), data: data.to_vec() });
+        let field =
+            |key: &str| head.split(&format!("{key}=\"")).nth(1).and_then(|r| r.split('"').next()).map(str::to_owned);
+        parts.push(Part {
+            name: field(" name").or_else(|| field("name"))?,
+            filename: field("filename"),
+            data: data.to_vec(),
+        });
         rest = rest_body;
     }
     Some(parts)
@@ -43,4 +48,3 @@ pub fn parse_multipart(headers: &HeaderMap, body: &[u8]) -> Option<Vec<Part>> {
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
-
