@@ -147,7 +147,8 @@ impl Daemon {
             delivery_cancel.clone(),
         )
         .with_redaction(env.redaction())
-        .with_streaming(config.platforms.streaming());
+        .with_streaming(config.platforms.streaming())
+        .with_data_dir(paths.home.clone());
         let http = crate::http_client::build().context("build HTTP client")?;
         let chain = build_chain(&config, &env, &http)?.with_metrics(metrics.clone());
         drop(http);

@@ -300,6 +300,7 @@ async fn the_adapter_passes_the_conformance_kit() {
         kind: OutboundKind::Reply,
         buttons: Vec::new(),
         chunk: (0, 1),
+        file: None,
     };
     check_reports_rate_limit(|| platform.send(&message), Duration::from_secs(3)).await;
 }

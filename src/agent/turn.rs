@@ -22,10 +22,11 @@ use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
 use super::runtime::chain::ProviderChain;
 use super::runtime::compress::{Compressor, estimate_tokens};
 use super::runtime::prompt::PromptBuilder;
+use super::tools::send_file::{attach_media, split_media_lines};
 use super::tools::{Registry, ToolContext, ToolPolicy};
 use crate::clock::now_ms;
 use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
-use crate::delivery::turns::{NOT_FOR_CRON, Routing, TurnOrigin};
+use crate::delivery::turns::{NOT_FOR_CRON, Routed, Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
@@ -541,7 +542,7 @@ impl TurnRunner {
     ) -> Result<(), StoreError> {
         let Finishing { job, session_id, origin, stop } = *at;
         let outbox = &self.parts.outbox;
-        let routed = self.parts.routing.route(outbox, &job.message, origin, text, kind).await;
+        let routed = self.route_with_media(job, origin, text, kind).await;
         let reply = &routed.messages;
         // Steering messages the turn took and quick messages batched into it close with it.
         let also_done: Vec<i64> = ending.steered.iter().chain(&job.batched).copied().collect();
@@ -572,6 +573,22 @@ impl TurnRunner {
             outbox.deliver(&routed.chat, &turn_id);
         }
         Ok(())
+    }
+}
+
+impl TurnRunner {
+    /// Address a turn's reply; an answer's `MEDIA:<path>` lines become file messages after its
+    /// text (workdir files only, copied into the data dir before the reply is stored).
+    async fn route_with_media(&self, job: &TurnJob, origin: &TurnOrigin, text: &str, kind: OutboundKind) -> Routed {
+        let (text, media) = match kind {
+            OutboundKind::Reply => split_media_lines(text),
+            _ => (text.to_owned(), Vec::new()),
+        };
+        let outbox = &self.parts.outbox;
+        let mut routed = self.parts.routing.route(outbox, &job.message, origin, &text, kind).await;
+        let (workdir, data_dir) = (&self.parts.workdir, &self.parts.data_dir);
+        attach_media(outbox, workdir, data_dir, &routed.chat, &mut routed.messages, media).await;
+        routed
     }
 }
 

@@ -124,6 +124,7 @@ mod tests {
                 kind: OutboundKind::Reply,
                 buttons: Vec::new(),
                 chunk: (0, 1),
+                file: None,
             };
             local.send(&message).await.unwrap();
         }

@@ -39,20 +39,49 @@ pub async fn send(
     let target = Target::parse(target).map_err(|e| e.to_string())?;
     let chat = targets.resolve(&target, origin).await.map_err(|e| e.to_string())?;
     let messages = outbox.compose(&chat, text, OutboundKind::Notice, None);
+    let outcome = store_and_wait(store, outbox, &chat, &messages, wait).await.map_err(|e| match e {
+        WaitError::Failed(error) => format!("delivery to {target} failed: {error}"),
+        WaitError::Store(error) => error,
+    })?;
+    Ok((chat, outcome))
+}
+
+/// Why `store_and_wait` did not end with a receipt or a queued message.
+#[derive(Debug)]
+pub enum WaitError {
+    /// The store failed.
+    Store(String),
+    /// The platform refused the message for good.
+    Failed(String),
+}
+
+/// Store `messages` for `chat` under a fresh turn id, deliver them through the outbox, and wait up
+/// to `wait` for the platform's receipts.
+pub async fn store_and_wait(
+    store: &dyn Store,
+    outbox: &Outbox,
+    chat: &ChatRef,
+    messages: &[hermesd_platform::OutboundMessage],
+    wait: Duration,
+) -> Result<SendOutcome, WaitError> {
     let turn_id = format!("send:{}", uuid::Uuid::now_v7());
-    store.enqueue_outbound(&turn_id, &messages, now_ms()).await.map_err(|e| format!("store message: {e}"))?;
-    outbox.deliver(&chat, &turn_id);
+    store
+        .enqueue_outbound(&turn_id, messages, now_ms())
+        .await
+        .map_err(|e| WaitError::Store(format!("store message: {e}")))?;
+    outbox.deliver(chat, &turn_id);
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let receipts = store.turn_receipts(&turn_id).await.map_err(|e| format!("read receipts: {e}"))?;
+        let receipts =
+            store.turn_receipts(&turn_id).await.map_err(|e| WaitError::Store(format!("read receipts: {e}")))?;
         if let Some(error) = receipts.failed.first() {
-            return Err(format!("delivery to {target} failed: {error}"));
+            return Err(WaitError::Failed(error.clone()));
         }
         if receipts.pending == 0 {
-            return Ok((chat, SendOutcome::Delivered(receipts.delivered)));
+            return Ok(SendOutcome::Delivered(receipts.delivered));
         }
         if tokio::time::Instant::now() >= deadline {
-            return Ok((chat, SendOutcome::Queued));
+            return Ok(SendOutcome::Queued);
         }
         tokio::time::sleep(POLL).await;
     }

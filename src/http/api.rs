@@ -46,7 +46,7 @@ struct WireMessage {
     content: Value,
 }
 
-fn error(status: StatusCode, kind: &str, code: &str, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, kind: &str, code: &str, message: impl Into<String>) -> Response {
     let body = json!({ "error": { "message": message.into(), "type": kind, "code": code } });
     (status, Json(body)).into_response()
 }

@@ -4,6 +4,7 @@
 
 mod admin;
 mod api;
+mod files;
 mod guard;
 mod health;
 mod idempotency;
@@ -52,6 +53,8 @@ impl Readiness {
         self.draining.store(true, Ordering::SeqCst);
     }
 }
+
+pub use files::link as file_link;
 
 /// Shared state of the handlers.
 #[derive(Clone)]
@@ -112,7 +115,8 @@ pub fn router(state: AppState, http: &HttpConfig) -> Router {
     if state.api.is_some() {
         let mut v1 = Router::new()
             .route("/v1/chat/completions", post(api::chat_completions).options(guard::preflight))
-            .route("/v1/models", get(api::models).options(guard::preflight));
+            .route("/v1/models", get(api::models).options(guard::preflight))
+            .route("/v1/files/{id}/{name}", get(files::download).options(guard::preflight));
         if let Some(limit) = ApiRateLimit::new(http.rate_limit_per_minute) {
             let keyed = state.clone();
             let authorized = Arc::new(move |headers: &axum::http::HeaderMap| {

@@ -63,6 +63,8 @@ pub struct Outbox {
     redaction: Redaction,
     /// Platforms whose chats get streamed previews (`streaming = true`).
     streaming: Arc<std::collections::HashSet<String>>,
+    /// `HERMESD_HOME`: the stored paths of outbound files are relative to it.
+    data_dir: Option<std::path::PathBuf>,
 }
 
 impl Outbox {
@@ -76,8 +78,15 @@ impl Outbox {
         cancel: CancellationToken,
     ) -> Self {
         let redaction = Redaction::default();
+        let pacers = Arc::new(Pacers::default());
         let streaming = Arc::default();
-        Self { store, platforms, pacers: Arc::new(Pacers::default()), metrics, tracker, cancel, redaction, streaming }
+        Self { store, platforms, pacers, metrics, tracker, cancel, redaction, streaming, data_dir: None }
+    }
+
+    /// Send files stored under `data_dir` (`HERMESD_HOME`); without it, a file message fails.
+    pub fn with_data_dir(mut self, data_dir: std::path::PathBuf) -> Self {
+        self.data_dir = Some(data_dir);
+        self
     }
 
     /// Mask the daemon's secrets (and token shapes, which are masked without it too) in all text
@@ -85,6 +94,11 @@ impl Outbox {
     pub fn with_redaction(mut self, redaction: Redaction) -> Self {
         self.redaction = redaction;
         self
+    }
+
+    /// `HERMESD_HOME`, where stored outbound files live (when set).
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        self.data_dir.as_deref()
     }
 
     /// The redaction applied to text bound for a chat (streamed answers use it too).
@@ -127,6 +141,7 @@ impl Outbox {
                 kind,
                 buttons: Vec::new(),
                 chunk: (u32::try_from(i).unwrap_or(u32::MAX), count),
+                file: None,
             })
             .collect()
     }
@@ -183,6 +198,7 @@ impl Outbox {
                     kind: OutboundKind::Progress,
                     buttons: Vec::new(),
                     chunk: (0, 1),
+                    file: None,
                 };
                 platform.send(&message).await
             }
@@ -354,6 +370,28 @@ impl Outbox {
                 _ = tokio::time::sleep(backoff) => {}
             }
         }
+    }
+}
+
+impl Outbox {
+    /// One platform call for a stored row: `send`, or `send_file` with the bytes of the copy made
+    /// when the row was stored (a copy that is gone fails the row for good).
+    async fn send_row(&self, platform: &dyn Platform, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
+        let Some(file) = &message.file else { return platform.send(message).await };
+        let Some(data_dir) = &self.data_dir else {
+            return Err(PlatformError::Permanent("this outbox has no data dir to read files from".into()));
+        };
+        // Stored rows name copies under `media/outbound/`; anything else is not ours to read.
+        let rel = std::path::Path::new(&file.path);
+        let ours =
+            rel.starts_with("media/outbound") && rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !ours {
+            return Err(PlatformError::Permanent(format!("{} is not a stored outbound file", file.path)));
+        }
+        let bytes = tokio::fs::read(data_dir.join(rel))
+            .await
+            .map_err(|e| PlatformError::Permanent(format!("read the stored copy of {}: {e}", file.name)))?;
+        platform.send_file(message, file, &bytes).await
     }
 }
 

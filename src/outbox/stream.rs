@@ -208,7 +208,10 @@ impl Outbox {
         row: &PendingOutbound,
         preview: &mut Option<MessageRef>,
     ) -> Result<(MessageRef, bool), PlatformError> {
-        if let Some(target) = preview.clone() {
+        // A file never goes into a text preview.
+        if row.message.file.is_none()
+            && let Some(target) = preview.clone()
+        {
             match platform.fill_preview(&target, &row.message).await {
                 Ok(sent) => return Ok((sent, true)),
                 Err(PlatformError::Permanent(reason)) => {
@@ -223,7 +226,7 @@ impl Outbox {
                 Err(other) => return Err(other),
             }
         }
-        platform.send(&row.message).await.map(|sent| (sent, false))
+        self.send_row(platform.as_ref(), &row.message).await.map(|sent| (sent, false))
     }
 
     /// Record the receipt of a delivered chunk (settling the preview it went into).
@@ -360,6 +363,7 @@ impl Lane {
                     kind: OutboundKind::Progress,
                     buttons: Vec::new(),
                     chunk: (0, 1),
+                    file: None,
                 };
                 let sent = self.platform.send(&message).await?;
                 if let Err(e) = self.outbox.store.save_preview(&self.turn_id, &sent, now_ms()).await {

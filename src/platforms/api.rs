@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Capabilities, ChatRef, LengthUnit, MarkdownDialect, MessageRef, OutboundKind, OutboundMessage, Platform,
-    PlatformContext, PlatformError,
+    Capabilities, ChatRef, FileLimits, LengthUnit, MarkdownDialect, MessageRef, OutboundFile, OutboundKind,
+    OutboundMessage, Platform, PlatformContext, PlatformError,
 };
 use serde_json::json;
 use tokio::sync::{Notify, oneshot};
@@ -207,6 +207,34 @@ impl Platform for ApiPlatform {
             }
         }
         Ok(done)
+    }
+
+    fn file_limits(&self) -> Option<FileLimits> {
+        // Files reach API clients as links to the stored copy; nothing is uploaded anywhere.
+        Some(FileLimits { max_document_bytes: 100 * 1024 * 1024, max_photo_bytes: 100 * 1024 * 1024 })
+    }
+
+    /// A file becomes a markdown link to `GET /v1/files/{id}/{name}` in the answer it belongs
+    /// to; the receipt is the link, so a tool that sent it can name it too.
+    async fn send_file(
+        &self,
+        message: &OutboundMessage,
+        file: &OutboundFile,
+        _bytes: &[u8],
+    ) -> Result<MessageRef, PlatformError> {
+        let link = crate::http::file_link(&file.path)
+            .ok_or_else(|| PlatformError::Permanent(format!("{} is not a stored outbound file", file.path)))?;
+        let caption = message.text.trim();
+        let line = if caption.is_empty() {
+            format!("[{}]({link})", file.name)
+        } else {
+            format!("{caption}: [{}]({link})", file.name)
+        };
+        let mut text = message.clone();
+        text.text = format!("\n\n{line}");
+        text.file = None;
+        self.send(&text).await?;
+        Ok(MessageRef { chat: message.chat.clone(), message_id: link })
     }
 
     fn stream_delta(&self, reply_to: &str, text: &str) {

@@ -42,6 +42,7 @@ fn reply(chat: ChatRef, text: &str, reply_to: Option<u64>, kind: OutboundKind) -
         kind,
         buttons: Vec::new(),
         chunk: (0, 1),
+        file: None,
     }
 }
 

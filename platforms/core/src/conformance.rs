@@ -200,6 +200,7 @@ pub async fn check_send_chunks(platform: &dyn Platform, chat: &ChatRef, text: &s
             kind: OutboundKind::Reply,
             buttons: Vec::new(),
             chunk: (position, total),
+            file: None,
         };
         let sent = match platform.send(&message).await {
             Ok(sent) => sent,

@@ -15,10 +15,10 @@ mod redact;
 pub use backoff::Backoff;
 pub use model::{
     Attachment, AttachmentKind, Button, ChatRef, ChatType, HistoryMessage, InboundAction, InboundEvent, InboundMessage,
-    MessageRef, OutboundKind, OutboundMessage, ReplyContext, Sender,
+    MessageRef, OutboundFile, OutboundKind, OutboundMessage, ReplyContext, Sender,
 };
 pub use platform::{
-    Accepted, Admission, Capabilities, Ingress, IngressError, LengthUnit, MAX_RETRY_AFTER, MarkdownDialect, Platform,
-    PlatformContext, PlatformError, PlatformHealth, WebhookRequest, WebhookResponse, clamp_retry_after,
+    Accepted, Admission, Capabilities, FileLimits, Ingress, IngressError, LengthUnit, MAX_RETRY_AFTER, MarkdownDialect,
+    Platform, PlatformContext, PlatformError, PlatformHealth, WebhookRequest, WebhookResponse, clamp_retry_after,
 };
 pub use redact::Redactor;

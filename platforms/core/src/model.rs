@@ -276,4 +276,24 @@ pub struct OutboundMessage {
     pub buttons: Vec<Button>,
     /// Chunk index (from 0) and count, so an adapter can tell the last chunk: `(n - 1, n)`.
     pub chunk: (u32, u32),
+    /// A file to send with `text` as its caption; the host hands its bytes to
+    /// `Platform::send_file` instead of calling `send`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<OutboundFile>,
+}
+
+/// A file the bot sends, already copied into the data dir when its message was stored, so a
+/// resend after a crash sends the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboundFile {
+    /// Where the copy lives, relative to the data dir (`media/outbound/<id>/<name>`).
+    pub path: String,
+    /// The file name the recipient sees.
+    pub name: String,
+    /// The MIME type, guessed from the name.
+    pub mime: String,
+    /// `Image` for pictures a platform may show as photos, `Document` otherwise.
+    pub kind: AttachmentKind,
+    /// The size in bytes.
+    pub size: u64,
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{ChatRef, InboundEvent, MessageRef, OutboundMessage};
+use crate::model::{ChatRef, InboundEvent, MessageRef, OutboundFile, OutboundMessage};
 
 /// How a platform counts message length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +60,15 @@ pub struct Capabilities {
     pub group_rate: f64,
     /// Sustained sends per second across all chats of this bot.
     pub global_rate: f64,
+}
+
+/// The largest files a platform takes from a bot, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileLimits {
+    /// Any file sent as a document.
+    pub max_document_bytes: u64,
+    /// A picture sent as a photo; a larger one goes as a document.
+    pub max_photo_bytes: u64,
 }
 
 /// An HTTP request for an adapter's webhook route, as the host's server received it.
@@ -217,6 +226,23 @@ pub trait Platform: Send + Sync {
 
     /// Send one message (already chunked) and return its id.
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError>;
+
+    /// What files this platform can send; `None` when it sends none (the default).
+    fn file_limits(&self) -> Option<FileLimits> {
+        None
+    }
+
+    /// Send `message` with its file (`message.file`, whose bytes are `bytes`) and `message.text`
+    /// as the caption; return the id of the message that carries the file. Pictures go as
+    /// photos where the platform distinguishes them, falling back to a document when refused.
+    async fn send_file(
+        &self,
+        _message: &OutboundMessage,
+        file: &OutboundFile,
+        _bytes: &[u8],
+    ) -> Result<MessageRef, PlatformError> {
+        Err(PlatformError::Permanent(format!("{} cannot send files ({})", self.name(), file.name)))
+    }
 
     /// Replace the text of a message the bot sent. "Not modified" counts as success.
     async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError>;

@@ -13,14 +13,15 @@ mod media;
 mod memo;
 mod outbound;
 mod rest;
+mod upload;
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Accepted, Admission, Capabilities, ChatRef, InboundEvent, LengthUnit, MarkdownDialect, MessageRef, OutboundKind,
-    OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth,
+    Accepted, Admission, Capabilities, ChatRef, FileLimits, InboundEvent, LengthUnit, MarkdownDialect, MessageRef,
+    OutboundFile, OutboundKind, OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth,
 };
 use serenity::all::{ComponentInteraction, Event, Interaction, Message};
 use tokio_util::sync::CancellationToken;
@@ -419,6 +420,26 @@ impl Platform for DiscordPlatform {
         self.edit(preview, &message.text).await?;
         self.mark_finished(self.rest()?, message, id(&message.chat.chat_id, "chat id")?).await;
         Ok(preview.clone())
+    }
+
+    fn file_limits(&self) -> Option<FileLimits> {
+        Some(upload::LIMITS)
+    }
+
+    async fn send_file(
+        &self,
+        message: &OutboundMessage,
+        file: &OutboundFile,
+        bytes: &[u8],
+    ) -> Result<MessageRef, PlatformError> {
+        let rest = self.rest()?;
+        let channel = id(&message.chat.chat_id, "chat id")?;
+        let original = message.reply_to.as_deref().and_then(|reply| reply.parse::<u64>().ok());
+        let reference =
+            original.filter(|&reply| self.origins.get(&reply).map_or(reply != channel, |origin| origin == channel));
+        let payload = upload::payload(message, reference, file)?;
+        let sent = rest.create_message_with_file(channel, &payload, &file.name, bytes).await?;
+        Ok(MessageRef { chat: message.chat.clone(), message_id: sent.to_string() })
     }
 
     async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError> {

@@ -126,6 +126,7 @@ mod tests {
             kind: OutboundKind::Reply,
             buttons,
             chunk: (0, 1),
+            file: None,
         }
     }
 

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use hermesd_platform::PlatformError;
 use serde_json::Value;
-use serenity::http::{Http, HttpBuilder, LightMethod, Request, Route};
+use serenity::builder::CreateAttachment;
+use serenity::http::{Http, HttpBuilder, LightMethod, Multipart, MultipartUpload, Request, Route};
 use serenity::model::channel::Message;
 use serenity::model::id::{ChannelId, GuildId, InteractionId, MessageId, UserId};
 
@@ -142,6 +143,26 @@ impl Rest {
         let route = Route::ChannelMessages { channel_id: ChannelId::new(channel) };
         let request = Request::new(route, LightMethod::Post).body(Some(body.to_string().into_bytes()));
         let sent = self.call(&format!("send to channel {channel}"), request).await?;
+        snowflake(&sent["id"]).ok_or_else(|| PlatformError::Transient("sent message without an id".into()))
+    }
+
+    /// `POST /channels/{id}/messages` as multipart: `payload` as `payload_json`, the file as
+    /// `files[0]`; returns the new message's id.
+    pub(crate) async fn create_message_with_file(
+        &self,
+        channel: u64,
+        payload: &Value,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<u64, PlatformError> {
+        let route = Route::ChannelMessages { channel_id: ChannelId::new(channel) };
+        let multipart = Multipart {
+            upload: MultipartUpload::Attachments(vec![CreateAttachment::bytes(bytes.to_vec(), name)]),
+            fields: Vec::new(),
+            payload_json: Some(payload.to_string()),
+        };
+        let request = Request::new(route, LightMethod::Post).multipart(Some(multipart));
+        let sent = self.call(&format!("send {name} to channel {channel}"), request).await?;
         snowflake(&sent["id"]).ok_or_else(|| PlatformError::Transient("sent message without an id".into()))
     }
 

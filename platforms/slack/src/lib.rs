@@ -14,6 +14,7 @@ mod media;
 mod names;
 mod outbound;
 mod socket;
+mod upload;
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -259,6 +260,19 @@ impl Platform for SlackPlatform {
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
         outbound::send(self.client()?, &self.bot_token, &self.outbound, &self.redactor, message).await
+    }
+
+    fn file_limits(&self) -> Option<hermesd_platform::FileLimits> {
+        Some(upload::LIMITS)
+    }
+
+    async fn send_file(
+        &self,
+        message: &OutboundMessage,
+        file: &hermesd_platform::OutboundFile,
+        bytes: &[u8],
+    ) -> Result<MessageRef, PlatformError> {
+        upload::send_file(self.client()?, &self.bot_token, &self.redactor, message, file, bytes).await
     }
 
     async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError> {

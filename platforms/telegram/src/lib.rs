@@ -12,14 +12,16 @@ mod inbound;
 mod media;
 mod outbound;
 mod polling;
+mod upload;
 mod webhook;
 
 use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Capabilities, ChatRef, IngressError, LengthUnit, MarkdownDialect, MessageRef, OutboundMessage, Platform,
-    PlatformContext, PlatformError, PlatformHealth, Redactor, WebhookRequest, WebhookResponse,
+    Capabilities, ChatRef, FileLimits, IngressError, LengthUnit, MarkdownDialect, MessageRef, OutboundFile,
+    OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth, Redactor, WebhookRequest,
+    WebhookResponse,
 };
 use teloxide::prelude::*;
 use teloxide::types::{CallbackQueryId, Update};
@@ -208,6 +210,19 @@ impl Platform for TelegramPlatform {
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
         outbound::send(self.bot()?, &self.redactor, message).await
+    }
+
+    fn file_limits(&self) -> Option<FileLimits> {
+        Some(upload::LIMITS)
+    }
+
+    async fn send_file(
+        &self,
+        message: &OutboundMessage,
+        file: &OutboundFile,
+        bytes: &[u8],
+    ) -> Result<MessageRef, PlatformError> {
+        upload::send_file(self.bot()?, &self.redactor, message, file, bytes).await
     }
 
     async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError> {

@@ -155,11 +155,11 @@ pub(crate) fn recipient(chat: &ChatRef) -> Result<Recipient, PlatformError> {
     Err(PlatformError::Permanent(format!("chat id `{}` is not a telegram chat id", chat.chat_id)))
 }
 
-fn thread_id(chat: &ChatRef) -> Result<Option<ThreadId>, PlatformError> {
+pub(crate) fn thread_id(chat: &ChatRef) -> Result<Option<ThreadId>, PlatformError> {
     chat.thread_id.as_deref().map(|thread| message_id(thread).map(ThreadId)).transpose()
 }
 
-fn message_id(id: &str) -> Result<MessageId, PlatformError> {
+pub(crate) fn message_id(id: &str) -> Result<MessageId, PlatformError> {
     id.parse::<i32>()
         .map(MessageId)
         .map_err(|_| PlatformError::Permanent(format!("message id `{id}` is not a telegram message id")))

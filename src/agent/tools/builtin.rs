@@ -8,6 +8,7 @@ use super::cronjob::CronJobTool;
 use super::delegate::DelegateTool;
 use super::files::{PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool};
 use super::memory::MemoryTool;
+use super::send_file::SendFileTool;
 use super::send_message::SendMessageTool;
 use super::session_search::SessionSearchTool;
 use super::skills::{SkillManageTool, SkillViewTool, SkillsListTool};
@@ -59,7 +60,7 @@ pub fn builtin(
     registry.register(Arc::new(SearchFilesTool::new()));
     registry.register(Arc::new(PatchTool::new(approval)));
     registry.register(Arc::new(TerminalTool::new(approval, extras.sandbox.clone()).confined_by(&tools.terminal)));
-    registry.register(Arc::new(web));
+    registry.register(Arc::new(web.clone()));
     if let Some(search) = extras.web_search {
         registry.register(Arc::new(search));
     }
@@ -70,6 +71,7 @@ pub fn builtin(
     }
     let child_tools = registry.clone();
     registry.register(Arc::new(CronJobTool::new(extras.cron, extras.targets.clone(), chain.models())));
+    registry.register(Arc::new(SendFileTool::new(extras.outbox.clone(), web)));
     registry.register(Arc::new(SendMessageTool::new(extras.targets, extras.outbox, approval)));
     registry.register(Arc::new(ClarifyTool::new(tools.clarify_timeout.get())));
     registry.register(Arc::new(DelegateTool::new(

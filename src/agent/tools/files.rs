@@ -97,23 +97,23 @@ pub fn is_secret_path(path: &Path) -> bool {
 }
 
 /// A path the model named, beneath the workdir.
-struct Target {
+pub(super) struct Target {
     /// Relative to the workdir (`.` for the workdir itself).
-    rel: PathBuf,
+    pub(super) rel: PathBuf,
     /// How to name it to the model.
-    shown: String,
+    pub(super) shown: String,
     /// It, or what a symlink at it leads to, looks like a secret.
-    secret: bool,
+    pub(super) secret: bool,
 }
 
-fn open_workdir(ctx: &ToolContext) -> Result<Workdir, ToolError> {
+pub(super) fn open_workdir(ctx: &ToolContext) -> Result<Workdir, ToolError> {
     Workdir::open(&ctx.workdir)
         .map_err(|e| ToolError::Failed(format!("cannot open the workdir {}: {e}", ctx.workdir.display())))
 }
 
 /// Resolve `raw` beneath the workdir: relative to it, or absolute inside it; `~/` is the home
 /// folder (so only inside the workdir when the workdir holds it).
-fn resolve(wd: &Workdir, raw: &str) -> Result<Target, ToolError> {
+pub(super) fn resolve(wd: &Workdir, raw: &str) -> Result<Target, ToolError> {
     let raw = raw.trim();
     if raw.is_empty() {
         return Err(ToolError::InvalidArguments("`path` is empty".into()));
@@ -130,7 +130,7 @@ fn resolve(wd: &Workdir, raw: &str) -> Result<Target, ToolError> {
     Ok(Target { shown: rel.display().to_string(), rel, secret })
 }
 
-fn refuse_secret(target: &Target) -> Result<(), ToolError> {
+pub(super) fn refuse_secret(target: &Target) -> Result<(), ToolError> {
     if target.secret {
         return Err(ToolError::Denied(format!(
             "{} looks like a secret file (keys, .env, credentials); its contents are off limits",
@@ -160,7 +160,7 @@ async fn approve_secret_write(ctx: &ToolContext, target: &Target, timeout: Durat
     Err(ToolError::Denied(reason))
 }
 
-fn io_error(action: &str, shown: &str, e: std::io::Error) -> ToolError {
+pub(super) fn io_error(action: &str, shown: &str, e: std::io::Error) -> ToolError {
     if is_escape(&e) {
         return ToolError::Denied(format!(
             "{shown} leads outside the workdir (through a symlink or `..`); file tools work only inside it"

@@ -13,6 +13,7 @@ pub mod files;
 pub mod mcp;
 pub mod memory;
 pub mod policy;
+pub mod send_file;
 pub mod send_message;
 pub mod session_search;
 pub mod skills;

@@ -59,6 +59,20 @@ impl WebFetchTool {
         Self::with_resolver(resolver)
     }
 
+    /// A fetch tool whose checked addresses in `stand_ins` are connected at another address
+    /// (tests serve "public" hosts from 127.0.0.1); test builds only.
+    #[cfg(test)]
+    pub(crate) fn with_stand_ins(
+        lookup: Arc<dyn Lookup>,
+        stand_ins: std::collections::HashMap<IpAddr, std::net::SocketAddr>,
+    ) -> reqwest::Result<Self> {
+        Self::with_resolver(GuardedResolver {
+            lookup,
+            policy: AddressPolicy::default(),
+            stand_ins: Arc::new(stand_ins),
+        })
+    }
+
     fn with_resolver(resolver: GuardedResolver) -> reqwest::Result<Self> {
         let policy = resolver.policy;
         let http = crate::http_client::build_fetcher(Arc::new(resolver))?;
@@ -115,10 +129,16 @@ impl Tool for WebFetchTool {
 impl WebFetchTool {
     /// GET `url`, following redirects by hand: every hop is checked before it is requested, and
     /// named hosts are checked by the resolver at connect time.
-    async fn fetch(&self, mut url: Url, max_chars: usize) -> Result<String, ToolError> {
+    async fn fetch(&self, url: Url, max_chars: usize) -> Result<String, ToolError> {
+        let accept = "text/html, application/json;q=0.9, text/plain;q=0.9, */*;q=0.5";
+        read(self.get_checked(url, accept).await?, max_chars).await
+    }
+
+    /// GET `url` with the same protections (checked addresses, no proxies, every redirect hop
+    /// checked) and return the final response, unread; `send_file` streams it to disk.
+    pub(crate) async fn get_checked(&self, mut url: Url, accept: &str) -> Result<reqwest::Response, ToolError> {
         for hop in 0..=MAX_REDIRECTS {
             self.check(&url)?;
-            let accept = "text/html, application/json;q=0.9, text/plain;q=0.9, */*;q=0.5";
             let response = self.http.get(url.clone()).header(ACCEPT, accept).send().await;
             let response = response.map_err(|e| request_error(&url, &e))?;
             let location = response.headers().get(LOCATION).and_then(|l| l.to_str().ok());
@@ -133,7 +153,7 @@ impl WebFetchTool {
                         ToolError::Failed(format!("{url} redirects to an invalid location {location:?} ({e})"))
                     })?;
                 }
-                _ => return read(response, max_chars).await,
+                _ => return Ok(response),
             }
         }
         unreachable!("the last hop returns or fails")
@@ -164,7 +184,7 @@ fn denied(refused: &Refused) -> ToolError {
     ToolError::Denied(format!("{refused}; web_fetch only fetches public internet addresses"))
 }
 
-fn request_error(url: &Url, e: &reqwest::Error) -> ToolError {
+pub(crate) fn request_error(url: &Url, e: &reqwest::Error) -> ToolError {
     let mut source: Option<&dyn std::error::Error> = Some(e);
     while let Some(cause) = source {
         if let Some(refused) = cause.downcast_ref::<Refused>() {

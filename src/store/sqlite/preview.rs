@@ -115,6 +115,7 @@ mod tests {
             kind: OutboundKind::Reply,
             buttons: Vec::new(),
             chunk: (0, 1),
+            file: None,
         }
     }
 

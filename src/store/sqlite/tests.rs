@@ -51,6 +51,7 @@ fn reply(text: &str, index: u32, count: u32) -> OutboundMessage {
         kind: OutboundKind::Reply,
         buttons: vec![],
         chunk: (index, count),
+        file: None,
     }
 }
 

@@ -8,6 +8,7 @@
 mod gateway;
 mod model;
 mod rest;
+mod upload;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -62,6 +63,8 @@ struct Store {
     silent_sockets: std::collections::HashSet<u64>,
     calls: Vec<String>,
     sent: Vec<Sent>,
+    /// Messages with files.
+    uploads: Vec<upload::Upload>,
     edits: Vec<Edit>,
     typing: Vec<u64>,
     threads: Vec<OpenedThread>,

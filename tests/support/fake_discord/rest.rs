@@ -16,12 +16,12 @@ use crate::support::fake_discord::OpenedThread;
 /// Discord's message length limit, in characters.
 pub const MAX_CONTENT: usize = 2000;
 
-fn answer(status: u16, body: Value) -> Response {
+pub(super) fn answer(status: u16, body: Value) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if body.is_null() { status.into_response() } else { (status, axum::Json(body)).into_response() }
 }
 
-fn error(status: u16, code: u64, message: &str) -> Response {
+pub(super) fn error(status: u16, code: u64, message: &str) -> Response {
     answer(status, json!({ "code": code, "message": message }))
 }
 
@@ -38,7 +38,15 @@ pub async fn api(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let multipart = crate::support::fake_telegram::multipart::parse_multipart(&headers, &body);
+    let body: Value = match &multipart {
+        Some(parts) => parts
+            .iter()
+            .find(|p| p.name == "payload_json")
+            .and_then(|p| serde_json::from_slice(&p.data).ok())
+            .unwrap_or(Value::Null),
+        None => serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
     let mut store = shared.lock();
     store.calls.push(format!("{method} /{path}"));
     let authorised =
@@ -102,7 +110,10 @@ pub async fn api(
             }
             answer(200, Value::Array(found))
         }
-        (&Method::POST, ["channels", channel, "messages"]) => create_message(&shared, &mut store, id(channel), &body),
+        (&Method::POST, ["channels", channel, "messages"]) => match &multipart {
+            Some(parts) => super::upload::create_with_files(&shared, &mut store, id(channel), &body, parts),
+            None => create_message(&shared, &mut store, id(channel), &body),
+        },
         (&Method::PATCH, ["channels", channel, "messages", message]) => {
             let content = body["content"].as_str().unwrap_or_default().to_owned();
             if content.chars().count() > MAX_CONTENT {

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 pub mod events;
 pub mod socket;
+pub mod upload;
 
 /// The bot's user id, as `auth.test` reports it.
 pub const BOT_USER: &str = "UBOT";
@@ -61,6 +62,10 @@ pub(crate) struct Store {
     files: HashMap<String, Vec<u8>>,
     downloads: Vec<String>,
     pub(crate) socket: socket::SocketState,
+    /// Files announced by `files.getUploadURLExternal`.
+    uploads_pending: Vec<upload::Pending>,
+    /// Files shared by `files.completeUploadExternal`.
+    uploads_shared: Vec<upload::SharedFile>,
 }
 
 pub(crate) struct Shared {
@@ -94,6 +99,7 @@ impl FakeSlack {
         let app = Router::new()
             .route("/api/{method}", any(method))
             .route("/files/{*path}", get(file))
+            .route("/upload/{file_id}", axum::routing::post(upload::receive))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake slack");
         let addr = listener.local_addr().expect("fake slack addr");
@@ -338,6 +344,11 @@ async fn method(
                 None => slack_error("user_not_found"),
             }
         }
+        "files.getUploadURLExternal" => {
+            let base = headers.get(header::HOST).and_then(|h| h.to_str().ok()).map(|h| format!("http://{h}"));
+            upload::get_upload_url(&mut store, &base.unwrap_or_default(), &args)
+        }
+        "files.completeUploadExternal" => upload::complete(&mut store, &args),
         _ => slack_error("unknown_method"),
     }
 }

@@ -22,6 +22,8 @@ use tokio::sync::Notify;
 
 mod html;
 mod model;
+pub mod multipart;
+mod upload;
 
 pub use html::{check_html, visible_text};
 pub use model::*;
@@ -54,6 +56,14 @@ struct Store {
     downloads: Vec<String>,
     webhook: Option<Webhook>,
     next_callback: u64,
+    /// Files uploaded and answered.
+    uploads: Vec<upload::Upload>,
+    /// Upload requests received, answered or not.
+    upload_requests: usize,
+    /// Whether upload requests wait for `release_uploads`.
+    hold_uploads: bool,
+    /// Whether held upload requests end unrecorded when released.
+    drop_held_uploads: bool,
 }
 
 struct Shared {
@@ -61,6 +71,7 @@ struct Shared {
     bot: Value,
     store: Mutex<Store>,
     new_updates: Notify,
+    uploads_released: Notify,
 }
 
 impl Shared {
@@ -105,6 +116,7 @@ impl FakeTelegramBuilder {
             bot,
             store: Mutex::new(Store::default()),
             new_updates: Notify::new(),
+            uploads_released: Notify::new(),
         });
         let app = Router::new()
             .route("/{bot}/{method}", post(method))
@@ -407,7 +419,8 @@ async fn method(
     body: Bytes,
 ) -> Response {
     let method = method.to_lowercase();
-    let body = parse_body(&headers, &body);
+    let raw = body;
+    let body = parse_body(&headers, &raw);
     if bot.strip_prefix("bot") != Some(shared.token.as_str()) {
         return reply(Err(error(401, "Unauthorized")));
     }
@@ -441,6 +454,7 @@ async fn method(
         }
         "getupdates" => get_updates(&shared, &body).await,
         "sendmessage" => send_message(&shared, &body),
+        "senddocument" | "sendphoto" => upload::send_file(&shared, &method, &headers, &raw).await,
         "editmessagetext" => edit_message_text(&shared, &body),
         "sendmessagedraft" => send_message_draft(&shared, &body),
         "sendchataction" => {

@@ -79,6 +79,7 @@ async fn a_429_is_reported_as_rate_limited() {
         kind: OutboundKind::Reply,
         buttons: Vec::new(),
         chunk: (0, 1),
+        file: None,
     };
     check_reports_rate_limit(|| platform.send(&message), Duration::from_secs(3)).await;
 }

@@ -20,6 +20,7 @@ fn message(chat: ChatRef, text: &str) -> OutboundMessage {
         kind: OutboundKind::Reply,
         buttons: Vec::new(),
         chunk: (0, 1),
+        file: None,
     }
 }
 
