@@ -28,7 +28,7 @@ use crate::delivery::turns::{NOT_FOR_CRON, Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
-use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TurnEnd};
+use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
 
 /// A message waiting for its turn.
 #[derive(Debug, Clone)]
@@ -466,6 +466,7 @@ impl TurnRunner {
                     error: Some(label),
                     prompt_tokens: result.prompt_tokens,
                     steered: &steered,
+                    usage: result.usage,
                 };
                 self.finish(&at, text, OutboundKind::Reply, ending).await?;
                 self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
@@ -473,8 +474,14 @@ impl TurnRunner {
             }
         };
         let steered = stop.steer.taken();
-        let ending =
-            Ending { messages: &result.appended, state, error, prompt_tokens: result.prompt_tokens, steered: &steered };
+        let ending = Ending {
+            messages: &result.appended,
+            state,
+            error,
+            prompt_tokens: result.prompt_tokens,
+            steered: &steered,
+            usage: result.usage,
+        };
         self.finish(&at, &result.text, kind, ending).await?;
         self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
         self.parts.metrics.observe_turn(job.accepted_at.elapsed());
@@ -516,6 +523,7 @@ impl TurnRunner {
             error: ending.error,
             prompt_tokens: ending.prompt_tokens,
             also_done: ending.steered,
+            usage: ending.usage,
         };
         let ids = self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
         stop.answered.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -556,11 +564,20 @@ struct Ending<'a> {
     prompt_tokens: Option<u64>,
     /// Steering events folded into the turn, closed with it.
     steered: &'a [i64],
+    /// Tokens the turn's model calls used.
+    usage: TokenTotals,
 }
 
 impl Default for Ending<'_> {
     fn default() -> Self {
-        Self { messages: &[], state: EventState::Done, error: None, prompt_tokens: None, steered: &[] }
+        Self {
+            messages: &[],
+            state: EventState::Done,
+            error: None,
+            prompt_tokens: None,
+            steered: &[],
+            usage: TokenTotals::default(),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::chat_completions::{parse_retry_after, transport_error};
 use super::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, Usage};
-use crate::agent::message::{Message, Role, ToolCall};
+use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::config::Secret;
 
 /// The API version every request pins; newer versions may change the wire format.
@@ -152,10 +152,13 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
             content: Some(answer).filter(|a| !a.is_empty()),
             tool_calls,
             tool_call_id: None,
+            reasoning: Reasoning::new(reasoning.clone(), Vec::new()),
         },
         usage: wire.usage.map(|u| Usage {
             prompt_tokens: u.prompt_tokens().unwrap_or_default(),
             completion_tokens: u.output_tokens.unwrap_or_default(),
+            cache_read_tokens: u.cache_read_input_tokens.unwrap_or_default(),
+            cache_write_tokens: u.cache_creation_input_tokens.unwrap_or_default(),
         }),
         finish_reason: wire.stop_reason,
         reasoning: Some(reasoning).filter(|r| !r.is_empty()),

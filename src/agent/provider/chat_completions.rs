@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, ToolSchema, Usage};
-use crate::agent::message::{Message, Role, ToolCall};
+use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::config::Secret;
 
 /// A client for one OpenAI-compatible endpoint.
@@ -205,11 +205,28 @@ struct WireUsage {
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+    /// OpenAI's `cached_tokens`; OpenRouter adds `cache_write_tokens` for Claude models.
+    #[serde(default)]
+    prompt_tokens_details: Option<WirePromptDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct WirePromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
-        Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
+        let details = u.prompt_tokens_details.unwrap_or_default();
+        Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cache_read_tokens: details.cached_tokens.unwrap_or_default(),
+            cache_write_tokens: details.cache_write_tokens.unwrap_or_default(),
+        }
     }
 }
 
@@ -228,11 +245,18 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
         .into_iter()
         .map(|c| ToolCall { id: c.id, name: c.function.name, arguments: c.function.arguments })
         .collect();
+    let reasoning = message.reasoning_content.or(message.reasoning).filter(|r| !r.is_empty());
     Ok(ChatResponse {
-        message: Message { role: Role::Assistant, content: message.content, tool_calls, tool_call_id: None },
+        message: Message {
+            role: Role::Assistant,
+            content: message.content,
+            tool_calls,
+            tool_call_id: None,
+            reasoning: reasoning.clone().and_then(|text| Reasoning::new(text, Vec::new())),
+        },
         usage: wire.usage.map(Usage::from),
         finish_reason: choice.finish_reason,
-        reasoning: message.reasoning_content.or(message.reasoning).filter(|r| !r.is_empty()),
+        reasoning,
     })
 }
 

@@ -14,6 +14,7 @@ use super::sanitize::sanitize;
 use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, Delta, ProviderError, ToolSchema};
 use crate::agent::tools::{ExecutorLimits, Registry, ToolContext, run_calls};
+use crate::store::TokenTotals;
 
 /// Sent (not stored) when the model returns nothing.
 const NUDGE: &str = "Your last reply was empty. Process the tool results above and answer the user.";
@@ -94,6 +95,8 @@ pub struct LoopResult {
     pub outcome: LoopOutcome,
     /// Prompt tokens of the last model call, when reported.
     pub prompt_tokens: Option<u64>,
+    /// Tokens of every model call of the turn, as reported.
+    pub usage: TokenTotals,
 }
 
 /// Hands the loop text the user sent to steer the running turn (`busy_policy = "steer"`), as
@@ -120,23 +123,43 @@ pub struct AgentLoop<'a> {
 
 impl AgentLoop<'_> {
     /// Run the turn over `system` + `transcript` (which ends with the user's message).
-    pub async fn run(&self, mut system: String, mut transcript: Vec<Message>, stop: &CancellationToken) -> LoopResult {
+    pub async fn run(&self, system: String, transcript: Vec<Message>, stop: &CancellationToken) -> LoopResult {
+        let mut state = self.chain.start_turn();
+        let mut result = self.run_on(&mut state, system, transcript, stop).await;
+        let usage = &state.usage;
+        result.usage = TokenTotals {
+            calls: state.calls,
+            prompt: usage.prompt_tokens,
+            completion: usage.completion_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
+        };
+        result
+    }
+
+    /// The loop, on the turn's chain state (which counts the calls' usage).
+    async fn run_on(
+        &self,
+        state: &mut ChainState,
+        mut system: String,
+        mut transcript: Vec<Message>,
+        stop: &CancellationToken,
+    ) -> LoopResult {
         // Built once per turn and shared by every call's request.
         let schemas: Arc<[ToolSchema]> = self.tools.schemas().into();
         let schema_tokens = schema_tokens(&schemas);
-        let mut state = self.chain.start_turn();
         let mut appended: Vec<Message> = Vec::new();
         let mut nudges = 0;
         let mut compressed_on_error = false;
         let mut prompt_tokens = None;
-        let context = self.chain.current(&state).context_length();
+        let context = self.chain.current(state).context_length();
         let mut iteration = 0;
         loop {
             if stop.is_cancelled() {
                 return self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens);
             }
             if iteration >= self.limits.max_iterations {
-                return self.summarise(&mut state, &system, &transcript, appended, stop, prompt_tokens).await;
+                return self.summarise(state, &system, &transcript, appended, stop, prompt_tokens).await;
             }
             iteration += 1;
             (self.events)(TurnEvent::Step { iteration, max: self.limits.max_iterations });
@@ -147,7 +170,7 @@ impl AgentLoop<'_> {
             }
             let mut messages = request_messages(&system, &transcript, &appended, &extra);
             if self.compressor.over_threshold(messages_tokens(&messages) + schema_tokens, context)
-                && self.compress(&mut system, &mut transcript, &mut state, stop).await
+                && self.compress(&mut system, &mut transcript, state, stop).await
             {
                 messages = request_messages(&system, &transcript, &appended, &extra);
             }
@@ -163,14 +186,14 @@ impl AgentLoop<'_> {
                     (self.events)(TurnEvent::Delta(text));
                 }
             };
-            let response = match self.chain.call(&mut state, &request, Some(&on_delta), stop).await {
+            let response = match self.chain.call(state, &request, Some(&on_delta), stop).await {
                 Ok(response) => response,
                 Err(ChainError::Cancelled) => {
                     return self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens);
                 }
                 Err(ChainError::Provider(ProviderError::ContextTooLong)) if !compressed_on_error => {
                     compressed_on_error = true;
-                    if self.compress(&mut system, &mut transcript, &mut state, stop).await {
+                    if self.compress(&mut system, &mut transcript, state, stop).await {
                         iteration -= 1;
                         continue;
                     }
@@ -205,6 +228,7 @@ impl AgentLoop<'_> {
                         content: Some(outcome.content),
                         tool_calls: Vec::new(),
                         tool_call_id: Some(outcome.call_id),
+                        reasoning: None,
                     });
                 }
                 appended.extend((self.steer)());
@@ -214,7 +238,7 @@ impl AgentLoop<'_> {
             if text.trim().is_empty() {
                 nudges += 1;
                 if nudges > self.limits.max_nudges {
-                    if !self.chain.advance(&mut state) {
+                    if !self.chain.advance(state) {
                         let text =
                             "Sorry, the model returned an empty answer several times. Try rephrasing, or /retry.";
                         return self.end(appended, text, LoopOutcome::Failed, prompt_tokens);
@@ -302,7 +326,7 @@ impl AgentLoop<'_> {
     }
 
     fn end(&self, appended: Vec<Message>, text: &str, outcome: LoopOutcome, prompt_tokens: Option<u64>) -> LoopResult {
-        LoopResult { appended, text: text.to_owned(), outcome, prompt_tokens }
+        LoopResult { appended, text: text.to_owned(), outcome, prompt_tokens, usage: TokenTotals::default() }
     }
 }
 

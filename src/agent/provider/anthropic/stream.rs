@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{WireBlock, WireUsage, arguments_text, classify_event};
-use crate::agent::message::{Message, Role, ToolCall};
+use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::agent::provider::sse::{self, SseEvent, StreamEnd};
 use crate::agent::provider::{ChatResponse, Delta, DeltaSink, ProviderError, Usage};
 
@@ -96,6 +96,8 @@ struct Assembly {
     blocks: BTreeMap<u64, Block>,
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    cache_read_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
     stop_reason: Option<String>,
 }
 
@@ -170,6 +172,12 @@ impl Assembly {
         if let Some(output) = usage.output_tokens {
             self.completion_tokens = Some(output);
         }
+        if let Some(read) = usage.cache_read_input_tokens {
+            self.cache_read_tokens = Some(read);
+        }
+        if let Some(write) = usage.cache_creation_input_tokens {
+            self.cache_write_tokens = Some(write);
+        }
     }
 
     fn into_response(self) -> ChatResponse {
@@ -191,6 +199,8 @@ impl Assembly {
         let usage = (self.prompt_tokens.is_some() || self.completion_tokens.is_some()).then(|| Usage {
             prompt_tokens: self.prompt_tokens.unwrap_or_default(),
             completion_tokens: self.completion_tokens.unwrap_or_default(),
+            cache_read_tokens: self.cache_read_tokens.unwrap_or_default(),
+            cache_write_tokens: self.cache_write_tokens.unwrap_or_default(),
         });
         ChatResponse {
             message: Message {
@@ -198,6 +208,7 @@ impl Assembly {
                 content: Some(answer).filter(|a| !a.is_empty()),
                 tool_calls,
                 tool_call_id: None,
+                reasoning: Reasoning::new(reasoning.clone(), Vec::new()),
             },
             usage,
             finish_reason: self.stop_reason,

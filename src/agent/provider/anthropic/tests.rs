@@ -89,11 +89,12 @@ fn assistant_calling(text: Option<&str>, calls: &[(&str, &str, &str)]) -> Messag
             })
             .collect(),
         tool_call_id: None,
+        reasoning: None,
     }
 }
 
 fn tool_result(id: &str, text: &str) -> Message {
-    Message { role: Role::Tool, content: Some(text.into()), tool_calls: Vec::new(), tool_call_id: Some(id.into()) }
+    Message { role: Role::Tool, content: Some(text.into()), tool_calls: Vec::new(), tool_call_id: Some(id.into()), reasoning: None }
 }
 
 fn request(stream: bool) -> ChatRequest {
@@ -259,7 +260,7 @@ async fn parses_a_whole_reply_and_sends_the_headers() {
     assert_eq!((call.id.as_str(), call.name.as_str()), ("tu_9", "todo"));
     assert_eq!(serde_json::from_str::<Value>(&call.arguments).expect("JSON"), json!({"item": "milk", "qty": 2}));
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_use"));
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 115, completion_tokens: 7 }));
+    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 115, completion_tokens: 7, cache_read_tokens: 100, cache_write_tokens: 5 }));
 
     let requests = running.requests();
     let (headers, body) = &requests[0];
@@ -336,7 +337,7 @@ async fn streams_thinking_text_and_tool_use() {
         ]
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_use"));
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 100, completion_tokens: 42 }));
+    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 100, completion_tokens: 42, cache_read_tokens: 80, cache_write_tokens: 0 }));
     let (headers, body) = &running.requests()[0];
     assert_eq!(body["stream"], true);
     assert_eq!(headers["accept"], "text/event-stream");

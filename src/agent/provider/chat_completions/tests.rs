@@ -171,7 +171,7 @@ async fn streamed_text_reaches_the_sink_in_order_and_assembles() {
     assert_eq!(reply.message.content.as_deref(), Some("Hello, wörld"));
     assert_eq!(reply.reasoning.as_deref(), Some("user greets"));
     assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 21, completion_tokens: 4 }));
+    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 21, completion_tokens: 4, ..Usage::default() }));
     assert!(reply.message.tool_calls.is_empty());
 }
 
@@ -326,7 +326,7 @@ async fn non_streamed_reply_parses_reasoning_and_tool_calls() {
         reply.message.tool_calls,
         vec![ToolCall { id: "c1".into(), name: "todo".into(), arguments: "{}".into() }]
     );
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 9, completion_tokens: 3 }));
+    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 9, completion_tokens: 3, ..Usage::default() }));
     let (_, body) = &running.requests()[0];
     assert_eq!(body["stream"], false);
     assert!(body.get("stream_options").is_none());
