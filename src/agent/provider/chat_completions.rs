@@ -261,7 +261,7 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
 }
 
 /// Classify a non-success status and body into what the runtime acts on.
-fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+pub(super) fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
     let lower = body.to_ascii_lowercase();
     let detail = || {
         serde_json::from_str::<Value>(body)

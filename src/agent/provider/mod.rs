@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod chat_completions;
+mod responses;
 mod sse;
 
 use std::time::Duration;
@@ -14,6 +15,7 @@ use super::message::Message;
 
 pub use anthropic::AnthropicMessages;
 pub use chat_completions::ChatCompletions;
+pub use responses::Responses;
 
 /// A tool as a provider advertises it to the model.
 #[derive(Debug, Clone, PartialEq)]
