@@ -3,6 +3,7 @@
 //! Translates the internal message format at the edge, marks the stable prefix for prompt caching
 //! and classifies failures into `ProviderError` kinds; it never retries and never logs the key.
 
+pub(crate) mod cache;
 mod request;
 mod stream;
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! Translates the internal message format at the edge and classifies HTTP failures into
 //! `ProviderError` kinds; it never retries and never logs the key.
 
+mod cache;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -61,7 +62,7 @@ impl ChatCompletions {
     }
 
     /// Send the call; a non-success status is read and classified here.
-    async fn send(&self, body: &OutRequest<'_>, stream: bool) -> Result<reqwest::Response, ProviderError> {
+    async fn send<B: Serialize + Sync>(&self, body: &B, stream: bool) -> Result<reqwest::Response, ProviderError> {
         let mut call = self.http.post(&self.url).json(body).timeout(self.timeout);
         if stream {
             call = call.header(reqwest::header::ACCEPT, "text/event-stream");
@@ -328,7 +329,15 @@ impl Provider for ChatCompletions {
         request: &ChatRequest,
         deltas: Option<DeltaSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let response = self.send(&self.body(request), request.stream).await?;
+        let body = self.body(request);
+        let response = if cache::is_claude(&self.model) {
+            // Claude behind a router caches only what is marked.
+            let mut body = serde_json::to_value(&body).map_err(|e| ProviderError::Permanent(format!("request: {e}")))?;
+            cache::mark(&mut body, request.stable_prefix);
+            self.send(&body, request.stream).await?
+        } else {
+            self.send(&body, request.stream).await?
+        };
         if request.stream && !is_json(&response) {
             return stream::read(response, deltas).await;
         }

@@ -159,7 +159,7 @@ fn translates_the_transcript() {
         json!([
             {"role": "user", "content": [
                 {"type": "text", "text": "add milk"},
-                {"type": "text", "text": "and eggs"},
+                {"type": "text", "text": "and eggs", "cache_control": {"type": "ephemeral"}},
             ]},
             {"role": "assistant", "content": [
                 {"type": "text", "text": "on it"},
@@ -169,7 +169,7 @@ fn translates_the_transcript() {
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "tu_1", "content": "added"},
                 {"type": "tool_result", "tool_use_id": "tu_2", "content": "bad arguments"},
-                {"type": "text", "text": "thanks"},
+                {"type": "text", "text": "thanks", "cache_control": {"type": "ephemeral"}},
             ]},
         ])
     );
@@ -206,9 +206,42 @@ fn a_prefix_reaching_into_the_messages_marks_its_last_block() {
         body["messages"],
         json!([{"role": "user", "content": [
             {"type": "text", "text": "pinned", "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": "later"},
+            {"type": "text", "text": "later", "cache_control": {"type": "ephemeral"}},
         ]}])
     );
+}
+
+#[test]
+fn rolling_breakpoints_cover_the_system_prompt_and_the_last_three_user_turns() {
+    let mut messages = vec![Message::text(Role::System, "sys")];
+    for turn in 0..6 {
+        messages.push(Message::text(Role::User, &format!("question {turn}")));
+        messages.push(Message::text(Role::Assistant, &format!("answer {turn}")));
+    }
+    messages.push(assistant_calling(None, &[("tu_1", "todo", "{}")]));
+    messages.push(tool_result("tu_1", "done"));
+    let request = ChatRequest { messages, stable_prefix: 1, ..ChatRequest::default() };
+    let body = request::body("m", &request);
+    assert_eq!(cache::count_markers(&body), cache::MAX_BREAKPOINTS);
+    assert_eq!(body["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+    let marked: Vec<Value> = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["content"].as_array().expect("blocks").iter().any(|b| b.get("cache_control").is_some()))
+        .map(|m| m["content"].as_array().expect("blocks").last().cloned().expect("a block"))
+        .collect();
+    // The tool result is the newest user turn; the two user questions before it follow.
+    assert_eq!(marked.len(), 3);
+    assert_eq!(marked[0]["text"], "question 4");
+    assert_eq!(marked[1]["text"], "question 5");
+    assert_eq!(marked[2]["type"], "tool_result");
+
+    // Without a stable prefix the fourth breakpoint rolls too.
+    let request = ChatRequest { stable_prefix: 0, ..request };
+    let body = request::body("m", &request);
+    assert_eq!(cache::count_markers(&body), cache::MAX_BREAKPOINTS);
+    assert!(body["system"][0].get("cache_control").is_none());
 }
 
 #[test]
