@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod heartbeat;
 pub mod message;
 pub mod provider;
+pub mod reasoning;
 pub mod runtime;
 pub mod skills;
 pub mod tools;

@@ -17,6 +17,7 @@ use tracing::Instrument;
 use super::approvals::{Approvals, ChatHuman};
 use super::heartbeat::{self, HeartbeatSettings};
 use super::message::{Message, Role};
+use super::reasoning;
 use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
 use super::runtime::chain::ProviderChain;
 use super::runtime::compress::{Compressor, estimate_tokens};
@@ -474,6 +475,13 @@ impl TurnRunner {
             }
         };
         let steered = stop.steer.taken();
+        let text = match result.outcome {
+            LoopOutcome::Answered | LoopOutcome::Summarised => {
+                let store: &dyn crate::store::ExtrasStore = store.as_ref();
+                reasoning::reply_text(store, &session.id, platform_name, &result.appended, &result.text).await
+            }
+            _ => result.text.clone(),
+        };
         let ending = Ending {
             messages: &result.appended,
             state,
@@ -482,7 +490,7 @@ impl TurnRunner {
             steered: &steered,
             usage: result.usage,
         };
-        self.finish(&at, &result.text, kind, ending).await?;
+        self.finish(&at, &text, kind, ending).await?;
         self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
         self.parts.metrics.observe_turn(job.accepted_at.elapsed());
         Ok(())
