@@ -3,7 +3,12 @@
 //! assistant messages. Never shown when off (the default), and never on the API, which streams
 //! reasoning apart as `reasoning_content`.
 
+use std::sync::Mutex;
+
+use hermesd_platform::Platform;
+
 use crate::agent::message::{Message, Role};
+use crate::redact::StreamMask;
 use crate::store::ExtrasStore;
 
 /// The platform that receives reasoning as `reasoning_content` instead (see `platforms::api`).
@@ -62,6 +67,36 @@ pub fn prepend(reasoning: &str, answer: &str) -> String {
     out.push('\n');
     out.push_str(answer);
     out
+}
+
+/// Streams a turn's reasoning to a platform that consumes it, masked like answer text: a
+/// secret split across deltas is still caught, and the held-back tail goes out once anything
+/// else happens in the turn (`flush`).
+pub struct ReasoningStream {
+    mask: Mutex<StreamMask>,
+}
+
+impl ReasoningStream {
+    /// A stream masked by `mask`.
+    pub fn new(mask: StreamMask) -> Self {
+        Self { mask: Mutex::new(mask) }
+    }
+
+    /// Forward a reasoning delta for message `reply_to`.
+    pub fn push(&self, platform: &dyn Platform, reply_to: &str, text: &str) {
+        let safe = self.mask.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+        if !safe.is_empty() {
+            platform.stream_reasoning(reply_to, &safe);
+        }
+    }
+
+    /// Send what the mask still holds (the reasoning paused: text, tools or the end follow).
+    pub fn flush(&self, platform: &dyn Platform, reply_to: &str) {
+        let tail = self.mask.lock().unwrap_or_else(|e| e.into_inner()).finish();
+        if !tail.is_empty() {
+            platform.stream_reasoning(reply_to, &tail);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -412,9 +412,16 @@ impl TurnRunner {
         // Streamed text is masked on the accumulated answer, so a token split across deltas is
         // still caught; the held-back tail arrives with the (masked) final reply.
         let stream_mask = std::sync::Mutex::new(self.parts.outbox.redaction().stream());
+        let reasoning_stream = reasoning::ReasoningStream::new(self.parts.outbox.redaction().stream());
         let events = |event: TurnEvent| match event {
+            TurnEvent::Reasoning(text) => {
+                if let Some(platform) = &platform {
+                    reasoning_stream.push(platform.as_ref(), &reply_to, &text);
+                }
+            }
             TurnEvent::Delta(text) => {
                 if let Some(platform) = &platform {
+                    reasoning_stream.flush(platform.as_ref(), &reply_to);
                     let safe = stream_mask.lock().unwrap_or_else(|e| e.into_inner()).push(&text);
                     if !safe.is_empty() {
                         platform.stream_delta(&reply_to, &safe);
@@ -422,6 +429,9 @@ impl TurnRunner {
                 }
             }
             other => {
+                if let Some(platform) = &platform {
+                    reasoning_stream.flush(platform.as_ref(), &reply_to);
+                }
                 let _ = watcher.try_send(other);
             }
         };
@@ -448,6 +458,9 @@ impl TurnRunner {
         };
         drop(watcher);
         watcher_task.abort();
+        if let Some(platform) = &platform {
+            reasoning_stream.flush(platform.as_ref(), &reply_to);
+        }
 
         let (kind, state, label, error) = match result.outcome {
             LoopOutcome::Answered => (OutboundKind::Reply, EventState::Done, "ok", None),

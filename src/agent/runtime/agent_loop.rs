@@ -48,6 +48,8 @@ pub enum TurnEvent {
     },
     /// Answer text streamed from the model.
     Delta(String),
+    /// Reasoning text streamed from the model, before (or between) its answers.
+    Reasoning(String),
     /// History was summarised.
     Compressed {
         /// Messages archived.
@@ -181,10 +183,9 @@ impl AgentLoop<'_> {
                 stream: self.limits.stream,
                 ..Default::default()
             };
-            let on_delta = |delta: Delta| {
-                if let Delta::Text(text) = delta {
-                    (self.events)(TurnEvent::Delta(text));
-                }
+            let on_delta = |delta: Delta| match delta {
+                Delta::Text(text) => (self.events)(TurnEvent::Delta(text)),
+                Delta::Reasoning(text) => (self.events)(TurnEvent::Reasoning(text)),
             };
             let response = match self.chain.call(state, &request, Some(&on_delta), stop).await {
                 Ok(response) => response,
