@@ -268,7 +268,16 @@ fn reasoned(reasoning: &str, text: &str, stream: bool) -> Response {
     events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
     let mut frames: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
     frames.push("data: [DONE]\n\n".to_owned());
-    ([("content-type", "text/event-stream")], frames.concat()).into_response()
+    paced(frames)
+}
+
+/// An SSE response whose frames arrive one by one, like a model writing.
+fn paced(frames: Vec<String>) -> Response {
+    let stream = futures_util::stream::iter(frames).then(|frame| async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        Ok::<_, std::convert::Infallible>(frame)
+    });
+    ([("content-type", "text/event-stream")], axum::body::Body::from_stream(stream)).into_response()
 }
 
 /// `POST /v1/responses`: the OpenAI Responses API over the same script, checking what the real
@@ -386,9 +395,9 @@ mod fake_responses {
             events.push(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
         }
         events.push(json!({"type": "response.completed", "response": response}));
-        let frames: String = events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or(""))).collect();
-        ([("content-type", "text/event-stream")], frames).into_response()
+        paced(events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or(""))).collect())
     }
 }
 
+#[allow(unused_imports)]
 pub use fake_responses::{CACHED_TOKENS, INPUT_TOKENS};
