@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::fake_llm::{CACHED_TOKENS, INPUT_TOKENS};
+use support::fake_llm::{CACHE_READ, CACHE_WRITE, CACHED_TOKENS, INPUT_TOKENS};
 use support::{FakeLlm, answer, ask, start_daemon};
 
 fn config(llm: &FakeLlm, provider: &str, model: &str) -> String {
@@ -100,5 +100,43 @@ async fn claude_behind_a_router_gets_rolling_cache_breakpoints() {
     assert_eq!(&marked[1..], [("user".into(), "three".into()), ("user".into(), "four".into()), ("user".into(), "five".into())]);
     // Assistant turns stay plain text.
     assert!(messages.iter().filter(|m| m["role"] == "assistant").all(|m| m["content"].is_string()));
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_rolls_its_cache_breakpoints_and_counts_cache_reads_and_writes() {
+    let llm = FakeLlm::builder().tool_calls(&[("todo", "{}")]).reply("Listed.").start().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config(&llm, "anthropic_messages", "claude-test"), &[]).await;
+    for text in ["one", "two", "three", "four"] {
+        let (status, body) = ask(&d.base, Some("a1"), text).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 5, "a tool call, then four answers");
+    let markers = |request: &Value| request.to_string().matches("cache_control").count();
+    // The system prompt and, as the conversation grows, up to three user turns.
+    assert_eq!(requests.iter().map(markers).collect::<Vec<_>>(), [2, 3, 4, 4, 4]);
+    assert!(requests[0]["system"].as_array().unwrap().last().unwrap().get("cache_control").is_some());
+    // Within the turn, the tool result is the newest user turn and carries a breakpoint.
+    let step = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(step.last().unwrap()["content"][0]["type"], "tool_result");
+    assert!(step.last().unwrap()["content"][0].get("cache_control").is_some());
+    // The last request marks the three newest user turns.
+    let last = requests[4]["messages"].as_array().unwrap();
+    let marked: Vec<&str> = last
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_array()?.iter().rev().find(|b| b.get("cache_control").is_some()))
+        .map(|b| b["text"].as_str().unwrap_or("tool_result"))
+        .collect();
+    assert_eq!(marked, ["two", "three", "four"]);
+
+    let (_, usage) = ask(&d.base, Some("a1"), "/usage").await;
+    let usage = answer(&usage);
+    assert!(
+        usage.contains(&format!("({} read from the cache, {} written to it)", 5 * CACHE_READ, 5 * CACHE_WRITE)),
+        "{usage}"
+    );
     d.daemon.stop().await;
 }
