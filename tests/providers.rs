@@ -24,7 +24,9 @@ fn input_shape(request: &Value) -> Vec<String> {
         .iter()
         .map(|item| match item["type"].as_str().expect("typed item") {
             "reasoning" => format!("reasoning:{}", item["encrypted_content"].as_str().unwrap_or("")),
-            "message" => format!("{}:{}", item["role"].as_str().unwrap_or(""), item["content"][0]["text"].as_str().unwrap_or("")),
+            "message" => {
+                format!("{}:{}", item["role"].as_str().unwrap_or(""), item["content"][0]["text"].as_str().unwrap_or(""))
+            }
             other => other.to_owned(),
         })
         .collect()
@@ -47,11 +49,17 @@ async fn responses_provider_round_trips_reasoning_items_across_calls_and_turns()
     for request in &requests {
         assert_eq!(request["store"], false);
         assert_eq!(request["include"], json!(["reasoning.encrypted_content"]));
-        assert!(request["instructions"].as_str().is_some_and(|i| !i.is_empty()), "the system prompt is the instructions");
+        assert!(
+            request["instructions"].as_str().is_some_and(|i| !i.is_empty()),
+            "the system prompt is the instructions"
+        );
         assert!(request["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "todo")));
     }
     // Within the turn: the reasoning that led to the call goes back right before it.
-    assert_eq!(input_shape(&requests[1]), ["user:what is on my list?", "reasoning:enc-1", "function_call", "function_call_output"]);
+    assert_eq!(
+        input_shape(&requests[1]),
+        ["user:what is on my list?", "reasoning:enc-1", "function_call", "function_call_output"]
+    );
     assert_eq!(requests[1]["input"][2]["call_id"], requests[1]["input"][3]["call_id"]);
     // The next turn reads the transcript from the store: both reasoning items come back.
     assert_eq!(
@@ -70,7 +78,10 @@ async fn responses_provider_round_trips_reasoning_items_across_calls_and_turns()
     // Every call's cached tokens are counted in the session's usage.
     let (_, usage) = ask(&d.base, Some("s1"), "/usage").await;
     let usage = answer(&usage);
-    assert!(usage.contains(&format!("{} prompt ({} read from the cache", 3 * INPUT_TOKENS, 3 * CACHED_TOKENS)), "{usage}");
+    assert!(
+        usage.contains(&format!("{} prompt ({} read from the cache", 3 * INPUT_TOKENS, 3 * CACHED_TOKENS)),
+        "{usage}"
+    );
     assert!(usage.contains("3 model calls"), "{usage}");
     d.daemon.stop().await;
 }
@@ -97,7 +108,10 @@ async fn claude_behind_a_router_gets_rolling_cache_breakpoints() {
         .collect();
     assert_eq!(marked.len(), 4, "{messages:#?}");
     assert_eq!(marked[0].0, "system");
-    assert_eq!(&marked[1..], [("user".into(), "three".into()), ("user".into(), "four".into()), ("user".into(), "five".into())]);
+    assert_eq!(
+        &marked[1..],
+        [("user".into(), "three".into()), ("user".into(), "four".into()), ("user".into(), "five".into())]
+    );
     // Assistant turns stay plain text.
     assert!(messages.iter().filter(|m| m["role"] == "assistant").all(|m| m["content"].is_string()));
     d.daemon.stop().await;

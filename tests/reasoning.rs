@@ -128,8 +128,10 @@ fn runs(deltas: &[(String, String)]) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_streams_reasoning_as_reasoning_content_before_the_answer() {
     for provider in ["chat_completions", "responses"] {
-        let llm =
-            FakeLlm::builder().step(Duration::ZERO, reasoned("because the sky scatters blue", "Rayleigh.")).start().await;
+        let llm = FakeLlm::builder()
+            .step(Duration::ZERO, reasoned("because the sky scatters blue", "Rayleigh."))
+            .start()
+            .await;
         let home = tempfile::tempdir().unwrap();
         let d = start_daemon(home.path(), &config(&llm, provider), &[]).await;
         let (deltas, last) = stream(&d.base).await;
@@ -141,7 +143,10 @@ async fn the_api_streams_reasoning_as_reasoning_content_before_the_answer() {
             ],
             "{provider}: {deltas:?}"
         );
-        assert!(deltas.iter().filter(|(kind, _)| kind == "reasoning_content").count() >= 2, "{provider}: streamed in pieces");
+        assert!(
+            deltas.iter().filter(|(kind, _)| kind == "reasoning_content").count() >= 2,
+            "{provider}: streamed in pieces"
+        );
         assert_eq!(last["choices"][0]["finish_reason"], "stop");
         assert_eq!(llm.requests()[0]["stream"], true);
 

@@ -220,8 +220,10 @@ tokens: {} prompt ({} read from the cache, {} written to it) · {} completion ·
                          {} model calls",
                         t.prompt, t.cache_read, t.cache_write, t.completion, t.calls
                     ),
-                    Err(e) => format!("{context}
-token totals unknown ({e})"),
+                    Err(e) => format!(
+                        "{context}
+token totals unknown ({e})"
+                    ),
                 }
             }
             Ok(None) => "No session yet: nothing used.".to_owned(),

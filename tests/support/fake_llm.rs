@@ -298,7 +298,10 @@ mod fake_responses {
             requests.len()
         };
         if let Some(refusal) = refuse(&body) {
-            return (StatusCode::BAD_REQUEST, Json(json!({"error": {"message": refusal, "type": "invalid_request_error"}})))
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": {"message": refusal, "type": "invalid_request_error"}})),
+            )
                 .into_response();
         }
         let is_summary = body["instructions"].as_str().is_some_and(|c| c.contains("handover summaries"));
@@ -316,7 +319,10 @@ mod fake_responses {
             Step::Empty => (String::new(), String::new(), vec![]),
             Step::Echo => (thought, format!("echo: {}", last_user_text(&body)), vec![]),
             Step::Status(code, body, _) => return (StatusCode::from_u16(code).unwrap(), body).into_response(),
-            other => return (StatusCode::NOT_IMPLEMENTED, format!("{other:?} is not scripted for /v1/responses")).into_response(),
+            other => {
+                return (StatusCode::NOT_IMPLEMENTED, format!("{other:?} is not scripted for /v1/responses"))
+                    .into_response();
+            }
         };
         let mut output = Vec::new();
         if !reasoning.is_empty() {
@@ -324,11 +330,13 @@ mod fake_responses {
                 "summary": [{"type": "summary_text", "text": reasoning}]}));
         }
         if !text.is_empty() {
-            output.push(json!({"type": "message", "id": format!("msg_{n}"), "role": "assistant", "status": "completed",
+            output
+                .push(json!({"type": "message", "id": format!("msg_{n}"), "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}]}));
         }
         for (i, (name, arguments)) in calls.iter().enumerate() {
-            output.push(json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": format!("call_{n}_{i}"),
+            output
+                .push(json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": format!("call_{n}_{i}"),
                 "name": name, "arguments": arguments, "status": "completed"}));
         }
         let response = json!({
@@ -349,7 +357,10 @@ mod fake_responses {
                 continue;
             }
             if body["store"] == false && item.get("id").is_some() {
-                return Some(format!("Item with id '{}' not found. Items are not persisted when `store` is set to false.", item["id"]));
+                return Some(format!(
+                    "Item with id '{}' not found. Items are not persisted when `store` is set to false.",
+                    item["id"]
+                ));
             }
             let next = input.get(i + 1).map(|n| n["type"].as_str().unwrap_or_default());
             if !matches!(next, Some("message" | "function_call" | "reasoning")) {
@@ -371,7 +382,9 @@ mod fake_responses {
     /// The response as the real event stream: items added, text and summary deltas, items done,
     /// `response.completed`.
     fn events(response: &Value) -> Response {
-        let mut events = vec![json!({"type": "response.created", "response": {"id": response["id"], "status": "in_progress", "output": []}})];
+        let mut events = vec![
+            json!({"type": "response.created", "response": {"id": response["id"], "status": "in_progress", "output": []}}),
+        ];
         for (index, item) in response["output"].as_array().into_iter().flatten().enumerate() {
             events.push(json!({"type": "response.output_item.added", "output_index": index, "item": item}));
             match item["type"].as_str() {
@@ -415,7 +428,9 @@ mod fake_messages {
 
     fn markers(value: &Value) -> usize {
         match value {
-            Value::Object(map) => usize::from(map.contains_key("cache_control")) + map.values().map(markers).sum::<usize>(),
+            Value::Object(map) => {
+                usize::from(map.contains_key("cache_control")) + map.values().map(markers).sum::<usize>()
+            }
             Value::Array(items) => items.iter().map(markers).sum(),
             _ => 0,
         }
@@ -452,11 +467,15 @@ mod fake_messages {
             }
             Step::Echo => {
                 let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
-                let text = last["content"].as_array().and_then(|blocks| blocks.iter().rev().find_map(|b| b["text"].as_str()));
+                let text =
+                    last["content"].as_array().and_then(|blocks| blocks.iter().rev().find_map(|b| b["text"].as_str()));
                 content.push(json!({"type": "text", "text": format!("echo: {}", text.unwrap_or(""))}));
             }
             Step::Status(code, body, _) => return (StatusCode::from_u16(code).unwrap(), body).into_response(),
-            other => return (StatusCode::NOT_IMPLEMENTED, format!("{other:?} is not scripted for /v1/messages")).into_response(),
+            other => {
+                return (StatusCode::NOT_IMPLEMENTED, format!("{other:?} is not scripted for /v1/messages"))
+                    .into_response();
+            }
         }
         let usage = json!({"input_tokens": 20, "cache_read_input_tokens": CACHE_READ,
             "cache_creation_input_tokens": CACHE_WRITE, "output_tokens": 7});
@@ -469,10 +488,17 @@ mod fake_messages {
             "role": "assistant", "content": [], "stop_reason": null, "usage": usage}})];
         for (index, block) in message["content"].as_array().into_iter().flatten().enumerate() {
             let (start, delta) = match block["type"].as_str() {
-                Some("text") => (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": block["text"]})),
-                Some("thinking") => (json!({"type": "thinking", "thinking": ""}), json!({"type": "thinking_delta", "thinking": block["thinking"]})),
-                _ => (json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
-                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()})),
+                Some("text") => {
+                    (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": block["text"]}))
+                }
+                Some("thinking") => (
+                    json!({"type": "thinking", "thinking": ""}),
+                    json!({"type": "thinking_delta", "thinking": block["thinking"]}),
+                ),
+                _ => (
+                    json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+                ),
             };
             events.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
             events.push(json!({"type": "content_block_delta", "index": index, "delta": delta}));

@@ -332,7 +332,8 @@ impl Provider for ChatCompletions {
         let body = self.body(request);
         let response = if cache::is_claude(&self.model) {
             // Claude behind a router caches only what is marked.
-            let mut body = serde_json::to_value(&body).map_err(|e| ProviderError::Permanent(format!("request: {e}")))?;
+            let mut body =
+                serde_json::to_value(&body).map_err(|e| ProviderError::Permanent(format!("request: {e}")))?;
             cache::mark(&mut body, request.stable_prefix);
             self.send(&body, request.stream).await?
         } else {

@@ -111,9 +111,9 @@ fn assemble(response: &Value) -> Result<ChatResponse, ProviderError> {
         Some("tool_calls".to_owned())
     } else {
         match response["status"].as_str() {
-            Some("incomplete") => Some(
-                response["incomplete_details"]["reason"].as_str().unwrap_or("incomplete").to_owned(),
-            ),
+            Some("incomplete") => {
+                Some(response["incomplete_details"]["reason"].as_str().unwrap_or("incomplete").to_owned())
+            }
             Some("completed") | None => Some("stop".to_owned()),
             Some(other) => Some(other.to_owned()),
         }

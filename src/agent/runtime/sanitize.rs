@@ -142,7 +142,13 @@ mod tests {
     }
 
     fn result(id: &str) -> Message {
-        Message { role: Role::Tool, content: Some(format!("r{id}")), tool_calls: vec![], tool_call_id: Some(id.into()), reasoning: None }
+        Message {
+            role: Role::Tool,
+            content: Some(format!("r{id}")),
+            tool_calls: vec![],
+            tool_call_id: Some(id.into()),
+            reasoning: None,
+        }
     }
 
     fn shape(messages: &[Message]) -> Vec<String> {

@@ -7,8 +7,8 @@ use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Outbound
 use super::SqliteStore;
 use crate::agent::message::{Message, Role};
 use crate::store::{
-    AcceptOutcome, Compaction, EventState, ExtrasStore, InboundStore, OutboxStore, SessionKey, SessionStore, StoreError,
-    TokenTotals, TurnEnd,
+    AcceptOutcome, Compaction, EventState, ExtrasStore, InboundStore, OutboxStore, SessionKey, SessionStore,
+    StoreError, TokenTotals, TurnEnd,
 };
 
 async fn open(dir: &tempfile::TempDir) -> SqliteStore {

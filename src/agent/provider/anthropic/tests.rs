@@ -94,7 +94,13 @@ fn assistant_calling(text: Option<&str>, calls: &[(&str, &str, &str)]) -> Messag
 }
 
 fn tool_result(id: &str, text: &str) -> Message {
-    Message { role: Role::Tool, content: Some(text.into()), tool_calls: Vec::new(), tool_call_id: Some(id.into()), reasoning: None }
+    Message {
+        role: Role::Tool,
+        content: Some(text.into()),
+        tool_calls: Vec::new(),
+        tool_call_id: Some(id.into()),
+        reasoning: None,
+    }
 }
 
 fn request(stream: bool) -> ChatRequest {
@@ -215,8 +221,8 @@ fn a_prefix_reaching_into_the_messages_marks_its_last_block() {
 fn rolling_breakpoints_cover_the_system_prompt_and_the_last_three_user_turns() {
     let mut messages = vec![Message::text(Role::System, "sys")];
     for turn in 0..6 {
-        messages.push(Message::text(Role::User, &format!("question {turn}")));
-        messages.push(Message::text(Role::Assistant, &format!("answer {turn}")));
+        messages.push(Message::text(Role::User, format!("question {turn}")));
+        messages.push(Message::text(Role::Assistant, format!("answer {turn}")));
     }
     messages.push(assistant_calling(None, &[("tu_1", "todo", "{}")]));
     messages.push(tool_result("tu_1", "done"));
@@ -293,7 +299,10 @@ async fn parses_a_whole_reply_and_sends_the_headers() {
     assert_eq!((call.id.as_str(), call.name.as_str()), ("tu_9", "todo"));
     assert_eq!(serde_json::from_str::<Value>(&call.arguments).expect("JSON"), json!({"item": "milk", "qty": 2}));
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_use"));
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 115, completion_tokens: 7, cache_read_tokens: 100, cache_write_tokens: 5 }));
+    assert_eq!(
+        reply.usage,
+        Some(Usage { prompt_tokens: 115, completion_tokens: 7, cache_read_tokens: 100, cache_write_tokens: 5 })
+    );
 
     let requests = running.requests();
     let (headers, body) = &requests[0];
@@ -370,7 +379,10 @@ async fn streams_thinking_text_and_tool_use() {
         ]
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_use"));
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 100, completion_tokens: 42, cache_read_tokens: 80, cache_write_tokens: 0 }));
+    assert_eq!(
+        reply.usage,
+        Some(Usage { prompt_tokens: 100, completion_tokens: 42, cache_read_tokens: 80, cache_write_tokens: 0 })
+    );
     let (headers, body) = &running.requests()[0];
     assert_eq!(body["stream"], true);
     assert_eq!(headers["accept"], "text/event-stream");

@@ -353,11 +353,12 @@ async fn claude_models_behind_a_router_get_rolling_cache_breakpoints_and_report_
     let running = FakeServer::reply(200, reply.to_string()).start().await;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder().build().expect("client");
-    let claude = ChatCompletions::new(http, &running.url, "anthropic/claude-sonnet-4.5", None, Duration::from_secs(10), 8192);
+    let claude =
+        ChatCompletions::new(http, &running.url, "anthropic/claude-sonnet-4.5", None, Duration::from_secs(10), 8192);
     let mut messages = vec![Message::text(Role::System, "be brief")];
     for turn in 0..5 {
-        messages.push(Message::text(Role::User, &format!("q{turn}")));
-        messages.push(Message::text(Role::Assistant, &format!("a{turn}")));
+        messages.push(Message::text(Role::User, format!("q{turn}")));
+        messages.push(Message::text(Role::Assistant, format!("a{turn}")));
     }
     messages.push(Message::text(Role::User, "last"));
     let request = ChatRequest { messages, stable_prefix: 1, ..ChatRequest::default() };

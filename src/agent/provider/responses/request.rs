@@ -101,7 +101,7 @@ fn push_items(input: &mut Vec<Value>, message: &Message) {
 /// with its encrypted content, without its id (with `store: false` an id makes the API look the
 /// item up and fail), and with the `summary` the API requires.
 fn returnable(item: &Value) -> Option<Value> {
-    if item["type"] != "reasoning" || !item["encrypted_content"].as_str().is_some_and(|c| !c.is_empty()) {
+    if item["type"] != "reasoning" || item["encrypted_content"].as_str().is_none_or(str::is_empty) {
         return None;
     }
     let mut item = item.clone();

@@ -28,7 +28,8 @@ impl FakeServer {
 
     /// A stream of `(event name, data)` pairs.
     fn events(events: &[Value]) -> Self {
-        let body = events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or(""))).collect();
+        let body =
+            events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or(""))).collect();
         Self { status: 200, content_type: "text/event-stream", body }
     }
 
@@ -115,11 +116,10 @@ async fn non_streamed_reply_keeps_reasoning_items_calls_and_cached_tokens() {
     });
     let running = FakeServer::json(200, reply).start().await;
     let reply = running.provider().complete(&request(false), None).await.expect("reply");
-    assert_eq!(reply.message.tool_calls, vec![ToolCall {
-        id: "call_1".into(),
-        name: "todo".into(),
-        arguments: "{\"item\":\"milk\"}".into()
-    }]);
+    assert_eq!(
+        reply.message.tool_calls,
+        vec![ToolCall { id: "call_1".into(), name: "todo".into(), arguments: "{\"item\":\"milk\"}".into() }]
+    );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
     assert_eq!(reply.reasoning.as_deref(), Some("They want milk on the list."));
     let reasoning = reply.message.reasoning.as_ref().expect("reasoning kept on the message");
@@ -136,7 +136,10 @@ async fn non_streamed_reply_keeps_reasoning_items_calls_and_cached_tokens() {
     assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
     assert_eq!(body["instructions"], "be brief");
     assert_eq!(body["max_output_tokens"], 512);
-    assert_eq!(body["input"], json!([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "add milk"}]}]));
+    assert_eq!(
+        body["input"],
+        json!([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "add milk"}]}])
+    );
     assert_eq!(body["tools"][0]["type"], "function");
     assert_eq!(body["tools"][0]["name"], "todo");
     assert_eq!(body["tools"][0]["strict"], false);
@@ -176,7 +179,10 @@ fn later_system_messages_and_answers_become_message_items() {
     next.messages.push(Message::text(Role::Assistant, "Done."));
     next.messages.push(Message::text(Role::System, "note"));
     let body = request::body("m", &next);
-    assert_eq!(body["input"][1], json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}));
+    assert_eq!(
+        body["input"][1],
+        json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]})
+    );
     assert_eq!(body["input"][2]["role"], "developer");
 }
 
