@@ -99,6 +99,12 @@ fn translate(transcript: &[Message], stable_prefix: usize) -> (Vec<Value>, Vec<V
                 }
             }
             Role::Assistant => {
+                // Signed thinking must open the assistant turn it led to.
+                for item in message.reasoning.iter().flat_map(|r| &r.items) {
+                    if matches!(item["type"].as_str(), Some("thinking" | "redacted_thinking")) {
+                        out.block("assistant", item.clone());
+                    }
+                }
                 if let Some(block) = text_block(message.content.as_ref()) {
                     out.block("assistant", block);
                 }

@@ -422,3 +422,37 @@ async fn a_too_long_prompt_is_context_too_long() {
     let (result, _) = complete_collecting(&running.provider(), &request(false)).await;
     assert!(matches!(result, Err(ProviderError::ContextTooLong)), "{result:?}");
 }
+
+#[test]
+fn signed_thinking_returns_first_in_its_assistant_turn() {
+    let reply = json!({
+        "content": [
+            {"type": "thinking", "thinking": "they want milk", "signature": "sig-1"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "tool_use", "id": "tu_1", "name": "todo", "input": {}},
+        ],
+        "stop_reason": "tool_use",
+    });
+    let mut assistant = parse_reply(&reply.to_string()).expect("reply").message;
+    // A Responses API item from another provider is not sent to Anthropic.
+    assistant.reasoning.as_mut().expect("reasoning").items.push(json!({"type": "reasoning", "encrypted_content": "x"}));
+    let request = ChatRequest {
+        messages: vec![
+            Message::text(Role::System, "sys"),
+            Message::text(Role::User, "add milk"),
+            assistant,
+            tool_result("tu_1", "added"),
+        ],
+        stable_prefix: 1,
+        ..ChatRequest::default()
+    };
+    let body = request::body("m", &request);
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([
+            {"type": "thinking", "thinking": "they want milk", "signature": "sig-1"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "tool_use", "id": "tu_1", "name": "todo", "input": {}},
+        ])
+    );
+}
