@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 use crate::access::Access;
 use crate::agent::approvals::Approvals;
 use crate::agent::heartbeat::HeartbeatSettings;
-use crate::agent::provider::{AnthropicMessages, ChatCompletions, NotConfigured, Provider};
+use crate::agent::provider::{AnthropicMessages, ChatCompletions, NotConfigured, Provider, Responses};
 use crate::agent::runtime::chain::{ProviderChain, RetryPolicy};
 use crate::agent::runtime::prompt::PromptBuilder;
 use crate::agent::tools;
@@ -409,6 +409,7 @@ fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Re
             ProviderKind::AnthropicMessages => {
                 Arc::new(AnthropicMessages::new(http.clone(), url, name, key, timeout, context))
             }
+            ProviderKind::Responses => Arc::new(Responses::new(http.clone(), url, name, key, timeout, context)),
         });
     }
     let policy = RetryPolicy {

@@ -181,6 +181,7 @@ async fn fill(store: &dyn Store, run: usize, rng: &mut StdRng) -> String {
             error: None,
             prompt_tokens: None,
             also_done: &[],
+            usage: Default::default(),
         };
         store.finish_turn(seq, &session.id, &end, now()).await.expect("finish a turn");
     }

@@ -94,7 +94,7 @@ async fn run(
                         let text = format!("History was summarised to stay within the model's context ({archived} earlier messages archived, still searchable).");
                         outbox.notify(&chat, &text, Some(&reply_to), &format!("note:{reply_to}:compressed:{}", now_ms())).await;
                     }
-                    TurnEvent::Delta(_) => {}
+                    TurnEvent::Delta(_) | TurnEvent::Reasoning(_) => {}
                 }
             }
             _ = typing.tick() => outbox.typing(&chat).await,

@@ -65,11 +65,34 @@ pub struct Message {
     /// The call this result answers (tool only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// What the model reasoned before writing this message (assistant only), stored with it so
+    /// showing it later never depends on the provider, and opaque items sent back on later calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
+}
+
+/// A model's reasoning attached to its assistant message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// Readable reasoning (thinking text or a reasoning summary), shown by `/reasoning on`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    /// Provider items that must return verbatim on the next calls (Responses API `reasoning`
+    /// items with `encrypted_content`). Each provider sends back only the item types it knows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<serde_json::Value>,
+}
+
+impl Reasoning {
+    /// Reasoning from readable text and opaque items; `None` when both are empty.
+    pub fn new(text: String, items: Vec<serde_json::Value>) -> Option<Self> {
+        (!text.trim().is_empty() || !items.is_empty()).then_some(Self { text, items })
+    }
 }
 
 impl Message {
     /// A message with text only.
     pub fn text(role: Role, content: impl Into<String>) -> Self {
-        Self { role, content: Some(content.into()), tool_calls: Vec::new(), tool_call_id: None }
+        Self { role, content: Some(content.into()), tool_calls: Vec::new(), tool_call_id: None, reasoning: None }
     }
 }

@@ -6,6 +6,7 @@ pub mod context;
 pub mod heartbeat;
 pub mod message;
 pub mod provider;
+pub mod reasoning;
 pub mod runtime;
 pub mod skills;
 pub mod tools;

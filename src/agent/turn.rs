@@ -18,6 +18,7 @@ use super::approvals::{Approvals, ChatHuman};
 use super::context::{SessionFacts, framed_text, is_shared};
 use super::heartbeat::{self, HeartbeatSettings};
 use super::message::{Message, Role};
+use super::reasoning;
 use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
 use super::runtime::chain::ProviderChain;
 use super::runtime::compress::{Compressor, estimate_tokens};
@@ -30,7 +31,7 @@ use crate::delivery::turns::{NOT_FOR_CRON, Routed, Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
-use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TurnEnd};
+use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
 
 /// A message waiting for its turn.
 #[derive(Debug, Clone)]
@@ -436,19 +437,33 @@ impl TurnRunner {
         // Streamed text is masked on the accumulated answer, so a token split across deltas is
         // still caught; the held-back tail arrives with the (masked) final reply.
         let stream_mask = std::sync::Mutex::new(self.parts.outbox.redaction().stream());
+        let reasoning_stream = reasoning::ReasoningStream::new(self.parts.outbox.redaction().stream());
         let events = |event: TurnEvent| match event {
-            TurnEvent::Delta(text) => match &preview {
-                Some(preview) => preview.push(&text),
-                None => {
-                    if let Some(platform) = &platform {
-                        let safe = stream_mask.lock().unwrap_or_else(|e| e.into_inner()).push(&text);
-                        if !safe.is_empty() {
-                            platform.stream_delta(&reply_to, &safe);
+            TurnEvent::Reasoning(text) => {
+                if let Some(platform) = &platform {
+                    reasoning_stream.push(platform.as_ref(), &reply_to, &text);
+                }
+            }
+            TurnEvent::Delta(text) => {
+                if let Some(platform) = &platform {
+                    reasoning_stream.flush(platform.as_ref(), &reply_to);
+                }
+                match &preview {
+                    Some(preview) => preview.push(&text),
+                    None => {
+                        if let Some(platform) = &platform {
+                            let safe = stream_mask.lock().unwrap_or_else(|e| e.into_inner()).push(&text);
+                            if !safe.is_empty() {
+                                platform.stream_delta(&reply_to, &safe);
+                            }
                         }
                     }
                 }
-            },
+            }
             other => {
+                if let Some(platform) = &platform {
+                    reasoning_stream.flush(platform.as_ref(), &reply_to);
+                }
                 if let (Some(preview), TurnEvent::Step { .. }) = (&preview, &other) {
                     preview.restart();
                 }
@@ -478,6 +493,9 @@ impl TurnRunner {
         };
         drop(watcher);
         watcher_task.abort();
+        if let Some(platform) = &platform {
+            reasoning_stream.flush(platform.as_ref(), &reply_to);
+        }
         // No preview update may land after the final reply (which replaces the preview).
         if let Some(preview) = preview {
             preview.finish().await;
@@ -501,6 +519,7 @@ impl TurnRunner {
                     error: Some(label),
                     prompt_tokens: result.prompt_tokens,
                     steered: &steered,
+                    usage: result.usage,
                 };
                 self.finish(&at, text, OutboundKind::Reply, ending).await?;
                 self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
@@ -508,9 +527,22 @@ impl TurnRunner {
             }
         };
         let steered = stop.steer.taken();
-        let ending =
-            Ending { messages: &result.appended, state, error, prompt_tokens: result.prompt_tokens, steered: &steered };
-        self.finish(&at, &result.text, kind, ending).await?;
+        let text = match result.outcome {
+            LoopOutcome::Answered | LoopOutcome::Summarised => {
+                let store: &dyn crate::store::ExtrasStore = store.as_ref();
+                reasoning::reply_text(store, &session.id, platform_name, &result.appended, &result.text).await
+            }
+            _ => result.text.clone(),
+        };
+        let ending = Ending {
+            messages: &result.appended,
+            state,
+            error,
+            prompt_tokens: result.prompt_tokens,
+            steered: &steered,
+            usage: result.usage,
+        };
+        self.finish(&at, &text, kind, ending).await?;
         self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
         self.parts.metrics.observe_turn(job.accepted_at.elapsed());
         Ok(())
@@ -553,6 +585,7 @@ impl TurnRunner {
             error: ending.error,
             prompt_tokens: ending.prompt_tokens,
             also_done: &also_done,
+            usage: ending.usage,
         };
         let ids = self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
         stop.answered.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -609,11 +642,20 @@ struct Ending<'a> {
     prompt_tokens: Option<u64>,
     /// Steering events folded into the turn, closed with it.
     steered: &'a [i64],
+    /// Tokens the turn's model calls used.
+    usage: TokenTotals,
 }
 
 impl Default for Ending<'_> {
     fn default() -> Self {
-        Self { messages: &[], state: EventState::Done, error: None, prompt_tokens: None, steered: &[] }
+        Self {
+            messages: &[],
+            state: EventState::Done,
+            error: None,
+            prompt_tokens: None,
+            steered: &[],
+            usage: TokenTotals::default(),
+        }
     }
 }
 

@@ -111,6 +111,8 @@ pub enum ProviderKind {
     ChatCompletions,
     /// Anthropic's native Messages API.
     AnthropicMessages,
+    /// OpenAI's Responses API (`/responses`, stateless, reasoning items returned encrypted).
+    Responses,
 }
 
 /// `[model]` and each `[[model.fallback]]` (same keys; fallbacks cannot nest).

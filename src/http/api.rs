@@ -333,6 +333,12 @@ fn stream_response(
             tokio::select! {
                 reply = &mut waiter => break reply,
                 _ = buffer.ready.notified() => {
+                    // Reasoning comes before the answer text it led to, as DeepSeek-style
+                    // `reasoning_content` deltas that plain clients ignore.
+                    let reasoning = buffer.take_reasoning();
+                    if !reasoning.is_empty() && tx.send(chunk(json!({ "reasoning_content": reasoning }), None)).await.is_err() {
+                        return;
+                    }
                     let text = buffer.take();
                     if !text.is_empty() {
                         streamed.push_str(&text);
@@ -343,6 +349,10 @@ fn stream_response(
                 }
             }
         };
+        let reasoning = buffer.take_reasoning();
+        if !reasoning.is_empty() {
+            let _ = tx.send(chunk(json!({ "reasoning_content": reasoning }), None)).await;
+        }
         let tail = buffer.take();
         if !tail.is_empty() {
             streamed.push_str(&tail);

@@ -37,6 +37,8 @@ pub struct ApiReply {
 #[derive(Debug, Default)]
 pub struct StreamBuffer {
     pending: Mutex<String>,
+    /// Reasoning streamed so far and not yet written (sent as `reasoning_content`).
+    reasoning: Mutex<String>,
     /// Signalled whenever text is added.
     pub ready: Notify,
 }
@@ -45,6 +47,11 @@ impl StreamBuffer {
     /// Take what arrived since the last call.
     pub fn take(&self) -> String {
         std::mem::take(&mut *self.pending.lock().expect("api lock poisoned"))
+    }
+
+    /// Take the reasoning that arrived since the last call.
+    pub fn take_reasoning(&self) -> String {
+        std::mem::take(&mut *self.reasoning.lock().expect("api lock poisoned"))
     }
 }
 
@@ -241,6 +248,14 @@ impl Platform for ApiPlatform {
         let waiters = self.waiters.lock().expect("api lock poisoned");
         if let Some(buffer) = waiters.get(reply_to).and_then(|w| w.stream.as_ref()) {
             buffer.pending.lock().expect("api lock poisoned").push_str(text);
+            buffer.ready.notify_one();
+        }
+    }
+
+    fn stream_reasoning(&self, reply_to: &str, text: &str) {
+        let waiters = self.waiters.lock().expect("api lock poisoned");
+        if let Some(buffer) = waiters.get(reply_to).and_then(|w| w.stream.as_ref()) {
+            buffer.reasoning.lock().expect("api lock poisoned").push_str(text);
             buffer.ready.notify_one();
         }
     }

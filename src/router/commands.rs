@@ -51,10 +51,25 @@ pub enum ChatCommand {
     },
     /// Show this session's context and message usage
     Usage,
+    /// Show the model's reasoning before its answers in this session, or stop showing it
+    Reasoning {
+        /// `on` or `off`; without it, the current setting.
+        #[arg(value_enum)]
+        mode: Option<Toggle>,
+    },
     /// List the skills available here (run one with /<name> [args])
     Skills,
     /// List the commands
     Help,
+}
+
+/// An on/off argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Toggle {
+    /// Turn it on.
+    On,
+    /// Turn it off.
+    Off,
 }
 
 #[derive(Debug, Parser)]
@@ -146,6 +161,10 @@ mod tests {
         assert_eq!(rest("/queue   look  at this "), "look  at this");
         assert_eq!(rest("/usage"), "");
         assert_eq!(parse("/skills", '/'), Parsed::Command(ChatCommand::Skills));
+        assert_eq!(parse("/reasoning on", '/'), Parsed::Command(ChatCommand::Reasoning { mode: Some(Toggle::On) }));
+        assert_eq!(parse("!reasoning off", '!'), Parsed::Command(ChatCommand::Reasoning { mode: Some(Toggle::Off) }));
+        assert_eq!(parse("/reasoning", '/'), Parsed::Command(ChatCommand::Reasoning { mode: None }));
+        assert!(matches!(parse("/reasoning maybe", '/'), Parsed::Invalid(_)));
         assert_eq!(parse("/standup tomorrow", '/'), Parsed::NotACommand);
         let names = names();
         assert!(names.iter().any(|n| n == "reset") && names.iter().any(|n| n == "skills"), "{names:?}");
@@ -169,6 +188,7 @@ mod tests {
             "/queue",
             "/steer",
             "/usage",
+            "/reasoning",
             "/skills",
             "/help",
         ] {

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use hermesd_platform::{InboundEvent, InboundMessage};
 
 use super::actor::ActorState;
-use super::commands::{self, ChatCommand};
+use super::commands::{self, ChatCommand, Toggle};
 use super::{Router, short};
 use crate::agent::approvals::Answered;
 use crate::agent::turn::StopReason;
@@ -100,6 +100,7 @@ impl Router {
                 }
             }
             ChatCommand::Usage => self.usage(key).await,
+            ChatCommand::Reasoning { mode } => self.reasoning(key, mode).await,
             ChatCommand::Skills => self.skills_text(&message.chat.platform, prefix),
             ChatCommand::Help => commands::help(prefix),
         };
@@ -208,13 +209,50 @@ impl Router {
             Ok(Some(s)) => {
                 let window = self.inner.runner.context_length(s.model.as_deref());
                 let percent = s.last_prompt_tokens as f64 * 100.0 / window.max(1) as f64;
-                format!(
+                let context = format!(
                     "context: {} of {} tokens ({percent:.1}%) at the last model call · {} messages in the session",
                     s.last_prompt_tokens, window, s.message_count
-                )
+                );
+                match store.session_usage(&s.id).await {
+                    Ok(t) => format!(
+                        "{context}
+tokens: {} prompt ({} read from the cache, {} written to it) · {} completion · \
+                         {} model calls",
+                        t.prompt, t.cache_read, t.cache_write, t.completion, t.calls
+                    ),
+                    Err(e) => format!(
+                        "{context}
+token totals unknown ({e})"
+                    ),
+                }
             }
             Ok(None) => "No session yet: nothing used.".to_owned(),
             Err(e) => format!("Could not read the session: {e}"),
+        }
+    }
+}
+
+impl Router {
+    /// `/reasoning [on|off]`: the setting is stored with the session, so it holds across
+    /// restarts; reasoning already stored is shown or hidden from the next answer on.
+    async fn reasoning(&self, key: &SessionKey, mode: Option<Toggle>) -> String {
+        let session = match self.session(key).await {
+            Ok(session) => session,
+            Err(e) => return e,
+        };
+        let store = self.inner.runner.store();
+        let Some(mode) = mode else {
+            return match store.show_reasoning(&session.id).await {
+                Ok(true) => "Reasoning is shown before answers in this session (/reasoning off hides it).".to_owned(),
+                Ok(false) => "Reasoning is hidden in this session (/reasoning on shows it).".to_owned(),
+                Err(e) => format!("Could not read the setting: {e}"),
+            };
+        };
+        let on = mode == Toggle::On;
+        match store.set_show_reasoning(&session.id, on).await {
+            Ok(()) if on => "The model's reasoning will be shown before its answers in this session.".to_owned(),
+            Ok(()) => "The model's reasoning will no longer be shown in this session.".to_owned(),
+            Err(e) => format!("Could not change the setting: {e}"),
         }
     }
 }

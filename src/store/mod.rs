@@ -231,6 +231,23 @@ pub struct TurnEnd<'a> {
     pub prompt_tokens: Option<u64>,
     /// Other events the turn answered (steering messages), closed as done with it.
     pub also_done: &'a [i64],
+    /// Tokens of the turn's model calls, added to the session's totals.
+    pub usage: TokenTotals,
+}
+
+/// Token counts summed over model calls, as the providers reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenTotals {
+    /// Model calls counted.
+    pub calls: u64,
+    /// Prompt tokens, cached ones included.
+    pub prompt: u64,
+    /// Completion tokens.
+    pub completion: u64,
+    /// Prompt tokens read from the provider's prompt cache.
+    pub cache_read: u64,
+    /// Prompt tokens written to the provider's prompt cache.
+    pub cache_write: u64,
 }
 
 /// A compaction: the span to archive and what replaces it, written in one transaction.
@@ -458,6 +475,12 @@ pub trait ExtrasStore: Send + Sync {
     /// Whether an outbound message of `turn_id` is still waiting for its platform; with the
     /// platform message ids of those that were delivered.
     async fn turn_receipts(&self, turn_id: &str) -> StoreResult<TurnReceipts>;
+    /// `/reasoning on|off`: whether the session's replies show the model's reasoning.
+    async fn set_show_reasoning(&self, session_id: &str, on: bool) -> StoreResult<()>;
+    /// Whether the session's replies show the model's reasoning (off for unknown sessions).
+    async fn show_reasoning(&self, session_id: &str) -> StoreResult<bool>;
+    /// The session's token totals over all its model calls.
+    async fn session_usage(&self, session_id: &str) -> StoreResult<TokenTotals>;
 }
 
 /// Delivery state of one turn's outbound messages.

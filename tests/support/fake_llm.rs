@@ -42,6 +42,9 @@ pub enum Step {
     /// Stream these pieces with this pause before each (a model writing slowly); without
     /// `"stream": true` the joined text is the answer.
     SlowStream(Vec<String>, Duration),
+    /// Reason (DeepSeek-style `reasoning_content`; a reasoning summary on `/v1/responses`), then
+    /// answer this text.
+    Reasoned(String, String),
 }
 
 struct Shared {
@@ -154,7 +157,11 @@ impl FakeLlmBuilder {
             count: std::sync::atomic::AtomicUsize::new(0),
             keep: self.keep,
         });
-        let app = Router::new().route("/v1/chat/completions", post(completions)).with_state(shared.clone());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .route("/v1/responses", post(fake_responses::responses))
+            .route("/v1/messages", post(fake_messages::messages))
+            .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake llm");
         let addr = listener.local_addr().expect("fake llm addr");
         tokio::spawn(async move {
@@ -228,6 +235,7 @@ async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes)
         Step::CutStream(partial) => return sse(&partial, &[], 10, false),
         Step::SlowStream(pieces, pause) if stream => return slow_sse(pieces, pause),
         Step::SlowStream(pieces, _) => (pieces.concat(), vec![], 10),
+        Step::Reasoned(reasoning, text) => return reasoned(&reasoning, &text, stream),
     };
     if stream {
         return sse(&text, &calls, usage, true);
@@ -300,3 +308,266 @@ fn slow_sse(pieces: Vec<String>, pause: Duration) -> Response {
     });
     ([("content-type", "text/event-stream")], axum::body::Body::from_stream(paced)).into_response()
 }
+/// A chat completion that reasons first: `reasoning_content` deltas, then the text, or both in
+/// one message when not streamed.
+fn reasoned(reasoning: &str, text: &str, stream: bool) -> Response {
+    if !stream {
+        let message = json!({ "role": "assistant", "content": text, "reasoning_content": reasoning });
+        return Json(json!({
+            "id": "cmpl-fake", "object": "chat.completion",
+            "choices": [{ "index": 0, "message": message, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15 },
+        }))
+        .into_response();
+    }
+    let mut events = Vec::new();
+    for piece in reasoning.split_inclusive(' ') {
+        events.push(json!({"choices": [{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": null}]}));
+    }
+    events.push(json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}));
+    events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    let mut frames: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    frames.push("data: [DONE]\n\n".to_owned());
+    paced(frames)
+}
+
+/// An SSE response whose frames arrive one by one, like a model writing.
+fn paced(frames: Vec<String>) -> Response {
+    let stream = futures_util::stream::iter(frames).then(|frame| async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        Ok::<_, std::convert::Infallible>(frame)
+    });
+    ([("content-type", "text/event-stream")], axum::body::Body::from_stream(stream)).into_response()
+}
+
+/// `POST /v1/responses`: the OpenAI Responses API over the same script, checking what the real
+/// API refuses for stateless (`store: false`) requests.
+mod fake_responses {
+    use super::*;
+
+    /// Usage every response reports: most of the prompt read from the cache.
+    pub const INPUT_TOKENS: u64 = 40;
+    /// Cached part of [`INPUT_TOKENS`].
+    pub const CACHED_TOKENS: u64 = 32;
+
+    pub(super) async fn responses(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+        let n = {
+            let mut requests = shared.requests.lock().unwrap();
+            requests.push(body.clone());
+            requests.len()
+        };
+        if let Some(refusal) = refuse(&body) {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": {"message": refusal, "type": "invalid_request_error"}})),
+            )
+                .into_response();
+        }
+        let is_summary = body["instructions"].as_str().is_some_and(|c| c.contains("handover summaries"));
+        let (delay, step) = if is_summary {
+            (Duration::ZERO, Step::Reply(SUMMARY.into()))
+        } else {
+            shared.script.lock().unwrap().pop_front().unwrap_or((Duration::ZERO, Step::Echo))
+        };
+        tokio::time::sleep(shared.latency + delay).await;
+        let thought = format!("thought {n}");
+        let (reasoning, text, calls) = match step {
+            Step::Reply(text) | Step::ReplyWithUsage(text, _) => (thought, text, vec![]),
+            Step::Reasoned(reasoning, text) => (reasoning, text, vec![]),
+            Step::ToolCalls(calls) => (thought, String::new(), calls),
+            Step::Empty => (String::new(), String::new(), vec![]),
+            Step::Echo => (thought, format!("echo: {}", last_user_text(&body)), vec![]),
+            Step::Status(code, body, _) => return (StatusCode::from_u16(code).unwrap(), body).into_response(),
+            other => {
+                return (StatusCode::NOT_IMPLEMENTED, format!("{other:?} is not scripted for /v1/responses"))
+                    .into_response();
+            }
+        };
+        let mut output = Vec::new();
+        if !reasoning.is_empty() {
+            output.push(json!({"type": "reasoning", "id": format!("rs_{n}"), "encrypted_content": format!("enc-{n}"),
+                "summary": [{"type": "summary_text", "text": reasoning}]}));
+        }
+        if !text.is_empty() {
+            output
+                .push(json!({"type": "message", "id": format!("msg_{n}"), "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}));
+        }
+        for (i, (name, arguments)) in calls.iter().enumerate() {
+            output
+                .push(json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": format!("call_{n}_{i}"),
+                "name": name, "arguments": arguments, "status": "completed"}));
+        }
+        let response = json!({
+            "id": format!("resp_{n}"), "object": "response", "status": "completed", "model": body["model"],
+            "output": output,
+            "usage": {"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": CACHED_TOKENS},
+                "output_tokens": 6, "output_tokens_details": {"reasoning_tokens": 4}, "total_tokens": INPUT_TOKENS + 6},
+        });
+        if body["stream"].as_bool().unwrap_or(false) { events(&response) } else { Json(response).into_response() }
+    }
+
+    /// What the real API answers 400 (or 404) to: a reasoning item replayed with its id while
+    /// nothing is stored, or one that is not followed by the output it led to.
+    fn refuse(body: &Value) -> Option<String> {
+        let input = body["input"].as_array()?;
+        for (i, item) in input.iter().enumerate() {
+            if item["type"] != "reasoning" {
+                continue;
+            }
+            if body["store"] == false && item.get("id").is_some() {
+                return Some(format!(
+                    "Item with id '{}' not found. Items are not persisted when `store` is set to false.",
+                    item["id"]
+                ));
+            }
+            let next = input.get(i + 1).map(|n| n["type"].as_str().unwrap_or_default());
+            if !matches!(next, Some("message" | "function_call" | "reasoning")) {
+                return Some("Item of type 'reasoning' was provided without its required following item.".into());
+            }
+        }
+        None
+    }
+
+    fn last_user_text(body: &Value) -> String {
+        body["input"]
+            .as_array()
+            .and_then(|items| items.iter().rev().find(|i| i["role"] == "user"))
+            .and_then(|item| item["content"][0]["text"].as_str())
+            .unwrap_or("")
+            .to_owned()
+    }
+
+    /// The response as the real event stream: items added, text and summary deltas, items done,
+    /// `response.completed`.
+    fn events(response: &Value) -> Response {
+        let mut events = vec![
+            json!({"type": "response.created", "response": {"id": response["id"], "status": "in_progress", "output": []}}),
+        ];
+        for (index, item) in response["output"].as_array().into_iter().flatten().enumerate() {
+            events.push(json!({"type": "response.output_item.added", "output_index": index, "item": item}));
+            match item["type"].as_str() {
+                Some("reasoning") => {
+                    events.push(json!({"type": "response.reasoning_summary_part.added", "output_index": index, "summary_index": 0}));
+                    let text = item["summary"][0]["text"].as_str().unwrap_or_default();
+                    for piece in text.split_inclusive(' ') {
+                        events.push(json!({"type": "response.reasoning_summary_text.delta", "item_id": item["id"],
+                            "output_index": index, "summary_index": 0, "delta": piece}));
+                    }
+                }
+                Some("message") => {
+                    let text = item["content"][0]["text"].as_str().unwrap_or_default();
+                    for piece in text.split_inclusive(' ') {
+                        events.push(json!({"type": "response.output_text.delta", "item_id": item["id"],
+                            "output_index": index, "content_index": 0, "delta": piece}));
+                    }
+                }
+                _ => events.push(json!({"type": "response.function_call_arguments.done", "output_index": index,
+                    "arguments": item["arguments"]})),
+            }
+            events.push(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
+        }
+        events.push(json!({"type": "response.completed", "response": response}));
+        paced(events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or(""))).collect())
+    }
+}
+
+#[allow(unused_imports)]
+pub use fake_responses::{CACHED_TOKENS, INPUT_TOKENS};
+
+/// `POST /v1/messages`: Anthropic's Messages API over the same script, refusing what the real
+/// API refuses about prompt caching (more than four `cache_control` breakpoints).
+mod fake_messages {
+    use super::*;
+
+    /// Prompt tokens read from the cache in every answer.
+    pub const CACHE_READ: u64 = 300;
+    /// Prompt tokens written to the cache in every answer.
+    pub const CACHE_WRITE: u64 = 50;
+
+    fn markers(value: &Value) -> usize {
+        match value {
+            Value::Object(map) => {
+                usize::from(map.contains_key("cache_control")) + map.values().map(markers).sum::<usize>()
+            }
+            Value::Array(items) => items.iter().map(markers).sum(),
+            _ => 0,
+        }
+    }
+
+    pub(super) async fn messages(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Response {
+        shared.requests.lock().unwrap().push(body.clone());
+        if markers(&body) > 4 {
+            let error = json!({"type": "error", "error": {"type": "invalid_request_error",
+                "message": "A maximum of 4 blocks with cache_control may be provided."}});
+            return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+        }
+        let is_summary = body["system"].to_string().contains("handover summaries");
+        let (delay, step) = if is_summary {
+            (Duration::ZERO, Step::Reply(SUMMARY.into()))
+        } else {
+            shared.script.lock().unwrap().pop_front().unwrap_or((Duration::ZERO, Step::Echo))
+        };
+        tokio::time::sleep(shared.latency + delay).await;
+        let mut content = Vec::new();
+        let mut stop = "end_turn";
+        match step {
+            Step::Reply(text) | Step::ReplyWithUsage(text, _) => content.push(json!({"type": "text", "text": text})),
+            Step::Reasoned(thinking, text) => {
+                content.push(json!({"type": "thinking", "thinking": thinking, "signature": "sig"}));
+                content.push(json!({"type": "text", "text": text}));
+            }
+            Step::ToolCalls(calls) => {
+                stop = "tool_use";
+                for (i, (name, arguments)) in calls.iter().enumerate() {
+                    let input: Value = serde_json::from_str(arguments).unwrap_or(json!({}));
+                    content.push(json!({"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": input}));
+                }
+            }
+            Step::Echo => {
+                let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+                let text =
+                    last["content"].as_array().and_then(|blocks| blocks.iter().rev().find_map(|b| b["text"].as_str()));
+                content.push(json!({"type": "text", "text": format!("echo: {}", text.unwrap_or(""))}));
+            }
+            Step::Status(code, body, _) => return (StatusCode::from_u16(code).unwrap(), body).into_response(),
+            other => {
+                return (StatusCode::NOT_IMPLEMENTED, format!("{other:?} is not scripted for /v1/messages"))
+                    .into_response();
+            }
+        }
+        let usage = json!({"input_tokens": 20, "cache_read_input_tokens": CACHE_READ,
+            "cache_creation_input_tokens": CACHE_WRITE, "output_tokens": 7});
+        let message = json!({"id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"],
+            "content": content, "stop_reason": stop, "usage": usage});
+        if !body["stream"].as_bool().unwrap_or(false) {
+            return Json(message).into_response();
+        }
+        let mut events = vec![json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message",
+            "role": "assistant", "content": [], "stop_reason": null, "usage": usage}})];
+        for (index, block) in message["content"].as_array().into_iter().flatten().enumerate() {
+            let (start, delta) = match block["type"].as_str() {
+                Some("text") => {
+                    (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": block["text"]}))
+                }
+                Some("thinking") => (
+                    json!({"type": "thinking", "thinking": ""}),
+                    json!({"type": "thinking_delta", "thinking": block["thinking"]}),
+                ),
+                _ => (
+                    json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+                ),
+            };
+            events.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
+            events.push(json!({"type": "content_block_delta", "index": index, "delta": delta}));
+            events.push(json!({"type": "content_block_stop", "index": index}));
+        }
+        events.push(json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 7}}));
+        events.push(json!({"type": "message_stop"}));
+        paced(events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or(""))).collect())
+    }
+}
+
+#[allow(unused_imports)]
+pub use fake_messages::{CACHE_READ, CACHE_WRITE};

@@ -262,6 +262,10 @@ pub trait Platform: Send + Sync {
     /// host's outbox instead (`send`/`edit`, or `send_draft`).
     fn stream_delta(&self, _reply_to: &str, _text: &str) {}
 
+    /// A piece of the model's reasoning before its answer to `reply_to`, as it streams (the HTTP
+    /// API sends it as `reasoning_content`); platforms that do not stream ignore it.
+    fn stream_reasoning(&self, _reply_to: &str, _text: &str) {}
+
     /// Whether someone consumes `stream_delta` for message `reply_to` right now; the host asks the
     /// model to stream only then.
     fn wants_stream(&self, _reply_to: &str) -> bool {

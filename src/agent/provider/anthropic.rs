@@ -3,6 +3,7 @@
 //! Translates the internal message format at the edge, marks the stable prefix for prompt caching
 //! and classifies failures into `ProviderError` kinds; it never retries and never logs the key.
 
+pub(crate) mod cache;
 mod request;
 mod stream;
 #[cfg(test)]
@@ -16,7 +17,7 @@ use serde_json::Value;
 
 use super::chat_completions::{parse_retry_after, transport_error};
 use super::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, Usage};
-use crate::agent::message::{Message, Role, ToolCall};
+use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::config::Secret;
 
 /// The API version every request pins; newer versions may change the wire format.
@@ -92,6 +93,13 @@ pub(super) enum WireBlock {
     Thinking {
         #[serde(default)]
         thinking: String,
+        /// Proves the block is the model's own; it must come back with the block.
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        #[serde(default)]
+        data: String,
     },
     ToolUse {
         id: String,
@@ -99,7 +107,7 @@ pub(super) enum WireBlock {
         #[serde(default)]
         input: Value,
     },
-    /// `redacted_thinking`, server tool blocks and whatever comes next.
+    /// Server tool blocks and whatever comes next.
     #[serde(other)]
     Other,
 }
@@ -125,6 +133,18 @@ impl WireUsage {
     }
 }
 
+/// A signed thinking block as it must be returned with the assistant turn it led to (with tool
+/// use and extended thinking the API requires it); unsigned thinking cannot be returned.
+fn thinking_item(thinking: &str, signature: &str) -> Option<Value> {
+    (!signature.is_empty())
+        .then(|| serde_json::json!({ "type": "thinking", "thinking": thinking, "signature": signature }))
+}
+
+/// A redacted thinking block, returned as it came.
+fn redacted_item(data: &str) -> Option<Value> {
+    (!data.is_empty()).then(|| serde_json::json!({ "type": "redacted_thinking", "data": data }))
+}
+
 /// A tool call's arguments as JSON text.
 fn arguments_text(input: &Value) -> String {
     if input.is_null() { "{}".to_owned() } else { input.to_string() }
@@ -135,11 +155,16 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
     let wire: WireResponse = serde_json::from_str(text).map_err(|e| ProviderError::InvalidResponse(e.to_string()))?;
     let mut answer = String::new();
     let mut reasoning = String::new();
+    let mut items = Vec::new();
     let mut tool_calls = Vec::new();
     for block in wire.content {
         match block {
             WireBlock::Text { text } => answer.push_str(&text),
-            WireBlock::Thinking { thinking } => reasoning.push_str(&thinking),
+            WireBlock::Thinking { thinking, signature } => {
+                items.extend(thinking_item(&thinking, &signature));
+                reasoning.push_str(&thinking);
+            }
+            WireBlock::RedactedThinking { data } => items.extend(redacted_item(&data)),
             WireBlock::ToolUse { id, name, input } => {
                 tool_calls.push(ToolCall { id, name, arguments: arguments_text(&input) })
             }
@@ -152,10 +177,13 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
             content: Some(answer).filter(|a| !a.is_empty()),
             tool_calls,
             tool_call_id: None,
+            reasoning: Reasoning::new(reasoning.clone(), items),
         },
         usage: wire.usage.map(|u| Usage {
             prompt_tokens: u.prompt_tokens().unwrap_or_default(),
             completion_tokens: u.output_tokens.unwrap_or_default(),
+            cache_read_tokens: u.cache_read_input_tokens.unwrap_or_default(),
+            cache_write_tokens: u.cache_creation_input_tokens.unwrap_or_default(),
         }),
         finish_reason: wire.stop_reason,
         reasoning: Some(reasoning).filter(|r| !r.is_empty()),

@@ -3,6 +3,7 @@
 //! Translates the internal message format at the edge and classifies HTTP failures into
 //! `ProviderError` kinds; it never retries and never logs the key.
 
+mod cache;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -14,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, ToolSchema, Usage};
-use crate::agent::message::{Message, Role, ToolCall};
+use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::config::Secret;
 
 /// A client for one OpenAI-compatible endpoint.
@@ -61,7 +62,7 @@ impl ChatCompletions {
     }
 
     /// Send the call; a non-success status is read and classified here.
-    async fn send(&self, body: &OutRequest<'_>, stream: bool) -> Result<reqwest::Response, ProviderError> {
+    async fn send<B: Serialize + Sync>(&self, body: &B, stream: bool) -> Result<reqwest::Response, ProviderError> {
         let mut call = self.http.post(&self.url).json(body).timeout(self.timeout);
         if stream {
             call = call.header(reqwest::header::ACCEPT, "text/event-stream");
@@ -205,11 +206,28 @@ struct WireUsage {
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+    /// OpenAI's `cached_tokens`; OpenRouter adds `cache_write_tokens` for Claude models.
+    #[serde(default)]
+    prompt_tokens_details: Option<WirePromptDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct WirePromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
-        Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
+        let details = u.prompt_tokens_details.unwrap_or_default();
+        Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cache_read_tokens: details.cached_tokens.unwrap_or_default(),
+            cache_write_tokens: details.cache_write_tokens.unwrap_or_default(),
+        }
     }
 }
 
@@ -228,16 +246,23 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
         .into_iter()
         .map(|c| ToolCall { id: c.id, name: c.function.name, arguments: c.function.arguments })
         .collect();
+    let reasoning = message.reasoning_content.or(message.reasoning).filter(|r| !r.is_empty());
     Ok(ChatResponse {
-        message: Message { role: Role::Assistant, content: message.content, tool_calls, tool_call_id: None },
+        message: Message {
+            role: Role::Assistant,
+            content: message.content,
+            tool_calls,
+            tool_call_id: None,
+            reasoning: reasoning.clone().and_then(|text| Reasoning::new(text, Vec::new())),
+        },
         usage: wire.usage.map(Usage::from),
         finish_reason: choice.finish_reason,
-        reasoning: message.reasoning_content.or(message.reasoning).filter(|r| !r.is_empty()),
+        reasoning,
     })
 }
 
 /// Classify a non-success status and body into what the runtime acts on.
-fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+pub(super) fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
     let lower = body.to_ascii_lowercase();
     let detail = || {
         serde_json::from_str::<Value>(body)
@@ -304,7 +329,16 @@ impl Provider for ChatCompletions {
         request: &ChatRequest,
         deltas: Option<DeltaSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let response = self.send(&self.body(request), request.stream).await?;
+        let body = self.body(request);
+        let response = if cache::is_claude(&self.model) {
+            // Claude behind a router caches only what is marked.
+            let mut body =
+                serde_json::to_value(&body).map_err(|e| ProviderError::Permanent(format!("request: {e}")))?;
+            cache::mark(&mut body, request.stable_prefix);
+            self.send(&body, request.stream).await?
+        } else {
+            self.send(&body, request.stream).await?
+        };
         if request.stream && !is_json(&response) {
             return stream::read(response, deltas).await;
         }

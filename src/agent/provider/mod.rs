@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod chat_completions;
+mod responses;
 mod sse;
 
 use std::time::Duration;
@@ -14,6 +15,7 @@ use super::message::Message;
 
 pub use anthropic::AnthropicMessages;
 pub use chat_completions::ChatCompletions;
+pub use responses::Responses;
 
 /// A tool as a provider advertises it to the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,10 +59,25 @@ pub type DeltaSink<'a> = &'a (dyn Fn(Delta) + Send + Sync);
 /// Token usage as the provider reported it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Prompt tokens, cached ones included.
     pub prompt_tokens: u64,
-    /// Completion tokens.
+    /// Completion tokens (reasoning included).
     pub completion_tokens: u64,
+    /// Prompt tokens read from the provider's prompt cache (Anthropic
+    /// `cache_read_input_tokens`, OpenAI `cached_tokens`).
+    pub cache_read_tokens: u64,
+    /// Prompt tokens written to the prompt cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Add another call's counts (a turn's total over its model calls).
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
 }
 
 /// What a model call returns.

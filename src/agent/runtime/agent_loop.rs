@@ -19,6 +19,7 @@ use super::sanitize::sanitize;
 use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, Delta, ProviderError, ToolSchema};
 use crate::agent::tools::{ExecutorLimits, Registry, ToolContext, run_calls};
+use crate::store::TokenTotals;
 
 /// Sent (not stored) when the model returns nothing.
 const NUDGE: &str = "Your last reply was empty. Process the tool results above and answer the user.";
@@ -52,6 +53,8 @@ pub enum TurnEvent {
     },
     /// Answer text streamed from the model.
     Delta(String),
+    /// Reasoning text streamed from the model, before (or between) its answers.
+    Reasoning(String),
     /// History was summarised.
     Compressed {
         /// Messages archived.
@@ -99,6 +102,8 @@ pub struct LoopResult {
     pub outcome: LoopOutcome,
     /// Prompt tokens of the last model call, when reported.
     pub prompt_tokens: Option<u64>,
+    /// Tokens of every model call of the turn, as reported.
+    pub usage: TokenTotals,
 }
 
 /// Hands the loop text the user sent to steer the running turn (`busy_policy = "steer"`), as
@@ -125,23 +130,43 @@ pub struct AgentLoop<'a> {
 
 impl AgentLoop<'_> {
     /// Run the turn over `system` + `transcript` (which ends with the user's message).
-    pub async fn run(&self, mut system: String, mut transcript: Vec<Message>, stop: &CancellationToken) -> LoopResult {
+    pub async fn run(&self, system: String, transcript: Vec<Message>, stop: &CancellationToken) -> LoopResult {
+        let mut state = self.chain.start_turn();
+        let mut result = self.run_on(&mut state, system, transcript, stop).await;
+        let usage = &state.usage;
+        result.usage = TokenTotals {
+            calls: state.calls,
+            prompt: usage.prompt_tokens,
+            completion: usage.completion_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
+        };
+        result
+    }
+
+    /// The loop, on the turn's chain state (which counts the calls' usage).
+    async fn run_on(
+        &self,
+        state: &mut ChainState,
+        mut system: String,
+        mut transcript: Vec<Message>,
+        stop: &CancellationToken,
+    ) -> LoopResult {
         // Built once per turn and shared by every call's request.
         let schemas: Arc<[ToolSchema]> = self.tools.schemas().into();
         let schema_tokens = self.tools.schema_tokens();
-        let mut state = self.chain.start_turn();
         let mut appended: Vec<Message> = Vec::new();
         let mut nudges = 0;
         let mut compressed_on_error = false;
         let mut prompt_tokens = None;
-        let context = self.chain.current(&state).context_length();
+        let context = self.chain.current(state).context_length();
         let mut iteration = 0;
         loop {
             if stop.is_cancelled() {
                 return self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens);
             }
             if iteration >= self.limits.max_iterations {
-                return self.summarise(&mut state, &system, &transcript, appended, stop, prompt_tokens).await;
+                return self.summarise(state, &system, &transcript, appended, stop, prompt_tokens).await;
             }
             iteration += 1;
             (self.events)(TurnEvent::Step { iteration, max: self.limits.max_iterations });
@@ -152,11 +177,11 @@ impl AgentLoop<'_> {
             }
             let mut messages = request_messages(&system, &transcript, &appended, &extra);
             if self.compressor.over_threshold(messages_tokens(&messages) + schema_tokens, context) {
-                if self.compress(&mut system, &mut transcript, &mut state, stop).await {
+                if self.compress(&mut system, &mut transcript, state, stop).await {
                     messages = request_messages(&system, &transcript, &appended, &extra);
                 }
                 if self.compressor.over_threshold(messages_tokens(&messages) + schema_tokens, context)
-                    && self.compress_live(&mut appended, &mut state, stop, false).await
+                    && self.compress_live(&mut appended, state, stop, false).await
                 {
                     messages = request_messages(&system, &transcript, &appended, &extra);
                 }
@@ -171,21 +196,20 @@ impl AgentLoop<'_> {
                 stream: self.limits.stream,
                 ..Default::default()
             };
-            let on_delta = |delta: Delta| {
-                if let Delta::Text(text) = delta {
-                    (self.events)(TurnEvent::Delta(text));
-                }
+            let on_delta = |delta: Delta| match delta {
+                Delta::Text(text) => (self.events)(TurnEvent::Delta(text)),
+                Delta::Reasoning(text) => (self.events)(TurnEvent::Reasoning(text)),
             };
-            let response = match self.chain.call(&mut state, &request, Some(&on_delta), stop).await {
+            let response = match self.chain.call(state, &request, Some(&on_delta), stop).await {
                 Ok(response) => response,
                 Err(ChainError::Cancelled) => {
                     return self.end(appended, "Stopped.", LoopOutcome::Stopped, prompt_tokens);
                 }
                 Err(ChainError::Provider(ProviderError::ContextTooLong)) if !compressed_on_error => {
                     compressed_on_error = true;
-                    let stored = self.compress(&mut system, &mut transcript, &mut state, stop).await;
+                    let stored = self.compress(&mut system, &mut transcript, state, stop).await;
                     // Whatever the stored history gave, the turn's own steps are the rest.
-                    let live = self.compress_live(&mut appended, &mut state, stop, true).await;
+                    let live = self.compress_live(&mut appended, state, stop, true).await;
                     if stored || live {
                         iteration -= 1;
                         continue;
@@ -221,6 +245,7 @@ impl AgentLoop<'_> {
                         content: Some(outcome.content),
                         tool_calls: Vec::new(),
                         tool_call_id: Some(outcome.call_id),
+                        reasoning: None,
                     });
                 }
                 appended.extend((self.steer)());
@@ -230,7 +255,7 @@ impl AgentLoop<'_> {
             if text.trim().is_empty() {
                 nudges += 1;
                 if nudges > self.limits.max_nudges {
-                    if !self.chain.advance(&mut state) {
+                    if !self.chain.advance(state) {
                         let text =
                             "Sorry, the model returned an empty answer several times. Try rephrasing, or /retry.";
                         return self.end(appended, text, LoopOutcome::Failed, prompt_tokens);
@@ -341,7 +366,7 @@ impl AgentLoop<'_> {
     }
 
     fn end(&self, appended: Vec<Message>, text: &str, outcome: LoopOutcome, prompt_tokens: Option<u64>) -> LoopResult {
-        LoopResult { appended, text: text.to_owned(), outcome, prompt_tokens }
+        LoopResult { appended, text: text.to_owned(), outcome, prompt_tokens, usage: TokenTotals::default() }
     }
 }
 
@@ -410,6 +435,7 @@ mod tests {
             content: Some("42".into()),
             tool_calls: vec![],
             tool_call_id: Some("c".into()),
+            reasoning: None,
         };
         let mut messages = vec![Message::text(Role::User, "q"), result.clone()];
         add_to_last_tool_result(&mut messages, "[Budget: x]");

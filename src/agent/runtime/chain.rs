@@ -15,7 +15,7 @@ use rand::Rng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::provider::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError};
+use crate::agent::provider::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, Usage};
 use crate::metrics::Metrics;
 
 /// Retry limits.
@@ -59,6 +59,10 @@ pub struct ChainState {
     spent: Duration,
     /// Providers that failed over during this turn (for logs and `/status`).
     pub fallbacks: u32,
+    /// Model calls that answered during this turn.
+    pub calls: u64,
+    /// Their usage, summed (calls that reported none add nothing).
+    pub usage: Usage,
 }
 
 /// Why a call through the chain failed.
@@ -122,7 +126,7 @@ impl ProviderChain {
 
     /// A fresh per-turn state, starting on the primary.
     pub fn start_turn(&self) -> ChainState {
-        ChainState { current: 0, spent: Duration::ZERO, fallbacks: 0 }
+        ChainState { current: 0, spent: Duration::ZERO, fallbacks: 0, calls: 0, usage: Usage::default() }
     }
 
     /// Model time `state` has left.
@@ -185,7 +189,13 @@ impl ProviderChain {
                 };
                 state.spent += started.elapsed();
                 let error = match result {
-                    Ok(response) => return Ok(response),
+                    Ok(response) => {
+                        state.calls += 1;
+                        if let Some(usage) = &response.usage {
+                            state.usage.add(usage);
+                        }
+                        return Ok(response);
+                    }
                     Err(e) => e,
                 };
                 tracing::warn!(model = provider.model(), attempt, error = %error, "model call failed");

@@ -66,6 +66,7 @@ fn close_calls(out: &mut Vec<Message>, open_calls: &mut Vec<String>, answered: &
                 content: Some(MISSING_RESULT.into()),
                 tool_calls: vec![],
                 tool_call_id: Some(id),
+                reasoning: None,
             });
         }
     }
@@ -81,6 +82,17 @@ fn push_alternating(out: &mut Vec<Message>, message: Message) {
         if mergeable {
             let joined = [last.content.take(), message.content].into_iter().flatten().collect::<Vec<_>>().join("\n\n");
             last.content = Some(joined);
+            // Reasoning items must still reach the provider: they move with the merged text.
+            if let Some(more) = message.reasoning {
+                let merged = last.reasoning.get_or_insert_with(Default::default);
+                if !more.text.is_empty() {
+                    if !merged.text.is_empty() {
+                        merged.text.push_str("\n\n");
+                    }
+                    merged.text.push_str(&more.text);
+                }
+                merged.items.extend(more.items);
+            }
             return;
         }
     }
@@ -125,11 +137,18 @@ mod tests {
                 .map(|id| ToolCall { id: (*id).into(), name: "t".into(), arguments: "".into() })
                 .collect(),
             tool_call_id: None,
+            reasoning: None,
         }
     }
 
     fn result(id: &str) -> Message {
-        Message { role: Role::Tool, content: Some(format!("r{id}")), tool_calls: vec![], tool_call_id: Some(id.into()) }
+        Message {
+            role: Role::Tool,
+            content: Some(format!("r{id}")),
+            tool_calls: vec![],
+            tool_call_id: Some(id.into()),
+            reasoning: None,
+        }
     }
 
     fn shape(messages: &[Message]) -> Vec<String> {

@@ -6,7 +6,7 @@ use hermesd_platform::ChatRef;
 use sqlx::Row;
 
 use super::{SqliteStore, from_json, retry_busy, to_json};
-use crate::store::{ExtrasStore, StoreResult, TurnReceipts};
+use crate::store::{ExtrasStore, StoreResult, TokenTotals, TurnReceipts};
 
 #[async_trait]
 impl ExtrasStore for SqliteStore {
@@ -107,5 +107,44 @@ impl ExtrasStore for SqliteStore {
             }
         }
         Ok(receipts)
+    }
+
+    async fn set_show_reasoning(&self, session_id: &str, on: bool) -> StoreResult<()> {
+        retry_busy(|| async move {
+            sqlx::query("UPDATE sessions SET show_reasoning = ? WHERE id = ?")
+                .bind(i64::from(on))
+                .bind(session_id)
+                .execute(&self.writer)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    async fn show_reasoning(&self, session_id: &str) -> StoreResult<bool> {
+        let row: Option<(i64,)> = sqlx::query_as("SELECT show_reasoning FROM sessions WHERE id = ?")
+            .bind(session_id)
+            .fetch_optional(&self.readers)
+            .await?;
+        Ok(row.is_some_and(|(on,)| on != 0))
+    }
+
+    async fn session_usage(&self, session_id: &str) -> StoreResult<TokenTotals> {
+        let row = sqlx::query(
+            "SELECT model_calls_total, prompt_tokens_total, completion_tokens_total, cache_read_tokens_total, \
+             cache_write_tokens_total FROM sessions WHERE id = ?",
+        )
+        .bind(session_id)
+        .fetch_optional(&self.readers)
+        .await?;
+        let Some(row) = row else { return Ok(TokenTotals::default()) };
+        let count = |column: &str| u64::try_from(row.get::<i64, _>(column)).unwrap_or(0);
+        Ok(TokenTotals {
+            calls: count("model_calls_total"),
+            prompt: count("prompt_tokens_total"),
+            completion: count("completion_tokens_total"),
+            cache_read: count("cache_read_tokens_total"),
+            cache_write: count("cache_write_tokens_total"),
+        })
     }
 }

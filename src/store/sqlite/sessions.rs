@@ -6,7 +6,7 @@ use sqlx::sqlite::SqliteRow;
 
 use super::outbox::insert_outbound;
 use super::{SqliteStore, from_json, retry_busy, to_json};
-use crate::agent::message::{Message, Role, ToolCall};
+use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::store::{
     Compaction, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd,
 };
@@ -42,6 +42,8 @@ fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
         Some(text) => from_json(&text, "messages.tool_calls")?,
         None => Vec::new(),
     };
+    let reasoning: Option<String> = row.get("reasoning");
+    let reasoning: Option<Reasoning> = reasoning.map(|text| from_json(&text, "messages.reasoning")).transpose()?;
     Ok(StoredMessage {
         id: row.get("id"),
         position: row.get("position"),
@@ -50,6 +52,7 @@ fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
             content: row.get("content"),
             tool_calls,
             tool_call_id: row.get("tool_call_id"),
+            reasoning,
         },
         created_at: row.get("created_at"),
         archived: row.get::<i64, _>("archived") != 0,
@@ -64,15 +67,17 @@ async fn insert_message(
     now: i64,
 ) -> Result<(), sqlx::Error> {
     let tool_calls = (!message.tool_calls.is_empty()).then(|| to_json(&message.tool_calls));
+    let reasoning = message.reasoning.as_ref().map(to_json);
     sqlx::query(
-        "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, event_seq, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, reasoning, event_seq, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(session_id)
     .bind(message.role.as_str())
     .bind(&message.content)
     .bind(tool_calls)
     .bind(&message.tool_call_id)
+    .bind(reasoning)
     .bind(event_seq)
     .bind(now)
     .execute(conn)
@@ -156,7 +161,7 @@ impl SessionStore for SqliteStore {
 
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, created_at, archived \
+            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, reasoning, created_at, archived \
              FROM messages WHERE session_id = ? AND archived = 0 ORDER BY position, id",
         )
         .bind(session_id)
@@ -167,7 +172,7 @@ impl SessionStore for SqliteStore {
 
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, created_at, archived \
+            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, reasoning, created_at, archived \
              FROM messages WHERE session_id = ? ORDER BY position, id",
         )
         .bind(session_id)
@@ -199,8 +204,9 @@ impl SessionStore for SqliteStore {
 
     async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<Vec<i64>> {
         let turn_id = &format!("evt:{seq}");
-        let TurnEnd { messages, reply, state, error, prompt_tokens, also_done } = *end;
+        let TurnEnd { messages, reply, state, error, prompt_tokens, also_done, usage } = *end;
         let prompt_tokens = prompt_tokens.and_then(|t| i64::try_from(t).ok());
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         retry_busy(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             for message in messages {
@@ -227,10 +233,19 @@ impl SessionStore for SqliteStore {
             }
             sqlx::query(
                 "UPDATE sessions SET restart_count = 0, updated_at = ?, \
-                 last_prompt_tokens = COALESCE(?, last_prompt_tokens) WHERE id = ?",
+                 last_prompt_tokens = COALESCE(?, last_prompt_tokens), \
+                 model_calls_total = model_calls_total + ?, prompt_tokens_total = prompt_tokens_total + ?, \
+                 completion_tokens_total = completion_tokens_total + ?, \
+                 cache_read_tokens_total = cache_read_tokens_total + ?, \
+                 cache_write_tokens_total = cache_write_tokens_total + ? WHERE id = ?",
             )
             .bind(now)
             .bind(prompt_tokens)
+            .bind(count(usage.calls))
+            .bind(count(usage.prompt))
+            .bind(count(usage.completion))
+            .bind(count(usage.cache_read))
+            .bind(count(usage.cache_write))
             .bind(session_id)
             .execute(&mut *tx)
             .await?;

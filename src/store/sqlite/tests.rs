@@ -7,7 +7,8 @@ use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Outbound
 use super::SqliteStore;
 use crate::agent::message::{Message, Role};
 use crate::store::{
-    AcceptOutcome, Compaction, EventState, InboundStore, OutboxStore, SessionKey, SessionStore, StoreError, TurnEnd,
+    AcceptOutcome, Compaction, EventState, ExtrasStore, InboundStore, OutboxStore, SessionKey, SessionStore,
+    StoreError, TokenTotals, TurnEnd,
 };
 
 async fn open(dir: &tempfile::TempDir) -> SqliteStore {
@@ -84,19 +85,29 @@ async fn turn_lifecycle_is_atomic_and_idempotent() {
     // A retried start (after a crash) counts the attempt but writes the user message once.
     assert_eq!(store.begin_turn(seq, &session.id, &user, 3).await.unwrap(), 2);
     assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 1);
-    let answer = Message::text(Role::Assistant, "hi there");
+    let mut answer = Message::text(Role::Assistant, "hi there");
+    let item = serde_json::json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "opaque"});
+    answer.reasoning = crate::agent::message::Reasoning::new("they greet".into(), vec![item]);
     let chunks = [reply("hi ", 0, 2), reply("there", 1, 2)];
+    let usage = TokenTotals { calls: 2, prompt: 300, completion: 20, cache_read: 250, cache_write: 40 };
     let end = TurnEnd {
-        messages: &[answer],
+        messages: std::slice::from_ref(&answer),
         reply: &chunks,
         state: EventState::Done,
         error: None,
         prompt_tokens: Some(1234),
         also_done: &[],
+        usage,
     };
     store.finish_turn(seq, &session.id, &end, 4).await.unwrap();
     let transcript = store.load_transcript(&session.id).await.unwrap();
     assert_eq!(transcript.iter().map(|m| m.message.role).collect::<Vec<_>>(), [Role::User, Role::Assistant]);
+    // Reasoning, readable text and opaque items alike, comes back exactly as stored.
+    assert_eq!(transcript[1].message, answer);
+    assert_eq!(store.session_usage(&session.id).await.unwrap(), usage);
+    assert!(!store.show_reasoning(&session.id).await.unwrap());
+    store.set_show_reasoning(&session.id, true).await.unwrap();
+    assert!(store.show_reasoning(&session.id).await.unwrap());
     assert!(store.unfinished_events().await.unwrap().events.is_empty());
     assert_eq!(store.route(&key().key).await.unwrap().unwrap().last_prompt_tokens, 1234);
     let pending = store.pending_for_turn(&format!("evt:{seq}")).await.unwrap();
@@ -325,6 +336,7 @@ async fn retention_prunes_only_finished_old_rows_in_batches() {
             error: None,
             prompt_tokens: None,
             also_done: &[],
+            usage: Default::default(),
         };
         store.finish_turn(seq, &session.id, &end, 10 + i).await.unwrap();
         let pending = store.pending_for_turn(&format!("evt:{seq}")).await.unwrap();
@@ -374,6 +386,7 @@ async fn a_steering_message_stored_with_the_turn_is_kept() {
         error: None,
         prompt_tokens: None,
         also_done: &[],
+        usage: Default::default(),
     };
     store.finish_turn(seq, &session.id, &end, 3).await.unwrap();
     let texts: Vec<String> =

@@ -2,10 +2,12 @@
 //!
 //! System messages become `system` blocks, tool results become `tool_result` blocks in user
 //! messages, and same-role neighbours merge, because the API demands strict user/assistant
-//! alternation. The stable prefix's last block carries the one `cache_control` breakpoint.
+//! alternation. The stable prefix's last block carries a `cache_control` breakpoint, and the
+//! last user turns carry rolling ones (`cache.rs`).
 
 use serde_json::{Value, json};
 
+use super::cache;
 use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, ToolSchema};
 
@@ -97,6 +99,12 @@ fn translate(transcript: &[Message], stable_prefix: usize) -> (Vec<Value>, Vec<V
                 }
             }
             Role::Assistant => {
+                // Signed thinking must open the assistant turn it led to.
+                for item in message.reasoning.iter().flat_map(|r| &r.items) {
+                    if matches!(item["type"].as_str(), Some("thinking" | "redacted_thinking")) {
+                        out.block("assistant", item.clone());
+                    }
+                }
                 if let Some(block) = text_block(message.content.as_ref()) {
                     out.block("assistant", block);
                 }
@@ -128,15 +136,13 @@ fn translate(transcript: &[Message], stable_prefix: usize) -> (Vec<Value>, Vec<V
     if let Some(place) = prefix_end {
         out.mark_cache(place);
     }
-    let messages = out
-        .messages
-        .into_iter()
-        .map(|(role, mut blocks)| {
-            // Tool results must open the user message that answers the tool calls.
-            blocks.sort_by_key(|b| b["type"] != "tool_result");
-            json!({ "role": role, "content": blocks })
-        })
-        .collect();
+    for (_, blocks) in &mut out.messages {
+        // Tool results must open the user message that answers the tool calls.
+        blocks.sort_by_key(|b| b["type"] != "tool_result");
+    }
+    let rolling = if prefix_end.is_some() { cache::ROLLING_BREAKPOINTS } else { cache::MAX_BREAKPOINTS };
+    cache::mark_last_user_turns(&mut out.messages, rolling);
+    let messages = out.messages.into_iter().map(|(role, blocks)| json!({ "role": role, "content": blocks })).collect();
     (out.system, messages)
 }
 

@@ -9,8 +9,8 @@ use std::ops::ControlFlow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{WireBlock, WireUsage, arguments_text, classify_event};
-use crate::agent::message::{Message, Role, ToolCall};
+use super::{WireBlock, WireUsage, arguments_text, classify_event, redacted_item, thinking_item};
+use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::agent::provider::sse::{self, SseEvent, StreamEnd};
 use crate::agent::provider::{ChatResponse, Delta, DeltaSink, ProviderError, Usage};
 
@@ -69,10 +69,13 @@ enum BlockDelta {
     ThinkingDelta {
         thinking: String,
     },
+    SignatureDelta {
+        signature: String,
+    },
     InputJsonDelta {
         partial_json: String,
     },
-    /// `signature_delta`, `citations_delta` and later additions.
+    /// `citations_delta` and later additions.
     #[serde(other)]
     Other,
 }
@@ -85,7 +88,8 @@ struct MessageDelta {
 
 enum Block {
     Text(String),
-    Thinking(String),
+    Thinking { text: String, signature: String },
+    Redacted(String),
     ToolUse { id: String, name: String, input: Value, json: String },
     Other,
 }
@@ -96,6 +100,8 @@ struct Assembly {
     blocks: BTreeMap<u64, Block>,
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    cache_read_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
     stop_reason: Option<String>,
 }
 
@@ -118,12 +124,13 @@ impl Assembly {
                         }
                         Block::Text(text)
                     }
-                    WireBlock::Thinking { thinking } => {
+                    WireBlock::Thinking { thinking, signature } => {
                         if !thinking.is_empty() {
                             emit(Delta::Reasoning(thinking.clone()));
                         }
-                        Block::Thinking(thinking)
+                        Block::Thinking { text: thinking, signature }
                     }
+                    WireBlock::RedactedThinking { data } => Block::Redacted(data),
                     WireBlock::ToolUse { id, name, input } => Block::ToolUse { id, name, input, json: String::new() },
                     WireBlock::Other => Block::Other,
                 };
@@ -134,14 +141,17 @@ impl Assembly {
                     text.push_str(&more);
                     emit(Delta::Text(more));
                 }
-                (Some(Block::Thinking(thinking)), BlockDelta::ThinkingDelta { thinking: more }) => {
+                (Some(Block::Thinking { signature, .. }), BlockDelta::SignatureDelta { signature: more }) => {
+                    signature.push_str(&more);
+                }
+                (Some(Block::Thinking { text: thinking, .. }), BlockDelta::ThinkingDelta { thinking: more }) => {
                     thinking.push_str(&more);
                     emit(Delta::Reasoning(more));
                 }
                 (Some(Block::ToolUse { json, .. }), BlockDelta::InputJsonDelta { partial_json }) => {
                     json.push_str(&partial_json);
                 }
-                (_, BlockDelta::Other) | (Some(Block::Other), _) => {}
+                (_, BlockDelta::Other) | (Some(Block::Other | Block::Redacted(_)), _) => {}
                 (_, _) => {
                     return Err(ProviderError::InvalidResponse(format!(
                         "stream delta does not match content block {index}"
@@ -170,16 +180,27 @@ impl Assembly {
         if let Some(output) = usage.output_tokens {
             self.completion_tokens = Some(output);
         }
+        if let Some(read) = usage.cache_read_input_tokens {
+            self.cache_read_tokens = Some(read);
+        }
+        if let Some(write) = usage.cache_creation_input_tokens {
+            self.cache_write_tokens = Some(write);
+        }
     }
 
     fn into_response(self) -> ChatResponse {
         let mut answer = String::new();
         let mut reasoning = String::new();
+        let mut items = Vec::new();
         let mut tool_calls = Vec::new();
         for block in self.blocks.into_values() {
             match block {
                 Block::Text(text) => answer.push_str(&text),
-                Block::Thinking(thinking) => reasoning.push_str(&thinking),
+                Block::Thinking { text, signature } => {
+                    items.extend(thinking_item(&text, &signature));
+                    reasoning.push_str(&text);
+                }
+                Block::Redacted(data) => items.extend(redacted_item(&data)),
                 Block::ToolUse { id, name, input, json } => {
                     // A call without arguments streams no fragments; its start block holds `{}`.
                     let arguments = if json.trim().is_empty() { arguments_text(&input) } else { json };
@@ -191,6 +212,8 @@ impl Assembly {
         let usage = (self.prompt_tokens.is_some() || self.completion_tokens.is_some()).then(|| Usage {
             prompt_tokens: self.prompt_tokens.unwrap_or_default(),
             completion_tokens: self.completion_tokens.unwrap_or_default(),
+            cache_read_tokens: self.cache_read_tokens.unwrap_or_default(),
+            cache_write_tokens: self.cache_write_tokens.unwrap_or_default(),
         });
         ChatResponse {
             message: Message {
@@ -198,6 +221,7 @@ impl Assembly {
                 content: Some(answer).filter(|a| !a.is_empty()),
                 tool_calls,
                 tool_call_id: None,
+                reasoning: Reasoning::new(reasoning.clone(), items),
             },
             usage,
             finish_reason: self.stop_reason,

@@ -89,11 +89,18 @@ fn assistant_calling(text: Option<&str>, calls: &[(&str, &str, &str)]) -> Messag
             })
             .collect(),
         tool_call_id: None,
+        reasoning: None,
     }
 }
 
 fn tool_result(id: &str, text: &str) -> Message {
-    Message { role: Role::Tool, content: Some(text.into()), tool_calls: Vec::new(), tool_call_id: Some(id.into()) }
+    Message {
+        role: Role::Tool,
+        content: Some(text.into()),
+        tool_calls: Vec::new(),
+        tool_call_id: Some(id.into()),
+        reasoning: None,
+    }
 }
 
 fn request(stream: bool) -> ChatRequest {
@@ -158,7 +165,7 @@ fn translates_the_transcript() {
         json!([
             {"role": "user", "content": [
                 {"type": "text", "text": "add milk"},
-                {"type": "text", "text": "and eggs"},
+                {"type": "text", "text": "and eggs", "cache_control": {"type": "ephemeral"}},
             ]},
             {"role": "assistant", "content": [
                 {"type": "text", "text": "on it"},
@@ -168,7 +175,7 @@ fn translates_the_transcript() {
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "tu_1", "content": "added"},
                 {"type": "tool_result", "tool_use_id": "tu_2", "content": "bad arguments"},
-                {"type": "text", "text": "thanks"},
+                {"type": "text", "text": "thanks", "cache_control": {"type": "ephemeral"}},
             ]},
         ])
     );
@@ -205,9 +212,42 @@ fn a_prefix_reaching_into_the_messages_marks_its_last_block() {
         body["messages"],
         json!([{"role": "user", "content": [
             {"type": "text", "text": "pinned", "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": "later"},
+            {"type": "text", "text": "later", "cache_control": {"type": "ephemeral"}},
         ]}])
     );
+}
+
+#[test]
+fn rolling_breakpoints_cover_the_system_prompt_and_the_last_three_user_turns() {
+    let mut messages = vec![Message::text(Role::System, "sys")];
+    for turn in 0..6 {
+        messages.push(Message::text(Role::User, format!("question {turn}")));
+        messages.push(Message::text(Role::Assistant, format!("answer {turn}")));
+    }
+    messages.push(assistant_calling(None, &[("tu_1", "todo", "{}")]));
+    messages.push(tool_result("tu_1", "done"));
+    let request = ChatRequest { messages, stable_prefix: 1, ..ChatRequest::default() };
+    let body = request::body("m", &request);
+    assert_eq!(cache::count_markers(&body), cache::MAX_BREAKPOINTS);
+    assert_eq!(body["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+    let marked: Vec<Value> = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["content"].as_array().expect("blocks").iter().any(|b| b.get("cache_control").is_some()))
+        .map(|m| m["content"].as_array().expect("blocks").last().cloned().expect("a block"))
+        .collect();
+    // The tool result is the newest user turn; the two user questions before it follow.
+    assert_eq!(marked.len(), 3);
+    assert_eq!(marked[0]["text"], "question 4");
+    assert_eq!(marked[1]["text"], "question 5");
+    assert_eq!(marked[2]["type"], "tool_result");
+
+    // Without a stable prefix the fourth breakpoint rolls too.
+    let request = ChatRequest { stable_prefix: 0, ..request };
+    let body = request::body("m", &request);
+    assert_eq!(cache::count_markers(&body), cache::MAX_BREAKPOINTS);
+    assert!(body["system"][0].get("cache_control").is_none());
 }
 
 #[test]
@@ -259,7 +299,10 @@ async fn parses_a_whole_reply_and_sends_the_headers() {
     assert_eq!((call.id.as_str(), call.name.as_str()), ("tu_9", "todo"));
     assert_eq!(serde_json::from_str::<Value>(&call.arguments).expect("JSON"), json!({"item": "milk", "qty": 2}));
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_use"));
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 115, completion_tokens: 7 }));
+    assert_eq!(
+        reply.usage,
+        Some(Usage { prompt_tokens: 115, completion_tokens: 7, cache_read_tokens: 100, cache_write_tokens: 5 })
+    );
 
     let requests = running.requests();
     let (headers, body) = &requests[0];
@@ -336,7 +379,10 @@ async fn streams_thinking_text_and_tool_use() {
         ]
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_use"));
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 100, completion_tokens: 42 }));
+    assert_eq!(
+        reply.usage,
+        Some(Usage { prompt_tokens: 100, completion_tokens: 42, cache_read_tokens: 80, cache_write_tokens: 0 })
+    );
     let (headers, body) = &running.requests()[0];
     assert_eq!(body["stream"], true);
     assert_eq!(headers["accept"], "text/event-stream");
@@ -375,4 +421,38 @@ async fn a_too_long_prompt_is_context_too_long() {
     let running = FakeServer::reply(400, body).start().await;
     let (result, _) = complete_collecting(&running.provider(), &request(false)).await;
     assert!(matches!(result, Err(ProviderError::ContextTooLong)), "{result:?}");
+}
+
+#[test]
+fn signed_thinking_returns_first_in_its_assistant_turn() {
+    let reply = json!({
+        "content": [
+            {"type": "thinking", "thinking": "they want milk", "signature": "sig-1"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "tool_use", "id": "tu_1", "name": "todo", "input": {}},
+        ],
+        "stop_reason": "tool_use",
+    });
+    let mut assistant = parse_reply(&reply.to_string()).expect("reply").message;
+    // A Responses API item from another provider is not sent to Anthropic.
+    assistant.reasoning.as_mut().expect("reasoning").items.push(json!({"type": "reasoning", "encrypted_content": "x"}));
+    let request = ChatRequest {
+        messages: vec![
+            Message::text(Role::System, "sys"),
+            Message::text(Role::User, "add milk"),
+            assistant,
+            tool_result("tu_1", "added"),
+        ],
+        stable_prefix: 1,
+        ..ChatRequest::default()
+    };
+    let body = request::body("m", &request);
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([
+            {"type": "thinking", "thinking": "they want milk", "signature": "sig-1"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "tool_use", "id": "tu_1", "name": "todo", "input": {}},
+        ])
+    );
 }

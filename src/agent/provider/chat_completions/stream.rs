@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{WireUsage, classify};
-use crate::agent::message::{Message, Role, ToolCall};
+use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::agent::provider::sse::{self, StreamEnd};
 use crate::agent::provider::{ChatResponse, Delta, DeltaSink, ProviderError, Usage};
 
@@ -183,6 +183,7 @@ impl Assembly {
                 content: Some(self.content).filter(|c| !c.is_empty()),
                 tool_calls,
                 tool_call_id: None,
+                reasoning: Reasoning::new(self.reasoning.clone(), Vec::new()),
             },
             usage: self.usage,
             finish_reason: self.finish_reason,

@@ -171,7 +171,7 @@ async fn streamed_text_reaches_the_sink_in_order_and_assembles() {
     assert_eq!(reply.message.content.as_deref(), Some("Hello, wörld"));
     assert_eq!(reply.reasoning.as_deref(), Some("user greets"));
     assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 21, completion_tokens: 4 }));
+    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 21, completion_tokens: 4, ..Usage::default() }));
     assert!(reply.message.tool_calls.is_empty());
 }
 
@@ -326,7 +326,7 @@ async fn non_streamed_reply_parses_reasoning_and_tool_calls() {
         reply.message.tool_calls,
         vec![ToolCall { id: "c1".into(), name: "todo".into(), arguments: "{}".into() }]
     );
-    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 9, completion_tokens: 3 }));
+    assert_eq!(reply.usage, Some(Usage { prompt_tokens: 9, completion_tokens: 3, ..Usage::default() }));
     let (_, body) = &running.requests()[0];
     assert_eq!(body["stream"], false);
     assert!(body.get("stream_options").is_none());
@@ -341,4 +341,53 @@ async fn a_json_reply_to_a_stream_request_still_feeds_the_sink() {
     let (result, deltas) = complete_collecting(&running.provider(), &streamed_request()).await;
     assert_eq!(result.expect("reply").message.content.as_deref(), Some("whole"));
     assert_eq!(deltas, vec![Delta::Text("whole".into())]);
+}
+
+#[tokio::test]
+async fn claude_models_behind_a_router_get_rolling_cache_breakpoints_and_report_cache_usage() {
+    let reply = json!({
+        "choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": 700, "cache_write_tokens": 150}},
+    });
+    let running = FakeServer::reply(200, reply.to_string()).start().await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder().build().expect("client");
+    let claude =
+        ChatCompletions::new(http, &running.url, "anthropic/claude-sonnet-4.5", None, Duration::from_secs(10), 8192);
+    let mut messages = vec![Message::text(Role::System, "be brief")];
+    for turn in 0..5 {
+        messages.push(Message::text(Role::User, format!("q{turn}")));
+        messages.push(Message::text(Role::Assistant, format!("a{turn}")));
+    }
+    messages.push(Message::text(Role::User, "last"));
+    let request = ChatRequest { messages, stable_prefix: 1, ..ChatRequest::default() };
+    let reply = claude.complete(&request, None).await.expect("reply");
+    assert_eq!(
+        reply.usage,
+        Some(Usage { prompt_tokens: 900, completion_tokens: 3, cache_read_tokens: 700, cache_write_tokens: 150 })
+    );
+    let (_, body) = &running.requests()[0];
+    let messages = body["messages"].as_array().expect("messages");
+    let marker = json!({"type": "ephemeral"});
+    assert_eq!(messages[0]["content"], json!([{"type": "text", "text": "be brief", "cache_control": marker}]));
+    let marked: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["content"][0].get("cache_control").is_some())
+        .map(|m| m["content"][0]["text"].as_str().expect("text"))
+        .collect();
+    assert_eq!(marked, ["be brief", "q3", "q4", "last"]);
+    // Unmarked messages keep their plain text content.
+    assert_eq!(messages[2], json!({"role": "assistant", "content": "a0"}));
+
+    // Other models are sent exactly as before: no parts, no markers.
+    let running = FakeServer::reply(200, reply_json()).start().await;
+    running.provider().complete(&request, None).await.expect("reply");
+    let (_, body) = &running.requests()[0];
+    assert_eq!(body["messages"][0], json!({"role": "system", "content": "be brief"}));
+    assert!(!body.to_string().contains("cache_control"));
+}
+
+fn reply_json() -> String {
+    json!({"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]}).to_string()
 }

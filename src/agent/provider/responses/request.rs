@@ -1,0 +1,113 @@
+//! Translates a `ChatRequest` into a Responses API request body.
+//!
+//! Leading system messages become `instructions`; the rest of the transcript becomes input
+//! items: `message`s, the assistant's stored `reasoning` items (without their ids: nothing is
+//! stored server-side), `function_call`s and `function_call_output`s, in transcript order.
+
+use serde_json::{Value, json};
+
+use crate::agent::message::{Message, Role};
+use crate::agent::provider::{ChatRequest, ToolSchema};
+
+/// The request body for `model`.
+pub(super) fn body(model: &str, request: &ChatRequest) -> Value {
+    let leading = request.messages.iter().take_while(|m| m.role == Role::System).count();
+    let instructions: Vec<&str> =
+        request.messages[..leading].iter().filter_map(|m| m.content.as_deref()).filter(|t| !t.is_empty()).collect();
+    let mut input = Vec::new();
+    for message in &request.messages[leading..] {
+        push_items(&mut input, message);
+    }
+    let mut body = json!({
+        "model": model,
+        "input": input,
+        // Stateless: the transcript lives in hermesd's store, so nothing is kept by the provider,
+        // and reasoning comes back encrypted to be returned on the next call.
+        "store": false,
+        "include": ["reasoning.encrypted_content"],
+        "reasoning": { "summary": "auto" },
+        "stream": request.stream,
+    });
+    if !instructions.is_empty() {
+        body["instructions"] = json!(instructions.join("\n\n"));
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request.tools.iter().map(wire_tool).collect();
+    }
+    if let Some(max) = request.max_tokens {
+        body["max_output_tokens"] = json!(max);
+    }
+    body
+}
+
+/// Tools are not strict: hermesd's schemas (MCP servers' included) are not all written for
+/// strict mode, which the Responses API would otherwise assume.
+fn wire_tool(tool: &ToolSchema) -> Value {
+    json!({
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": false,
+    })
+}
+
+fn text_message(role: &str, part: &str, text: &str) -> Value {
+    json!({ "type": "message", "role": role, "content": [{ "type": part, "text": text }] })
+}
+
+/// The input items of one transcript message.
+fn push_items(input: &mut Vec<Value>, message: &Message) {
+    let text = message.content.as_deref().filter(|t| !t.is_empty());
+    match message.role {
+        Role::System => {
+            if let Some(text) = text {
+                input.push(text_message("developer", "input_text", text));
+            }
+        }
+        Role::User => input.push(text_message("user", "input_text", text.unwrap_or(" "))),
+        Role::Assistant => {
+            // A reasoning item must come right before the output it led to.
+            for item in message.reasoning.iter().flat_map(|r| &r.items) {
+                if let Some(item) = returnable(item) {
+                    input.push(item);
+                }
+            }
+            if let Some(text) = text {
+                input.push(text_message("assistant", "output_text", text));
+            }
+            for call in &message.tool_calls {
+                input.push(json!({
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }));
+            }
+        }
+        Role::Tool => match &message.tool_call_id {
+            Some(id) => input.push(json!({
+                "type": "function_call_output",
+                "call_id": id,
+                "output": message.content.as_deref().unwrap_or_default(),
+            })),
+            // A result that answers no call cannot be an output item; keep its text.
+            None => input.push(text_message("user", "input_text", &format!("[tool result] {}", text.unwrap_or("")))),
+        },
+    }
+}
+
+/// A stored reasoning item as it is sent back: ours only (other providers' items are skipped),
+/// with its encrypted content, without its id (with `store: false` an id makes the API look the
+/// item up and fail), and with the `summary` the API requires.
+fn returnable(item: &Value) -> Option<Value> {
+    if item["type"] != "reasoning" || item["encrypted_content"].as_str().is_none_or(str::is_empty) {
+        return None;
+    }
+    let mut item = item.clone();
+    let object = item.as_object_mut()?;
+    object.remove("id");
+    object.remove("status");
+    object.entry("summary").or_insert_with(|| json!([]));
+    Some(item)
+}
