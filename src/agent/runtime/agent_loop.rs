@@ -205,6 +205,7 @@ impl AgentLoop<'_> {
                         content: Some(outcome.content),
                         tool_calls: Vec::new(),
                         tool_call_id: Some(outcome.call_id),
+                        images: Vec::new(),
                     });
                 }
                 appended.extend((self.steer)());

@@ -208,11 +208,12 @@ mod tests {
             content: None,
             tool_calls: vec![ToolCall { id: id.into(), name: "t".into(), arguments: "{}".into() }],
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
 
     fn result(id: &str) -> Message {
-        Message { role: Role::Tool, content: Some("r".into()), tool_calls: vec![], tool_call_id: Some(id.into()) }
+        Message { role: Role::Tool, content: Some("r".into()), tool_calls: vec![], tool_call_id: Some(id.into()), images: Vec::new() }
     }
 
     #[test]

@@ -66,6 +66,7 @@ fn close_calls(out: &mut Vec<Message>, open_calls: &mut Vec<String>, answered: &
                 content: Some(MISSING_RESULT.into()),
                 tool_calls: vec![],
                 tool_call_id: Some(id),
+                images: Vec::new(),
             });
         }
     }
@@ -125,11 +126,12 @@ mod tests {
                 .map(|id| ToolCall { id: (*id).into(), name: "t".into(), arguments: "".into() })
                 .collect(),
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
 
     fn result(id: &str) -> Message {
-        Message { role: Role::Tool, content: Some(format!("r{id}")), tool_calls: vec![], tool_call_id: Some(id.into()) }
+        Message { role: Role::Tool, content: Some(format!("r{id}")), tool_calls: vec![], tool_call_id: Some(id.into()), images: Vec::new() }
     }
 
     fn shape(messages: &[Message]) -> Vec<String> {

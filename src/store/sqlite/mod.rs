@@ -32,6 +32,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "cron", include_str!("../../../migrations/0004_cron.sql")),
     (5, "idempotency", include_str!("../../../migrations/0005_idempotency.sql")),
     (6, "access", include_str!("../../../migrations/0006_access.sql")),
+    (7, "message_images", include_str!("../../../migrations/0007_message_images.sql")),
 ];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.

@@ -6,7 +6,7 @@ use sqlx::sqlite::SqliteRow;
 
 use super::outbox::insert_outbound;
 use super::{SqliteStore, from_json, retry_busy, to_json};
-use crate::agent::message::{Message, Role, ToolCall};
+use crate::agent::message::{ImageRef, Message, Role, ToolCall};
 use crate::store::{
     Compaction, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd,
 };
@@ -42,6 +42,11 @@ fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
         Some(text) => from_json(&text, "messages.tool_calls")?,
         None => Vec::new(),
     };
+    let images: Option<String> = row.get("images");
+    let images: Vec<ImageRef> = match images {
+        Some(text) => from_json(&text, "messages.images")?,
+        None => Vec::new(),
+    };
     Ok(StoredMessage {
         id: row.get("id"),
         position: row.get("position"),
@@ -50,6 +55,7 @@ fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
             content: row.get("content"),
             tool_calls,
             tool_call_id: row.get("tool_call_id"),
+            images,
         },
         created_at: row.get("created_at"),
         archived: row.get::<i64, _>("archived") != 0,
@@ -64,9 +70,10 @@ async fn insert_message(
     now: i64,
 ) -> Result<(), sqlx::Error> {
     let tool_calls = (!message.tool_calls.is_empty()).then(|| to_json(&message.tool_calls));
+    let images = (!message.images.is_empty()).then(|| to_json(&message.images));
     sqlx::query(
-        "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, event_seq, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, event_seq, created_at, images) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(session_id)
     .bind(message.role.as_str())
@@ -75,6 +82,7 @@ async fn insert_message(
     .bind(&message.tool_call_id)
     .bind(event_seq)
     .bind(now)
+    .bind(images)
     .execute(conn)
     .await
     .map(drop)
@@ -156,7 +164,7 @@ impl SessionStore for SqliteStore {
 
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, created_at, archived \
+            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, images, created_at, archived \
              FROM messages WHERE session_id = ? AND archived = 0 ORDER BY position, id",
         )
         .bind(session_id)
@@ -167,7 +175,7 @@ impl SessionStore for SqliteStore {
 
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, created_at, archived \
+            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, images, created_at, archived \
              FROM messages WHERE session_id = ? ORDER BY position, id",
         )
         .bind(session_id)

@@ -198,6 +198,7 @@ impl Assembly {
                 content: Some(answer).filter(|a| !a.is_empty()),
                 tool_calls,
                 tool_call_id: None,
+                images: Vec::new(),
             },
             usage,
             finish_reason: self.stop_reason,

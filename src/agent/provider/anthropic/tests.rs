@@ -89,11 +89,12 @@ fn assistant_calling(text: Option<&str>, calls: &[(&str, &str, &str)]) -> Messag
             })
             .collect(),
         tool_call_id: None,
+        images: Vec::new(),
     }
 }
 
 fn tool_result(id: &str, text: &str) -> Message {
-    Message { role: Role::Tool, content: Some(text.into()), tool_calls: Vec::new(), tool_call_id: Some(id.into()) }
+    Message { role: Role::Tool, content: Some(text.into()), tool_calls: Vec::new(), tool_call_id: Some(id.into()), images: Vec::new() }
 }
 
 fn request(stream: bool) -> ChatRequest {
@@ -141,7 +142,7 @@ fn builds_the_messages_url() {
 
 #[test]
 fn translates_the_transcript() {
-    let body = request::body("claude-test", &request(false));
+    let body = request::body("claude-test", &request(false), false);
     assert_eq!(body["model"], "claude-test");
     assert_eq!(body["max_tokens"], 8192);
     assert!(body.get("stream").is_none());
@@ -196,7 +197,7 @@ fn a_prefix_reaching_into_the_messages_marks_its_last_block() {
         stream: true,
         ..ChatRequest::default()
     };
-    let body = request::body("m", &request);
+    let body = request::body("m", &request, false);
     assert_eq!(body["max_tokens"], 100);
     assert_eq!(body["stream"], true);
     assert!(body.get("tools").is_none());
@@ -375,4 +376,33 @@ async fn a_too_long_prompt_is_context_too_long() {
     let running = FakeServer::reply(400, body).start().await;
     let (result, _) = complete_collecting(&running.provider(), &request(false)).await;
     assert!(matches!(result, Err(ProviderError::ContextTooLong)), "{result:?}");
+}
+
+fn with_image(role: Role, id: Option<&str>) -> Message {
+    let mut image = crate::agent::message::ImageRef::new("media/mcp/shot.png", "image/png");
+    image.data = Some("data:image/png;base64,iVBORw0K".into());
+    Message { images: vec![image], tool_call_id: id.map(Into::into), ..Message::text(role, "look") }
+}
+
+#[test]
+fn images_become_base64_blocks_for_a_vision_model() {
+    let request = ChatRequest {
+        messages: vec![
+            with_image(Role::User, None),
+            assistant_calling(None, &[("c1", "shot", "{}")]),
+            with_image(Role::Tool, Some("c1")),
+        ],
+        ..ChatRequest::default()
+    };
+    let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}});
+    let body = request::body("m", &request, true);
+    assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": "look"}, image]));
+    assert_eq!(
+        body["messages"][2]["content"][0],
+        json!({"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "look"}, image]})
+    );
+    let body = request::body("m", &request, false);
+    let note = "look\n[image media/mcp/shot.png not shown to this model]";
+    assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": note}]));
+    assert_eq!(body["messages"][2]["content"][0]["content"], json!(note));
 }

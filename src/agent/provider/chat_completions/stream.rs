@@ -183,6 +183,7 @@ impl Assembly {
                 content: Some(self.content).filter(|c| !c.is_empty()),
                 tool_calls,
                 tool_call_id: None,
+                images: Vec::new(),
             },
             usage: self.usage,
             finish_reason: self.finish_reason,
