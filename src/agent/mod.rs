@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod heartbeat;
+pub mod media;
 pub mod message;
 pub mod provider;
 pub mod runtime;
