@@ -149,6 +149,8 @@ impl Daemon {
         .with_redaction(env.redaction());
         let http = crate::http_client::build().context("build HTTP client")?;
         let chain = build_chain(&config, &env, &http)?.with_metrics(metrics.clone());
+        let media = crate::agent::media::Media::from_config(paths.home.clone(), &config.auxiliary, &env, &http)
+            .map_err(|e| anyhow::anyhow!("auxiliary: {e}"))?;
         drop(http);
         let workdir = paths.workdir(&config.tools);
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
@@ -193,6 +195,7 @@ impl Daemon {
                 prompts,
                 workdir,
                 data_dir: paths.home.clone(),
+                media: Arc::new(media),
                 routing,
             },
             RunnerSettings {
@@ -392,10 +395,10 @@ fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Re
         let (url, name, timeout, context) = (&model.base_url, &model.name, model.timeout.get(), model.context_length);
         providers.push(match model.provider {
             ProviderKind::ChatCompletions => {
-                Arc::new(ChatCompletions::new(http.clone(), url, name, key, timeout, context))
+                Arc::new(ChatCompletions::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision))
             }
             ProviderKind::AnthropicMessages => {
-                Arc::new(AnthropicMessages::new(http.clone(), url, name, key, timeout, context))
+                Arc::new(AnthropicMessages::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision))
             }
         });
     }

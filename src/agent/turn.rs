@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use super::approvals::{Approvals, ChatHuman};
 use super::heartbeat::{self, HeartbeatSettings};
+use super::media::Media;
 use super::message::{Message, Role};
 use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
 use super::runtime::chain::ProviderChain;
@@ -141,6 +142,8 @@ pub struct RunnerParts {
     pub workdir: PathBuf,
     /// `HERMESD_HOME`.
     pub data_dir: PathBuf,
+    /// What the model is given for attachments (images, audio, documents).
+    pub media: Arc<Media>,
     /// Where replies of cron runs and webhook deliveries go.
     pub routing: Routing,
 }
@@ -331,9 +334,6 @@ impl TurnRunner {
             self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
             return Ok(());
         }
-        let user = Message::text(Role::User, user_text(&job.message));
-        store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
-
         let platform_name = job.key.platform.as_str();
         let policy = self.policy(&origin, platform_name);
         let tools = self.parts.registry.allowed(&policy);
@@ -344,6 +344,9 @@ impl TurnRunner {
             Some(name) => self.parts.chain.starting_with(name),
             None => self.parts.chain.clone(),
         };
+        let vision = chain.primary().vision();
+        let user = self.parts.media.user_message(&job.message, user_text(&job.message), vision).await;
+        store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
 
         let mut system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
@@ -387,6 +390,9 @@ impl TurnRunner {
             }
         }
 
+        if vision {
+            self.parts.media.load_images(&mut transcript).await;
+        }
         let human = Arc::new(ChatHuman {
             approvals: self.parts.approvals.clone(),
             outbox: self.parts.outbox.clone(),
@@ -564,11 +570,7 @@ impl Default for Ending<'_> {
     }
 }
 
-/// The text stored for a user message: its text plus a line per attachment.
+/// The text stored for a user message, before `Media` adds a section per attachment.
 fn user_text(message: &InboundMessage) -> String {
-    let mut text = message.text.clone();
-    for attachment in &message.attachments {
-        text.push_str(&format!("\n[attached {:?}: {}]", attachment.kind, attachment.path));
-    }
-    text
+    message.text.clone()
 }

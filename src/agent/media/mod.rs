@@ -81,10 +81,10 @@ impl Media {
         Ok(media)
     }
 
-    /// The user message for `message`: its text, then a section per attachment; images become
-    /// references when the model has `vision`.
-    pub async fn user_message(&self, message: &InboundMessage, vision: bool) -> Message {
-        let mut text = message.text.clone();
+    /// The user message for `message`: `text` (what the turn makes of its text), then a section
+    /// per attachment; images become references when the model has `vision`.
+    pub async fn user_message(&self, message: &InboundMessage, text: String, vision: bool) -> Message {
+        let mut text = text;
         let mut images = Vec::new();
         for attachment in &message.attachments {
             let section = self.understand(attachment, vision, &mut images).await;

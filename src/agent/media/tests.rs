@@ -48,18 +48,22 @@ fn message(text: &str, attachments: Vec<Attachment>) -> InboundMessage {
     }
 }
 
+async fn said(media: &Media, message: &InboundMessage, vision: bool) -> Message {
+    media.user_message(message, message.text.clone(), vision).await
+}
+
 #[tokio::test]
 async fn an_image_is_a_reference_for_a_vision_model_and_a_note_otherwise() {
     let home = Home::new();
     let photo = home.attach(AttachmentKind::Image, "p1_photo.jpg", Some("image/jpeg"), PNG);
     let inbound = message("look", vec![photo]);
-    let user = home.media().user_message(&inbound, true).await;
+    let user = said(&home.media(), &inbound, true).await;
     assert_eq!(user.images, vec![ImageRef::new("media/telegram/42/p1_photo.jpg", "image/png")]);
     assert!(user.images[0].data.is_none(), "the stored message holds no bytes");
     let text = user.content.unwrap();
     assert!(text.starts_with("look\n[image media/p1_photo.jpg (image/jpeg, 19 B), attached below]"), "{text}");
 
-    let user = home.media().user_message(&inbound, false).await;
+    let user = said(&home.media(), &inbound, false).await;
     assert!(user.images.is_empty());
     let text = user.content.unwrap();
     assert!(text.contains("media/p1_photo.jpg") && text.contains("no image describer is configured"), "{text}");
@@ -93,7 +97,7 @@ async fn documents_are_inlined_pdfs_extracted_and_other_files_named() {
     let blob = home.attach(AttachmentKind::Document, "d4_data.bin", Some("application/octet-stream"), b"\0\x01");
     let clip = home.attach(AttachmentKind::Video, "v1_clip.mp4", Some("video/mp4"), b"....");
     let voice = home.attach(AttachmentKind::Audio, "voice.ogg", Some("audio/ogg"), b"OggS");
-    let user = home.media().user_message(&message("", vec![notes, pdf, broken, blob, clip, voice]), true).await;
+    let user = said(&home.media(), &message("", vec![notes, pdf, broken, blob, clip, voice]), true).await;
     let text = user.content.unwrap();
     let expected = [
         "[file media/d1_notes.txt (text/plain, 17 B), its text follows]\nremember the milk\n[end of media/d1_notes.txt]",
@@ -151,7 +155,7 @@ async fn without_vision_the_auxiliary_model_describes_the_image_and_failures_bec
     for (answer, delay, expected) in cases {
         let fake = Arc::new(FakeVision { seen: Mutex::new(Vec::new()), answer, delay });
         let media = home.media().with_describer(Describer::new(fake.clone(), Duration::from_secs(30)));
-        let user = media.user_message(&inbound, false).await;
+        let user = said(&media, &inbound, false).await;
         let text = user.content.unwrap();
         assert!(text.starts_with("what is it?\n[image media/p1_photo.jpg"), "{text}");
         assert!(text.contains(expected), "{expected:?} in {text}");
@@ -177,10 +181,10 @@ async fn an_unreachable_transcription_service_becomes_a_note() {
         max_bytes: 3,
     };
     let media = home.media().with_transcriber(Transcriber::new(reqwest::Client::new(), &config, None));
-    let text = media.user_message(&message("", vec![voice.clone()]), false).await.content.unwrap();
+    let text = said(&media, &message("", vec![voice.clone()]), false).await.content.unwrap();
     assert!(text.contains("could not be transcribed: the audio is 4 bytes, over the transcription limit"), "{text}");
     let config = crate::config::TranscriptionConfig { max_bytes: 1024, ..config };
     let media = home.media().with_transcriber(Transcriber::new(reqwest::Client::new(), &config, None));
-    let text = media.user_message(&message("", vec![voice]), false).await.content.unwrap();
+    let text = said(&media, &message("", vec![voice]), false).await.content.unwrap();
     assert!(text.contains("could not be transcribed: the transcription service is unreachable"), "{text}");
 }
