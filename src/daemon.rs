@@ -128,7 +128,7 @@ impl Daemon {
             .platforms
             .api
             .enabled
-            .then(|| Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id)));
+            .then(|| Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home))));
         if let Some(api) = &api {
             platforms.insert(api.clone());
         }
@@ -377,6 +377,12 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
     }
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
     Ok(platforms)
+}
+
+/// Where image parts of API requests are saved.
+fn api_media(home: &std::path::Path) -> hermesd_platform::media::MediaDir {
+    let cap = crate::agent::media::image::MAX_IMAGE_BYTES;
+    hermesd_platform::media::MediaDir::new(home.join("media").join(crate::platforms::api::NAME), cap)
 }
 
 /// The primary model and its fallbacks, each with retries owned by the runtime.

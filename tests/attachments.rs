@@ -147,3 +147,38 @@ async fn a_failing_transcription_leaves_a_note_and_the_turn_goes_on() {
     assert!(text.contains("could not be transcribed: the transcription service answered 404"), "{text}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_takes_image_parts_instead_of_dropping_them() {
+    let home = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::builder().reply("a tiny image").start().await;
+    let config = format!(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\n\
+         name = \"fake-model\"\nvision = true\n\n[platforms.api]\nenabled = true\n",
+        llm.base_url()
+    );
+    let d = start_daemon(home.path(), &config, &[]).await;
+    let url = format!("{}/v1/chat/completions", d.base);
+    let image = data_url(PNG, "image/png");
+    let body = serde_json::json!({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is in it?"},
+        {"type": "image_url", "image_url": {"url": image}},
+    ]}]});
+    let response = support::client().post(&url).json(&body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let reply: Value = response.json().await.unwrap();
+    assert_eq!(reply["choices"][0]["message"]["content"], "a tiny image");
+    assert_eq!(llm.image_urls(), vec![image.clone()], "the image part reached the model");
+    assert!(last_user(&llm.requests()[0]).starts_with("what is in it?\n[image media/"));
+
+    // An image alone is a message too; a remote URL is refused, not dropped.
+    let remote = serde_json::json!({"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+    ]}]});
+    let response = support::client().post(&url).json(&remote).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "invalid_image", "{error}");
+    assert_eq!(llm.count(), 1, "nothing ran for the refused request");
+    d.daemon.stop().await;
+}
