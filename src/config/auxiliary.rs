@@ -77,3 +77,34 @@ pub(super) fn check_auxiliary(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::super::{Config, Env};
+
+    #[test]
+    fn auxiliary_sections_parse_and_their_problems_are_listed() {
+        let config = Config::parse(
+            "[auxiliary.vision]\nprovider = \"chat_completions\"\nbase_url = \"ftp://x\"\nname = \"eyes\"\n\
+             api_key_env = \"EYES_KEY\"\n\n[auxiliary.transcription]\nbase_url = \"http://127.0.0.1:8000/v1\"\n\
+             name = \"\"\nmax_bytes = 0\napi_key_env = \"WHISPER_KEY\"\n",
+        )
+        .unwrap();
+        let transcription = config.auxiliary.transcription.as_ref().unwrap();
+        assert_eq!(transcription.timeout.get().as_secs(), 60);
+        let env = Env::from_map(HashMap::from([("EYES_KEY".to_owned(), "k".to_owned())]));
+        let problems = config.validate(&env);
+        for needle in [
+            "auxiliary.vision.base_url",
+            "auxiliary.transcription.name",
+            "auxiliary.transcription.max_bytes",
+            "auxiliary.transcription.api_key_env: the variable WHISPER_KEY is not set",
+        ] {
+            assert!(problems.iter().any(|p| p.contains(needle)), "{needle} in {problems:?}");
+        }
+        assert!(!problems.iter().any(|p| p.contains("EYES_KEY")), "{problems:?}");
+        assert!(Config::parse("[auxiliary.transcription]\nbase_url = \"http://x\"\nname = \"w\"\nlanguage = \"en\"\n").is_err());
+    }
+}
