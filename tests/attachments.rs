@@ -182,3 +182,25 @@ async fn the_api_takes_image_parts_instead_of_dropping_them() {
     assert_eq!(llm.count(), 1, "nothing ran for the refused request");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_path_the_model_is_given_opens_with_read_file() {
+    let home = tempfile::tempdir().unwrap();
+    let tg = FakeTelegram::builder().token(TOKEN).start().await;
+    let llm = FakeLlm::builder()
+        .tool_calls(&[("read_file", r#"{"path": "media/udoc1_list.csv"}"#)])
+        .reply("read it")
+        .start()
+        .await;
+    let d = start(home.path(), &config(&llm, &tg, "", ""), &[]).await;
+    let ann = User::new(1001, "Ann");
+    let dm = Chat::private(&ann);
+    tg.add_file("doc1", "list.csv", b"milk,2\neggs,12\n");
+    tg.push(Incoming::text(&dm, &ann, "what is on it?").document("doc1", "list.csv", "text/csv"));
+    assert!(eventually(WAIT, || tg.texts(dm.id).iter().any(|t| t == "read it")).await, "{:?}", tg.texts(dm.id));
+    let requests = llm.requests();
+    assert!(last_user(&requests[0]).contains("[file media/udoc1_list.csv (text/csv, 15 B), its text follows]"));
+    let tool = requests[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").cloned().unwrap();
+    assert_eq!(tool["content"], "    1|milk,2\n    2|eggs,12", "{tool}");
+    d.daemon.stop().await;
+}
