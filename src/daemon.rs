@@ -124,11 +124,9 @@ impl Daemon {
         let metrics = Arc::new(Metrics::default());
 
         let mut platforms = build_platforms(&config, &env, &paths)?;
-        let api = config
-            .platforms
-            .api
-            .enabled
-            .then(|| Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home))));
+        let api = config.platforms.api.enabled.then(|| {
+            Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home)))
+        });
         if let Some(api) = &api {
             platforms.insert(api.clone());
         }
@@ -403,9 +401,9 @@ fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Re
             ProviderKind::ChatCompletions => {
                 Arc::new(ChatCompletions::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision))
             }
-            ProviderKind::AnthropicMessages => {
-                Arc::new(AnthropicMessages::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision))
-            }
+            ProviderKind::AnthropicMessages => Arc::new(
+                AnthropicMessages::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision),
+            ),
         });
     }
     let policy = RetryPolicy {

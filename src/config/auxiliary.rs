@@ -71,7 +71,9 @@ pub(super) fn check_auxiliary(
         if let Some(var) = &t.api_key_env {
             match env.secret(var) {
                 Ok(Some(_)) => {}
-                Ok(None) => problems.push(format!("auxiliary.transcription.api_key_env: the variable {var} is not set")),
+                Ok(None) => {
+                    problems.push(format!("auxiliary.transcription.api_key_env: the variable {var} is not set"))
+                }
                 Err(e) => problems.push(format!("auxiliary.transcription.api_key_env: {e}")),
             }
         }
@@ -105,6 +107,9 @@ mod tests {
             assert!(problems.iter().any(|p| p.contains(needle)), "{needle} in {problems:?}");
         }
         assert!(!problems.iter().any(|p| p.contains("EYES_KEY")), "{problems:?}");
-        assert!(Config::parse("[auxiliary.transcription]\nbase_url = \"http://x\"\nname = \"w\"\nlanguage = \"en\"\n").is_err());
+        assert!(
+            Config::parse("[auxiliary.transcription]\nbase_url = \"http://x\"\nname = \"w\"\nlanguage = \"en\"\n")
+                .is_err()
+        );
     }
 }

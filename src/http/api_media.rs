@@ -64,9 +64,8 @@ pub(super) async fn save_images(
         if data.len() as u64 / 4 * 3 > MAX_IMAGE_BYTES + 3 {
             return Err(ImagePartError::TooLarge(n));
         }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data.trim())
-            .map_err(|_| ImagePartError::Malformed(n))?;
+        let bytes =
+            base64::engine::general_purpose::STANDARD.decode(data.trim()).map_err(|_| ImagePartError::Malformed(n))?;
         if bytes.len() as u64 > MAX_IMAGE_BYTES {
             return Err(ImagePartError::TooLarge(n));
         }
@@ -120,7 +119,8 @@ mod tests {
         assert_eq!(std::fs::read(home.path().join(&saved[0].path)).unwrap(), PNG);
 
         let text = format!("data:text/plain;base64,{}", base64::engine::general_purpose::STANDARD.encode("hi"));
-        let big = format!("data:image/png;base64,{}", "A".repeat(usize::try_from(MAX_IMAGE_BYTES).unwrap() / 3 * 4 + 16));
+        let big =
+            format!("data:image/png;base64,{}", "A".repeat(usize::try_from(MAX_IMAGE_BYTES).unwrap() / 3 * 4 + 16));
         let cases = [
             (part("https://example.com/cat.png"), "only base64 data: URLs"),
             (part("data:image/png;base64,@@@"), "not a valid base64"),

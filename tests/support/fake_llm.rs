@@ -268,7 +268,8 @@ async fn transcriptions(
     body: axum::body::Bytes,
 ) -> Response {
     let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let multipart = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("multipart/form-data"));
+    let multipart =
+        headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("multipart/form-data"));
     shared.audio.lock().unwrap().push(Upload { authorization, body: body.to_vec() });
     if !multipart {
         return (StatusCode::BAD_REQUEST, "expected multipart/form-data").into_response();

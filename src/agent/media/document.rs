@@ -35,8 +35,8 @@ fn text_like(mime: Option<&str>, name: &str) -> bool {
         || ["application/json", "application/xml", "application/x-yaml", "application/toml", "application/x-sh"]
             .contains(&mime)
         || [
-            "txt", "md", "markdown", "csv", "tsv", "json", "jsonl", "yaml", "yml", "toml", "xml", "html", "htm",
-            "log", "ini", "cfg", "conf", "rs", "py", "js", "ts", "go", "java", "c", "h", "cpp", "sh", "sql", "rb",
+            "txt", "md", "markdown", "csv", "tsv", "json", "jsonl", "yaml", "yml", "toml", "xml", "html", "htm", "log",
+            "ini", "cfg", "conf", "rs", "py", "js", "ts", "go", "java", "c", "h", "cpp", "sh", "sql", "rb",
         ]
         .contains(&ext.as_str())
 }
@@ -192,9 +192,8 @@ pub(crate) mod tests {
         // Zero pages allowed: nothing read, and it says it was cut.
         let DocText::Text { text, cut } = pdf_text(good.clone(), 0, PDF_TIMEOUT).await else { panic!() };
         assert!(text.is_empty() && cut);
-        for (i, broken) in [b"%PDF-1.4\ngarbage".to_vec(), tiny_pdf("x")[..120].to_vec(), b"%PDF-".to_vec()]
-            .into_iter()
-            .enumerate()
+        for (i, broken) in
+            [b"%PDF-1.4\ngarbage".to_vec(), tiny_pdf("x")[..120].to_vec(), b"%PDF-".to_vec()].into_iter().enumerate()
         {
             let file = dir.path().join(format!("broken{i}.pdf"));
             std::fs::write(&file, broken).unwrap();

@@ -63,7 +63,8 @@ impl Media {
         let mut media = Self::new(data_dir);
         if let Some(model) = &config.vision {
             let key = secret(env, model.api_key_env.as_deref())?;
-            let (url, name, timeout, context) = (&model.base_url, &model.name, model.timeout.get(), model.context_length);
+            let (url, name, timeout, context) =
+                (&model.base_url, &model.name, model.timeout.get(), model.context_length);
             let provider: Arc<dyn Provider> = match model.provider {
                 ProviderKind::ChatCompletions => {
                     Arc::new(ChatCompletions::new(http.clone(), url, name, key, timeout, context).with_vision(true))
@@ -131,7 +132,8 @@ impl Media {
     async fn understand(&self, attachment: &Attachment, vision: bool, images: &mut Vec<ImageRef>) -> String {
         let shown = model_path(&attachment.path);
         let label = label(attachment);
-        let about = format!("{shown} ({}, {})", attachment.mime.as_deref().unwrap_or("unknown type"), size(attachment.size));
+        let about =
+            format!("{shown} ({}, {})", attachment.mime.as_deref().unwrap_or("unknown type"), size(attachment.size));
         let Some(file) = self.file(&attachment.path) else {
             return format!("[{label} {about}: not readable]");
         };

@@ -74,7 +74,10 @@ async fn images_are_loaded_for_the_call_newest_first_within_the_budget() {
     let home = Home::new();
     home.attach(AttachmentKind::Image, "a.png", None, PNG);
     let mut messages: Vec<Message> = (0..MAX_IMAGES_PER_CALL + 2)
-        .map(|_| Message { images: vec![ImageRef::new("media/telegram/42/a.png", "image/png")], ..Message::text(Role::User, "x") })
+        .map(|_| Message {
+            images: vec![ImageRef::new("media/telegram/42/a.png", "image/png")],
+            ..Message::text(Role::User, "x")
+        })
         .collect();
     messages.push(Message {
         images: vec![ImageRef::new("media/../../etc/passwd", "image/png"), ImageRef::new("/etc/passwd", "image/png")],
@@ -138,7 +141,12 @@ impl Provider for FakeVision {
         self.seen.lock().unwrap().push(request.clone());
         tokio::time::sleep(self.delay).await;
         let text = self.answer.map_err(|()| ProviderError::Transient("down".into()))?;
-        Ok(ChatResponse { message: Message::text(Role::Assistant, text), usage: None, finish_reason: None, reasoning: None })
+        Ok(ChatResponse {
+            message: Message::text(Role::Assistant, text),
+            usage: None,
+            finish_reason: None,
+            reasoning: None,
+        })
     }
 }
 
@@ -148,7 +156,11 @@ async fn without_vision_the_auxiliary_model_describes_the_image_and_failures_bec
     let photo = home.attach(AttachmentKind::Image, "p1_photo.jpg", Some("image/jpeg"), PNG);
     let inbound = message("what is it?", vec![photo]);
     let cases = [
-        (Ok("A red bicycle against a wall."), Duration::ZERO, "as an image model describes it]\nA red bicycle against a wall."),
+        (
+            Ok("A red bicycle against a wall."),
+            Duration::ZERO,
+            "as an image model describes it]\nA red bicycle against a wall.",
+        ),
         (Err(()), Duration::ZERO, "the image could not be described: the model provider is unavailable: down"),
         (Ok("late"), Duration::from_secs(120), "the image could not be described: no description within 30 s"),
     ];

@@ -276,7 +276,13 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
         .map(|c| ToolCall { id: c.id, name: c.function.name, arguments: c.function.arguments })
         .collect();
     Ok(ChatResponse {
-        message: Message { role: Role::Assistant, content: message.content, tool_calls, tool_call_id: None, images: Vec::new() },
+        message: Message {
+            role: Role::Assistant,
+            content: message.content,
+            tool_calls,
+            tool_call_id: None,
+            images: Vec::new(),
+        },
         usage: wire.usage.map(Usage::from),
         finish_reason: choice.finish_reason,
         reasoning: message.reasoning_content.or(message.reasoning).filter(|r| !r.is_empty()),

@@ -213,7 +213,13 @@ mod tests {
     }
 
     fn result(id: &str) -> Message {
-        Message { role: Role::Tool, content: Some("r".into()), tool_calls: vec![], tool_call_id: Some(id.into()), images: Vec::new() }
+        Message {
+            role: Role::Tool,
+            content: Some("r".into()),
+            tool_calls: vec![],
+            tool_call_id: Some(id.into()),
+            images: Vec::new(),
+        }
     }
 
     #[test]

@@ -131,7 +131,13 @@ mod tests {
     }
 
     fn result(id: &str) -> Message {
-        Message { role: Role::Tool, content: Some(format!("r{id}")), tool_calls: vec![], tool_call_id: Some(id.into()), images: Vec::new() }
+        Message {
+            role: Role::Tool,
+            content: Some(format!("r{id}")),
+            tool_calls: vec![],
+            tool_call_id: Some(id.into()),
+            images: Vec::new(),
+        }
     }
 
     fn shape(messages: &[Message]) -> Vec<String> {

@@ -94,7 +94,13 @@ fn assistant_calling(text: Option<&str>, calls: &[(&str, &str, &str)]) -> Messag
 }
 
 fn tool_result(id: &str, text: &str) -> Message {
-    Message { role: Role::Tool, content: Some(text.into()), tool_calls: Vec::new(), tool_call_id: Some(id.into()), images: Vec::new() }
+    Message {
+        role: Role::Tool,
+        content: Some(text.into()),
+        tool_calls: Vec::new(),
+        tool_call_id: Some(id.into()),
+        images: Vec::new(),
+    }
 }
 
 fn request(stream: bool) -> ChatRequest {

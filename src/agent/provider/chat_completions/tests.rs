@@ -371,7 +371,11 @@ fn images_become_data_url_parts_for_a_vision_model() {
 fn images_become_notes_without_vision_or_bytes() {
     for (loaded, vision) in [(true, false), (false, true), (false, false)] {
         let wire = serde_json::to_value(wire_message(&with_image(Role::User, loaded), vision)).unwrap();
-        assert_eq!(wire["content"], json!("look\n[image media/p_photo.png not shown to this model]"), "{loaded} {vision}");
+        assert_eq!(
+            wire["content"],
+            json!("look\n[image media/p_photo.png not shown to this model]"),
+            "{loaded} {vision}"
+        );
     }
     // A plain text message is unchanged (a string, not parts).
     let wire = serde_json::to_value(wire_message(&Message::text(Role::User, "hi"), true)).unwrap();
