@@ -124,11 +124,9 @@ impl Daemon {
         let metrics = Arc::new(Metrics::default());
 
         let mut platforms = build_platforms(&config, &env, &paths)?;
-        let api = config
-            .platforms
-            .api
-            .enabled
-            .then(|| Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id)));
+        let api = config.platforms.api.enabled.then(|| {
+            Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home)))
+        });
         if let Some(api) = &api {
             platforms.insert(api.clone());
         }
@@ -151,6 +149,8 @@ impl Daemon {
         .with_data_dir(paths.home.clone());
         let http = crate::http_client::build().context("build HTTP client")?;
         let chain = build_chain(&config, &env, &http)?.with_metrics(metrics.clone());
+        let media = crate::agent::media::Media::from_config(paths.home.clone(), &config.auxiliary, &env, &http)
+            .map_err(|e| anyhow::anyhow!("auxiliary: {e}"))?;
         drop(http);
         let workdir = paths.workdir(&config.tools);
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
@@ -197,6 +197,7 @@ impl Daemon {
                 prompts,
                 workdir,
                 data_dir: paths.home.clone(),
+                media: Arc::new(media),
                 routing,
             },
             RunnerSettings {
@@ -388,6 +389,12 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
     Ok(platforms)
 }
 
+/// Where image parts of API requests are saved.
+fn api_media(home: &std::path::Path) -> hermesd_platform::media::MediaDir {
+    let cap = crate::agent::media::image::MAX_IMAGE_BYTES;
+    hermesd_platform::media::MediaDir::new(home.join("media").join(crate::platforms::api::NAME), cap)
+}
+
 /// The primary model and its fallbacks, each with retries owned by the runtime.
 fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Result<ProviderChain> {
     let models = config.model_chain();
@@ -404,11 +411,11 @@ fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Re
         let (url, name, timeout, context) = (&model.base_url, &model.name, model.timeout.get(), model.context_length);
         providers.push(match model.provider {
             ProviderKind::ChatCompletions => {
-                Arc::new(ChatCompletions::new(http.clone(), url, name, key, timeout, context))
+                Arc::new(ChatCompletions::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision))
             }
-            ProviderKind::AnthropicMessages => {
-                Arc::new(AnthropicMessages::new(http.clone(), url, name, key, timeout, context))
-            }
+            ProviderKind::AnthropicMessages => Arc::new(
+                AnthropicMessages::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision),
+            ),
             ProviderKind::Responses => Arc::new(Responses::new(http.clone(), url, name, key, timeout, context)),
         });
     }

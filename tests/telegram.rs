@@ -485,15 +485,22 @@ async fn forum_topics_are_threads_and_files_are_downloaded() {
     let answered = |caption: &str| tg.texts(dm.id).iter().any(|t| t.starts_with(&format!("echo: {caption}")));
     let both = || answered("look at this") && answered("and read this");
     assert!(eventually(WAIT, both).await, "{:?}", tg.texts(dm.id));
-    for (caption, kind, bytes) in
-        [("look at this", "Image", photo.as_slice()), ("and read this", "Document", b"remember the milk".as_slice())]
+    // Each file is named by the path the file tools open (`media/<file>`, the chat's folder).
+    for (caption, label, bytes) in
+        [("look at this", "[image ", photo.as_slice()), ("and read this", "[file ", b"remember the milk".as_slice())]
     {
         let requests = llm.requests();
         let prompt = requests.iter().map(last_user).find(|u| u.starts_with(caption)).expect("the prompt");
-        let marker = format!("[attached {kind}: ");
         let path =
-            prompt.split(&marker).nth(1).and_then(|rest| rest.split(']').next()).unwrap_or_else(|| panic!("{prompt}"));
-        assert_eq!(std::fs::read(home.path().join(path)).unwrap(), bytes, "{path}");
+            prompt.split(label).nth(1).and_then(|rest| rest.split(' ').next()).unwrap_or_else(|| panic!("{prompt}"));
+        let file = path.strip_prefix("media/").unwrap_or_else(|| panic!("{prompt}"));
+        let saved = home.path().join("media/telegram").join(dm.id.to_string()).join(file);
+        assert_eq!(std::fs::read(saved).unwrap(), bytes, "{path}");
+        if caption == "and read this" {
+            assert!(prompt.contains("its text follows]\nremember the milk\n"), "a text file is inlined: {prompt}");
+        } else {
+            assert!(prompt.contains("cannot see images"), "{prompt}");
+        }
     }
     assert_eq!(tg.downloads().len(), 2);
     d.daemon.stop().await;

@@ -51,6 +51,61 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// An image a message carries: a reference to a file under the data dir, never its bytes, so
+/// the stored transcript stays small. The bytes are read and encoded only for the model call
+/// that sends them (`data`, never stored).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ImageRef {
+    /// Where the file is, relative to the data dir (`media/<platform>/<chat>/<file>`).
+    pub path: String,
+    /// Its MIME type, as sniffed from its bytes (`image/png`, `image/jpeg`, ...).
+    pub mime: String,
+    /// The `data:` URL built for this model call; `None` when not loaded (then providers send a
+    /// text note naming the path instead).
+    #[serde(skip)]
+    pub data: Option<std::sync::Arc<str>>,
+}
+
+impl PartialEq for ImageRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.mime == other.mime
+    }
+}
+
+impl Eq for ImageRef {}
+
+impl ImageRef {
+    /// A reference to the image at `path` (relative to the data dir).
+    pub fn new(path: impl Into<String>, mime: impl Into<String>) -> Self {
+        Self { path: path.into(), mime: mime.into(), data: None }
+    }
+
+    /// The base64 payload of the loaded `data:` URL (what APIs taking raw base64 want).
+    pub fn base64(&self) -> Option<&str> {
+        self.data.as_deref().and_then(|url| url.split_once(";base64,")).map(|(_, data)| data)
+    }
+
+    /// The note a model reads in place of an image it is not shown.
+    pub fn note(&self) -> String {
+        format!("[image {} not shown to this model]", self.model_path())
+    }
+
+    /// The path the model names this image by: a chat's file `media/<platform>/<chat>/<file>`
+    /// is `media/<file>` in the file tools' read-only view of the session's chat folder.
+    pub fn model_path(&self) -> String {
+        model_path(&self.path)
+    }
+}
+
+/// The model's name for a file saved under the data dir (see `ImageRef::model_path`).
+pub fn model_path(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.as_slice() {
+        ["media", _platform, _chat, file] => format!("media/{file}"),
+        _ => path.to_owned(),
+    }
+}
+
 /// One message of a transcript.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
@@ -65,6 +120,9 @@ pub struct Message {
     /// The call this result answers (tool only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Images that go with the text (user messages and tool results), by reference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageRef>,
     /// What the model reasoned before writing this message (assistant only), stored with it so
     /// showing it later never depends on the provider, and opaque items sent back on later calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +151,35 @@ impl Reasoning {
 impl Message {
     /// A message with text only.
     pub fn text(role: Role, content: impl Into<String>) -> Self {
-        Self { role, content: Some(content.into()), tool_calls: Vec::new(), tool_call_id: None, reasoning: None }
+        Self {
+            role,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            images: Vec::new(),
+            reasoning: None,
+        }
+    }
+
+    /// The images a model with (`vision`) or without vision is shown: the loaded ones, or none.
+    pub fn shown_images(&self, vision: bool) -> impl Iterator<Item = &ImageRef> {
+        self.images.iter().filter(move |i| vision && i.data.is_some())
+    }
+
+    /// The text, plus a note naming each image the model is not shown (all of them without
+    /// `vision`; those not loaded with it), so it still knows they exist and where they are.
+    pub fn text_with_notes(&self, vision: bool) -> Option<String> {
+        let mut notes = self.images.iter().filter(|i| !(vision && i.data.is_some())).map(ImageRef::note).peekable();
+        if notes.peek().is_none() {
+            return self.content.clone();
+        }
+        let mut text = self.content.clone().unwrap_or_default();
+        for note in notes {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&note);
+        }
+        Some(text)
     }
 }

@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod context;
 pub mod heartbeat;
+pub mod media;
 pub mod message;
 pub mod provider;
 pub mod reasoning;

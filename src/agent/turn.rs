@@ -17,6 +17,7 @@ use tracing::Instrument;
 use super::approvals::{Approvals, ChatHuman};
 use super::context::{SessionFacts, framed_text, is_shared};
 use super::heartbeat::{self, HeartbeatSettings};
+use super::media::Media;
 use super::message::{Message, Role};
 use super::reasoning;
 use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
@@ -147,6 +148,8 @@ pub struct RunnerParts {
     pub workdir: PathBuf,
     /// `HERMESD_HOME`.
     pub data_dir: PathBuf,
+    /// What the model is given for attachments (images, audio, documents).
+    pub media: Arc<Media>,
     /// Where replies of cron runs and webhook deliveries go.
     pub routing: Routing,
 }
@@ -350,9 +353,6 @@ impl TurnRunner {
             self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
             return Ok(());
         }
-        let user = Message::text(Role::User, user_text(&job.message, is_shared(&job.key)));
-        store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
-
         let platform_name = job.key.platform.as_str();
         let policy = self.policy(&origin, platform_name);
         let tools = self.parts.registry.allowed(&policy);
@@ -363,6 +363,10 @@ impl TurnRunner {
             Some(name) => self.parts.chain.starting_with(name),
             None => self.parts.chain.clone(),
         };
+        let vision = chain.primary().vision();
+        let user =
+            self.parts.media.user_message(&job.message, user_text(&job.message, is_shared(&job.key)), vision).await;
+        store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
 
         let mut system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
@@ -413,6 +417,9 @@ impl TurnRunner {
             }
         }
 
+        if vision {
+            self.parts.media.load_images(&mut transcript).await;
+        }
         let human = Arc::new(ChatHuman {
             approvals: self.parts.approvals.clone(),
             outbox: self.parts.outbox.clone(),
@@ -660,11 +667,7 @@ impl Default for Ending<'_> {
 }
 
 /// The text stored for a user message: its framed text (speaker in a `shared` session, the quote
-/// it replies to) plus a line per attachment.
+/// it replies to), before `Media` adds a section per attachment.
 fn user_text(message: &InboundMessage, shared: bool) -> String {
-    let mut text = framed_text(message, shared);
-    for attachment in &message.attachments {
-        text.push_str(&format!("\n[attached {:?}: {}]", attachment.kind, attachment.path));
-    }
-    text
+    framed_text(message, shared)
 }

@@ -4,6 +4,7 @@
 //! prints, exit 78); `Runtime` wiring does the IO afterwards. Secrets never live in this file's
 //! structs: only the names of the variables that hold them.
 
+mod auxiliary;
 mod duration;
 mod http;
 mod load;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use hermesd_platform::ChatType;
 use serde::{Deserialize, Serialize};
 
+pub use auxiliary::{AuxiliaryConfig, TranscriptionConfig};
 pub use duration::{HumanDuration, parse_duration};
 pub use http::normalize_origin;
 pub use load::{ConfigFile, Locator};
@@ -62,6 +64,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// How long records that only serve deduplication are kept.
     pub retention: RetentionConfig,
+    /// Helper models for media: image descriptions and transcription.
+    pub auxiliary: AuxiliaryConfig,
 }
 
 /// `[http]`.
@@ -134,6 +138,10 @@ pub struct ModelConfig {
     /// Per-request timeout.
     #[serde(default = "default_model_timeout")]
     pub timeout: HumanDuration,
+    /// The model takes images: they are sent as image parts (base64 `data:` URLs or blocks).
+    /// Without it, images are described by `[auxiliary.vision]` or named by path.
+    #[serde(default)]
+    pub vision: bool,
     /// Endpoints tried in order when this one fails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback: Vec<ModelConfig>,

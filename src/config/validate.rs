@@ -45,6 +45,8 @@ impl Config {
                 check_model(&at, fallback, env, &mut problems);
             }
         }
+        let check = |at: &str, model: &ModelConfig, problems: &mut Vec<String>| check_model(at, model, env, problems);
+        super::auxiliary::check_auxiliary(&self.auxiliary, env, check, &mut problems);
         let agent = &self.agent;
         if agent.max_iterations == 0 {
             problems.push("agent.max_iterations: must be at least 1".into());

@@ -20,7 +20,7 @@ use hermesd_platform::{Accepted, ChatRef, ChatType, HistoryMessage, InboundEvent
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{AppState, idempotency};
+use super::{AppState, api_media, idempotency};
 use crate::clock::now_ms;
 use crate::platforms::api::{ApiReply, NAME, ReplyMeta, StreamBuffer, completion};
 use crate::store::{IdempotencyClaim, IdempotentAccept};
@@ -150,8 +150,9 @@ pub(super) async fn chat_completions(
             "messages must contain a user message",
         );
     };
-    let text = content_text(&request.messages[last_user].content);
-    if text.trim().is_empty() {
+    let content = &request.messages[last_user].content;
+    let text = content_text(content);
+    if text.trim().is_empty() && !api_media::has_images(content) {
         return error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
@@ -199,6 +200,13 @@ pub(super) async fn chat_completions(
     // The request id is also the event id: unique per request. A retried request is caught by
     // its Idempotency-Key record, claimed in the same transaction that stores the event.
     let request_id = uuid::Uuid::now_v7().to_string();
+    let attachments = match api.media() {
+        Some(media) => match api_media::save_images(content, media, &chat_id, &request_id).await {
+            Ok(attachments) => attachments,
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_image", e.to_string()),
+        },
+        None => Vec::new(),
+    };
     let chat = ChatRef::new(NAME, chat_id.clone(), ChatType::Dm);
     let user_id = request.user.clone().unwrap_or_else(|| chat_id.clone());
     let event = InboundEvent::Message {
@@ -208,7 +216,7 @@ pub(super) async fn chat_completions(
             chat,
             sender: Sender { id: user_id, name: None, is_bot: false, roles: Vec::new() },
             text,
-            attachments: Vec::new(),
+            attachments,
             reply_to: None,
             addressed: true,
             timestamp_ms: now_ms(),

@@ -4,6 +4,7 @@
 
 mod admin;
 mod api;
+mod api_media;
 mod files;
 mod guard;
 mod health;

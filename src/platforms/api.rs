@@ -99,13 +99,26 @@ pub struct ApiPlatform {
     records: Option<Arc<dyn IdempotencyStore>>,
     /// The model id replies name when no request is waiting for them.
     model_id: String,
+    /// Where image parts of requests are saved (`media/api`); absent: image parts are ignored.
+    media: Option<hermesd_platform::media::MediaDir>,
 }
 
 impl ApiPlatform {
     /// The platform, storing idempotent responses in `records`; `model_id` names the model in
     /// responses stored for requests nobody waits for any more.
     pub fn new(records: Arc<dyn IdempotencyStore>, model_id: &str) -> Self {
-        Self { waiters: Mutex::default(), records: Some(records), model_id: model_id.to_owned() }
+        Self { waiters: Mutex::default(), records: Some(records), model_id: model_id.to_owned(), media: None }
+    }
+
+    /// Save image parts of requests in `media` (`$HERMESD_HOME/media/api`).
+    pub fn with_media(mut self, media: hermesd_platform::media::MediaDir) -> Self {
+        self.media = Some(media);
+        self
+    }
+
+    /// Where image parts of requests are saved.
+    pub fn media(&self) -> Option<&hermesd_platform::media::MediaDir> {
+        self.media.as_ref()
     }
 
     /// Register a request before accepting its event, so the reply cannot outrun the waiter.

@@ -175,10 +175,16 @@ async fn files_are_downloaded_with_the_bot_token_under_a_size_cap() {
     slack.push_event(event);
     assert!(eventually(WAIT, || !slack.texts("D1").is_empty()).await, "{:?}", slack.posted());
     let prompt = llm.requests()[0].to_string();
-    let marker = "[attached Document: ";
-    let path =
-        prompt.split(marker).nth(1).and_then(|rest| rest.split(']').next()).unwrap_or_else(|| panic!("{prompt}"));
-    assert_eq!(std::fs::read(home.path().join(path)).unwrap(), b"remember the milk", "{path}");
+    // The file is named by the path the file tools open (`media/<file>`, the chat's folder).
+    let file = prompt
+        .split("[file media/")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("{prompt}"));
+    let path = format!("media/{file}");
+    let saved = home.path().join("media/slack/D1").join(file);
+    assert_eq!(std::fs::read(saved).unwrap(), b"remember the milk", "{path}");
+    assert!(prompt.contains("its text follows]\\nremember the milk"), "a text file is inlined: {prompt}");
     assert!(prompt.contains("[file too large: big.bin, 3.0 MB]"), "{prompt}");
     assert_eq!(slack.downloads(), ["F1/notes.txt"], "the oversized file was never fetched");
     d.daemon.stop().await;

@@ -2,7 +2,8 @@
 //! (a reply, tool calls, a delay, an HTTP error with Retry-After, garbage, a cut stream) or
 //! echoes the last user message when the script is empty. Requests with `"stream": true` get a
 //! real SSE stream. Compression summary requests are answered automatically without using the
-//! script. Every request body is recorded.
+//! script. Every request body is recorded, image parts included (`image_urls`).
+//! `POST /v1/audio/transcriptions` answers `{"text": <transcript>}` and records each upload.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -55,6 +56,24 @@ struct Shared {
     count: std::sync::atomic::AtomicUsize,
     /// Whether request bodies are kept for `requests()`.
     keep: bool,
+    transcript: String,
+    audio: Mutex<Vec<Upload>>,
+}
+
+/// One `/audio/transcriptions` request as received.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    /// Its `authorization` header, if any.
+    pub authorization: Option<String>,
+    /// The raw multipart body.
+    pub body: Vec<u8>,
+}
+
+impl Upload {
+    /// Whether the body holds `needle` (the audio bytes, the model name).
+    pub fn contains(&self, needle: &[u8]) -> bool {
+        self.body.windows(needle.len().max(1)).any(|w| w == needle)
+    }
 }
 
 /// Builds a fake LLM.
@@ -62,6 +81,7 @@ pub struct FakeLlmBuilder {
     script: VecDeque<(Duration, Step)>,
     latency: Duration,
     keep: bool,
+    transcript: String,
 }
 
 /// A running fake LLM.
@@ -74,7 +94,12 @@ pub struct FakeLlm {
 impl FakeLlm {
     /// Start building; with no steps every call echoes.
     pub fn builder() -> FakeLlmBuilder {
-        FakeLlmBuilder { script: VecDeque::new(), latency: Duration::ZERO, keep: true }
+        FakeLlmBuilder {
+            script: VecDeque::new(),
+            latency: Duration::ZERO,
+            keep: true,
+            transcript: "transcribed audio".into(),
+        }
     }
 
     /// A fake that echoes instantly.
@@ -95,6 +120,26 @@ impl FakeLlm {
     /// Number of requests received.
     pub fn count(&self) -> usize {
         self.shared.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Every `image_url` URL sent in any request so far (data URLs for images).
+    pub fn image_urls(&self) -> Vec<String> {
+        let mut urls = Vec::new();
+        for request in self.requests() {
+            for message in request["messages"].as_array().into_iter().flatten() {
+                for part in message["content"].as_array().into_iter().flatten() {
+                    if let Some(url) = part["image_url"]["url"].as_str() {
+                        urls.push(url.to_owned());
+                    }
+                }
+            }
+        }
+        urls
+    }
+
+    /// `/audio/transcriptions` requests received so far.
+    pub fn audio_uploads(&self) -> Vec<Upload> {
+        self.shared.audio.lock().unwrap().clone()
     }
 
     /// Append steps while running.
@@ -135,6 +180,12 @@ impl FakeLlmBuilder {
         self
     }
 
+    /// What `/audio/transcriptions` answers (default "transcribed audio").
+    pub fn transcript(mut self, text: &str) -> Self {
+        self.transcript = text.into();
+        self
+    }
+
     /// Delay added to every answer.
     pub fn latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
@@ -156,11 +207,14 @@ impl FakeLlmBuilder {
             requests: Mutex::new(Vec::new()),
             count: std::sync::atomic::AtomicUsize::new(0),
             keep: self.keep,
+            transcript: self.transcript,
+            audio: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
             .route("/v1/responses", post(fake_responses::responses))
             .route("/v1/messages", post(fake_messages::messages))
+            .route("/v1/audio/transcriptions", post(transcriptions))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake llm");
         let addr = listener.local_addr().expect("fake llm addr");
@@ -258,6 +312,21 @@ async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes)
         "usage": { "prompt_tokens": usage, "completion_tokens": 5, "total_tokens": usage + 5 },
     }))
     .into_response()
+}
+
+async fn transcriptions(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let multipart =
+        headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("multipart/form-data"));
+    shared.audio.lock().unwrap().push(Upload { authorization, body: body.to_vec() });
+    if !multipart {
+        return (StatusCode::BAD_REQUEST, "expected multipart/form-data").into_response();
+    }
+    Json(json!({ "text": shared.transcript })).into_response()
 }
 
 /// An SSE body: the text in three deltas, tool calls, a finish chunk, usage and `[DONE]` — or,

@@ -31,6 +31,7 @@ pub struct AnthropicMessages {
     key: Option<Secret>,
     timeout: Duration,
     context_length: u64,
+    vision: bool,
 }
 
 impl AnthropicMessages {
@@ -43,7 +44,13 @@ impl AnthropicMessages {
         timeout: Duration,
         context_length: u64,
     ) -> Self {
-        Self { http, url: messages_url(base_url), model: model.to_owned(), key, timeout, context_length }
+        Self { http, url: messages_url(base_url), model: model.to_owned(), key, timeout, context_length, vision: false }
+    }
+
+    /// Send images as base64 `image` blocks (the model has vision).
+    pub fn with_vision(mut self, vision: bool) -> Self {
+        self.vision = vision;
+        self
     }
 
     /// Send the call; a non-success status is read and classified here.
@@ -178,6 +185,7 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
             tool_calls,
             tool_call_id: None,
             reasoning: Reasoning::new(reasoning.clone(), items),
+            images: Vec::new(),
         },
         usage: wire.usage.map(|u| Usage {
             prompt_tokens: u.prompt_tokens().unwrap_or_default(),
@@ -249,12 +257,16 @@ impl Provider for AnthropicMessages {
         self.context_length
     }
 
+    fn vision(&self) -> bool {
+        self.vision
+    }
+
     async fn complete(
         &self,
         request: &ChatRequest,
         deltas: Option<DeltaSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let response = self.send(&request::body(&self.model, request), request.stream).await?;
+        let response = self.send(&request::body(&self.model, request, self.vision), request.stream).await?;
         if request.stream {
             return stream::read(response, deltas).await;
         }

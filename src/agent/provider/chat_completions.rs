@@ -8,6 +8,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -26,6 +27,7 @@ pub struct ChatCompletions {
     key: Option<Secret>,
     timeout: Duration,
     context_length: u64,
+    vision: bool,
 }
 
 impl ChatCompletions {
@@ -45,7 +47,14 @@ impl ChatCompletions {
             model: model.to_owned(),
             key,
             timeout,
+            vision: false,
         }
+    }
+
+    /// Send images as `image_url` parts (the model has vision).
+    pub fn with_vision(mut self, vision: bool) -> Self {
+        self.vision = vision;
+        self
     }
 
     /// The request body. It borrows the transcript and the tool schemas and is serialised once,
@@ -53,7 +62,7 @@ impl ChatCompletions {
     fn body<'a>(&'a self, request: &'a ChatRequest) -> OutRequest<'a> {
         OutRequest {
             model: &self.model,
-            messages: request.messages.iter().map(wire_message).collect(),
+            messages: request.messages.iter().map(|m| wire_message(m, self.vision)).collect(),
             stream: request.stream,
             stream_options: request.stream.then_some(StreamOptions { include_usage: true }),
             tools: request.tools.iter().map(wire_tool).collect(),
@@ -102,11 +111,31 @@ struct StreamOptions {
 #[derive(Serialize)]
 struct OutMessage<'a> {
     role: &'a str,
-    content: Option<&'a str>,
+    content: OutContent<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<OutCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
+}
+
+/// A message's content: text (or null), or text and image parts.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OutContent<'a> {
+    Text(Option<Cow<'a, str>>),
+    Parts(Vec<OutPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutPart<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: OutImageUrl<'a> },
+}
+
+#[derive(Serialize)]
+struct OutImageUrl<'a> {
+    url: &'a str,
 }
 
 #[derive(Serialize)]
@@ -135,10 +164,28 @@ struct OutToolFunction<'a> {
     parameters: &'a Value,
 }
 
-fn wire_message(message: &Message) -> OutMessage<'_> {
+/// Images go as `image_url` parts with their `data:` URL (a provider cannot reach the daemon's
+/// files) in user messages to a model with vision; anything else gets a note naming the path.
+fn wire_content(message: &Message, vision: bool) -> OutContent<'_> {
+    if message.images.is_empty() {
+        return OutContent::Text(message.content.as_deref().map(Cow::Borrowed));
+    }
+    let vision = vision && message.role == Role::User;
+    let text = message.text_with_notes(vision);
+    let mut images = message.shown_images(vision).filter_map(|i| i.data.as_deref()).peekable();
+    if images.peek().is_none() {
+        return OutContent::Text(text.map(Cow::Owned));
+    }
+    let mut parts: Vec<OutPart<'_>> =
+        text.filter(|t| !t.is_empty()).map(|text| OutPart::Text { text: Cow::Owned(text) }).into_iter().collect();
+    parts.extend(images.map(|url| OutPart::ImageUrl { image_url: OutImageUrl { url } }));
+    OutContent::Parts(parts)
+}
+
+fn wire_message(message: &Message, vision: bool) -> OutMessage<'_> {
     OutMessage {
         role: message.role.as_str(),
-        content: message.content.as_deref(),
+        content: wire_content(message, vision),
         tool_calls: message
             .tool_calls
             .iter()
@@ -254,6 +301,7 @@ fn parse_reply(text: &str) -> Result<ChatResponse, ProviderError> {
             tool_calls,
             tool_call_id: None,
             reasoning: reasoning.clone().and_then(|text| Reasoning::new(text, Vec::new())),
+            images: Vec::new(),
         },
         usage: wire.usage.map(Usage::from),
         finish_reason: choice.finish_reason,
@@ -322,6 +370,10 @@ impl Provider for ChatCompletions {
 
     fn context_length(&self) -> u64 {
         self.context_length
+    }
+
+    fn vision(&self) -> bool {
+        self.vision
     }
 
     async fn complete(

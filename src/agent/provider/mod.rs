@@ -159,6 +159,12 @@ pub trait Provider: Send + Sync {
     /// The model's context window in tokens.
     fn context_length(&self) -> u64;
 
+    /// Whether the model takes images (`vision = true` in its config); without it, images are
+    /// sent as text notes naming their paths.
+    fn vision(&self) -> bool {
+        false
+    }
+
     /// One model call. With `request.stream` and a sink, deltas are reported as they arrive and
     /// the assembled response is returned at the end; a stream that ends early is
     /// `StreamDropped`. Providers never retry.

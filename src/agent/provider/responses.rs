@@ -125,6 +125,7 @@ fn assemble(response: &Value) -> Result<ChatResponse, ProviderError> {
             content: Some(answer).filter(|a| !a.is_empty()),
             tool_calls,
             tool_call_id: None,
+            images: Vec::new(),
             reasoning: Reasoning::new(reasoning, items),
         },
         usage: usage(&response["usage"]),

@@ -246,6 +246,7 @@ impl AgentLoop<'_> {
                         tool_calls: Vec::new(),
                         tool_call_id: Some(outcome.call_id),
                         reasoning: None,
+                        images: Vec::new(),
                     });
                 }
                 appended.extend((self.steer)());
@@ -436,6 +437,7 @@ mod tests {
             tool_calls: vec![],
             tool_call_id: Some("c".into()),
             reasoning: None,
+            images: Vec::new(),
         };
         let mut messages = vec![Message::text(Role::User, "q"), result.clone()];
         add_to_last_tool_result(&mut messages, "[Budget: x]");

@@ -280,6 +280,7 @@ mod tests {
             tool_calls: vec![ToolCall { id: id.into(), name: "t".into(), arguments: "{}".into() }],
             tool_call_id: None,
             reasoning: None,
+            images: Vec::new(),
         }
     }
 
@@ -290,6 +291,7 @@ mod tests {
             tool_calls: vec![],
             tool_call_id: Some(id.into()),
             reasoning: None,
+            images: Vec::new(),
         }
     }
 

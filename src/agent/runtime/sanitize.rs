@@ -67,6 +67,7 @@ fn close_calls(out: &mut Vec<Message>, open_calls: &mut Vec<String>, answered: &
                 tool_calls: vec![],
                 tool_call_id: Some(id),
                 reasoning: None,
+                images: Vec::new(),
             });
         }
     }
@@ -138,6 +139,7 @@ mod tests {
                 .collect(),
             tool_call_id: None,
             reasoning: None,
+            images: Vec::new(),
         }
     }
 
@@ -148,6 +150,7 @@ mod tests {
             tool_calls: vec![],
             tool_call_id: Some(id.into()),
             reasoning: None,
+            images: Vec::new(),
         }
     }
 

@@ -3,8 +3,10 @@
 //! `RESOLVE_BENEATH`), so neither `..`, an absolute path elsewhere, nor a symlink — even one
 //! swapped in after a check — reaches outside it, for reads as for writes. They must never read
 //! secret-looking files (keys, `.env`, credentials), write one without a human's approval, or
-//! leave a half-written file.
+//! leave a half-written file. `read_file` also reads the session's own chat media through a
+//! read-only `media/` view (`files/media.rs`).
 
+mod media;
 mod search;
 
 use std::io::{ErrorKind, Read};
@@ -238,7 +240,8 @@ impl Tool for ReadFileTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "read_file".into(),
-            description: "Read a text file as numbered lines (`   12|text`). Relative paths are under the workdir. \
+            description: "Read a text file as numbered lines (`   12|text`). Relative paths are under the workdir; \
+                          `media/<file>` also reads files the user sent in this chat (read-only). \
                           Use offset (first line, from 1) and limit (default 500) to page through long files."
                 .into(),
             parameters: json!({
@@ -261,8 +264,15 @@ impl Tool for ReadFileTool {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let args: ReadArgs = parse_args(args)?;
         let wd = open_workdir(ctx)?;
+        let chat_media = media::chat_media_dir(ctx);
         let (target, text) = blocking(move || {
-            let target = resolve(&wd, &args.path)?;
+            let (wd, target) = match media::in_view(&chat_media, &args.path) {
+                Some(found) => found,
+                None => {
+                    let target = resolve(&wd, &args.path)?;
+                    (wd, target)
+                }
+            };
             refuse_secret(&target)?;
             let text = read_text(&wd, &target, false)?;
             Ok((target, text))

@@ -38,6 +38,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "idempotency", include_str!("../../../migrations/0005_idempotency.sql")),
     (6, "access", include_str!("../../../migrations/0006_access.sql")),
     (7, "reasoning", include_str!("../../../migrations/0007_reasoning.sql")),
+    (8, "message_images", include_str!("../../../migrations/0008_message_images.sql")),
     (9, "stream_previews", include_str!("../../../migrations/0009_stream_previews.sql")),
     (10, "retention", include_str!("../../../migrations/0010_retention.sql")),
 ];

@@ -6,7 +6,7 @@ use sqlx::sqlite::SqliteRow;
 
 use super::outbox::insert_outbound;
 use super::{SqliteStore, from_json, retry_busy, to_json};
-use crate::agent::message::{Message, Reasoning, Role, ToolCall};
+use crate::agent::message::{ImageRef, Message, Reasoning, Role, ToolCall};
 use crate::store::{
     Compaction, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd,
 };
@@ -44,6 +44,11 @@ fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
     };
     let reasoning: Option<String> = row.get("reasoning");
     let reasoning: Option<Reasoning> = reasoning.map(|text| from_json(&text, "messages.reasoning")).transpose()?;
+    let images: Option<String> = row.get("images");
+    let images: Vec<ImageRef> = match images {
+        Some(text) => from_json(&text, "messages.images")?,
+        None => Vec::new(),
+    };
     Ok(StoredMessage {
         id: row.get("id"),
         position: row.get("position"),
@@ -53,6 +58,7 @@ fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
             tool_calls,
             tool_call_id: row.get("tool_call_id"),
             reasoning,
+            images,
         },
         created_at: row.get("created_at"),
         archived: row.get::<i64, _>("archived") != 0,
@@ -68,9 +74,10 @@ async fn insert_message(
 ) -> Result<(), sqlx::Error> {
     let tool_calls = (!message.tool_calls.is_empty()).then(|| to_json(&message.tool_calls));
     let reasoning = message.reasoning.as_ref().map(to_json);
+    let images = (!message.images.is_empty()).then(|| to_json(&message.images));
     sqlx::query(
-        "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, reasoning, event_seq, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, reasoning, event_seq, created_at, images) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(session_id)
     .bind(message.role.as_str())
@@ -80,6 +87,7 @@ async fn insert_message(
     .bind(reasoning)
     .bind(event_seq)
     .bind(now)
+    .bind(images)
     .execute(conn)
     .await
     .map(drop)
@@ -161,7 +169,7 @@ impl SessionStore for SqliteStore {
 
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, reasoning, created_at, archived \
+            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, reasoning, images, created_at, archived \
              FROM messages WHERE session_id = ? AND archived = 0 ORDER BY position, id",
         )
         .bind(session_id)
@@ -172,7 +180,7 @@ impl SessionStore for SqliteStore {
 
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, reasoning, created_at, archived \
+            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, reasoning, images, created_at, archived \
              FROM messages WHERE session_id = ? ORDER BY position, id",
         )
         .bind(session_id)

@@ -331,7 +331,7 @@ fn user_message(store: &mut Store, incoming: &Incoming) -> Value {
     store.chats.insert(chat_id, incoming.chat.json.clone());
     let id = next_message_id(store, chat_id);
     let mut message = json!({"message_id": id, "date": now(), "chat": incoming.chat.json, "from": incoming.from.json});
-    let captioned = incoming.photo.is_some() || incoming.document.is_some();
+    let captioned = incoming.photo.is_some() || incoming.document.is_some() || incoming.voice.is_some();
     if !incoming.text.is_empty() {
         message[if captioned { "caption" } else { "text" }] = json!(incoming.text);
     }
@@ -349,6 +349,10 @@ fn user_message(store: &mut Store, incoming: &Incoming) -> Value {
     if let Some((file_id, name, mime)) = &incoming.document {
         message["document"] = json!({"file_id": file_id, "file_unique_id": format!("u{file_id}"),
             "file_name": name, "mime_type": mime, "file_size": size(file_id)});
+    }
+    if let Some(file_id) = &incoming.voice {
+        message["voice"] = json!({"file_id": file_id, "file_unique_id": format!("u{file_id}"),
+            "duration": 2, "mime_type": "audio/ogg", "file_size": size(file_id)});
     }
     if let Some(thread) = incoming.topic {
         message["message_thread_id"] = json!(thread);

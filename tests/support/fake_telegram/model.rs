@@ -66,6 +66,7 @@ pub struct Incoming {
     pub(super) topic: Option<i64>,
     pub(super) photo: Option<String>,
     pub(super) document: Option<(String, String, String)>,
+    pub(super) voice: Option<String>,
 }
 
 impl Incoming {
@@ -79,6 +80,7 @@ impl Incoming {
             topic: None,
             photo: None,
             document: None,
+            voice: None,
         }
     }
 
@@ -97,6 +99,12 @@ impl Incoming {
     /// Carrying a photo; the text becomes its caption. Register the bytes with `add_file`.
     pub fn photo(mut self, file_id: &str) -> Self {
         self.photo = Some(file_id.to_owned());
+        self
+    }
+
+    /// Carrying a voice note (OGG/Opus); the text becomes its caption. Register the bytes with `add_file`.
+    pub fn voice(mut self, file_id: &str) -> Self {
+        self.voice = Some(file_id.to_owned());
         self
     }
 

@@ -8,15 +8,15 @@
 use serde_json::{Value, json};
 
 use super::cache;
-use crate::agent::message::{Message, Role};
+use crate::agent::message::{ImageRef, Message, Role};
 use crate::agent::provider::{ChatRequest, ToolSchema};
 
 /// `max_tokens` is mandatory in this API; this is used when the request sets none.
 const DEFAULT_MAX_TOKENS: u32 = 8192;
 
 /// The request body for `model`.
-pub(super) fn body(model: &str, request: &ChatRequest) -> Value {
-    let (system, messages) = translate(&request.messages, request.stable_prefix);
+pub(super) fn body(model: &str, request: &ChatRequest, vision: bool) -> Value {
+    let (system, messages) = translate(&request.messages, request.stable_prefix, vision);
     let mut body = json!({
         "model": model,
         "max_tokens": request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
@@ -83,7 +83,7 @@ fn text_block(text: Option<&String>) -> Option<Value> {
 }
 
 /// `system` blocks and `messages` for the transcript.
-fn translate(transcript: &[Message], stable_prefix: usize) -> (Vec<Value>, Vec<Value>) {
+fn translate(transcript: &[Message], stable_prefix: usize, vision: bool) -> (Vec<Value>, Vec<Value>) {
     let mut out = Builder::default();
     let mut prefix_end = None;
     for (index, message) in transcript.iter().enumerate() {
@@ -94,8 +94,13 @@ fn translate(transcript: &[Message], stable_prefix: usize) -> (Vec<Value>, Vec<V
                 }
             }
             Role::User => {
-                if let Some(block) = text_block(message.content.as_ref()) {
+                if let Some(block) = text_block(message.text_with_notes(vision).as_ref()) {
                     out.block("user", block);
+                }
+                for image in message.shown_images(vision) {
+                    if let Some(block) = image_block(image) {
+                        out.block("user", block);
+                    }
                 }
             }
             Role::Assistant => {
@@ -127,7 +132,7 @@ fn translate(transcript: &[Message], stable_prefix: usize) -> (Vec<Value>, Vec<V
                     );
                 }
             }
-            Role::Tool => out.block("user", tool_result(message)),
+            Role::Tool => out.block("user", tool_result(message, vision)),
         }
         if index < stable_prefix {
             prefix_end = out.last;
@@ -146,13 +151,23 @@ fn translate(transcript: &[Message], stable_prefix: usize) -> (Vec<Value>, Vec<V
     (out.system, messages)
 }
 
-fn tool_result(message: &Message) -> Value {
-    let text = message.content.as_deref().unwrap_or_default();
+/// A base64 image block; the API takes the bytes, never a path (it cannot reach the daemon).
+fn image_block(image: &ImageRef) -> Option<Value> {
+    let data = image.base64()?;
+    Some(json!({ "type": "image", "source": { "type": "base64", "media_type": image.mime, "data": data } }))
+}
+
+fn tool_result(message: &Message, vision: bool) -> Value {
+    let text = message.text_with_notes(vision).unwrap_or_default();
     match &message.tool_call_id {
         Some(id) => {
             let mut block = json!({ "type": "tool_result", "tool_use_id": id });
+            let images: Vec<Value> = message.shown_images(vision).filter_map(image_block).collect();
             // An empty result is sent without content; an empty text is refused.
-            if !text.is_empty() {
+            if !images.is_empty() {
+                let text = (!text.is_empty()).then(|| json!({ "type": "text", "text": text }));
+                block["content"] = Value::Array(text.into_iter().chain(images).collect());
+            } else if !text.is_empty() {
                 block["content"] = json!(text);
             }
             block

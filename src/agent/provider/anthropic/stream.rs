@@ -222,6 +222,7 @@ impl Assembly {
                 tool_calls,
                 tool_call_id: None,
                 reasoning: Reasoning::new(reasoning.clone(), items),
+                images: Vec::new(),
             },
             usage,
             finish_reason: self.stop_reason,

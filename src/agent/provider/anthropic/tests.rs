@@ -90,6 +90,7 @@ fn assistant_calling(text: Option<&str>, calls: &[(&str, &str, &str)]) -> Messag
             .collect(),
         tool_call_id: None,
         reasoning: None,
+        images: Vec::new(),
     }
 }
 
@@ -100,6 +101,7 @@ fn tool_result(id: &str, text: &str) -> Message {
         tool_calls: Vec::new(),
         tool_call_id: Some(id.into()),
         reasoning: None,
+        images: Vec::new(),
     }
 }
 
@@ -148,7 +150,7 @@ fn builds_the_messages_url() {
 
 #[test]
 fn translates_the_transcript() {
-    let body = request::body("claude-test", &request(false));
+    let body = request::body("claude-test", &request(false), false);
     assert_eq!(body["model"], "claude-test");
     assert_eq!(body["max_tokens"], 8192);
     assert!(body.get("stream").is_none());
@@ -203,7 +205,7 @@ fn a_prefix_reaching_into_the_messages_marks_its_last_block() {
         stream: true,
         ..ChatRequest::default()
     };
-    let body = request::body("m", &request);
+    let body = request::body("m", &request, false);
     assert_eq!(body["max_tokens"], 100);
     assert_eq!(body["stream"], true);
     assert!(body.get("tools").is_none());
@@ -227,7 +229,7 @@ fn rolling_breakpoints_cover_the_system_prompt_and_the_last_three_user_turns() {
     messages.push(assistant_calling(None, &[("tu_1", "todo", "{}")]));
     messages.push(tool_result("tu_1", "done"));
     let request = ChatRequest { messages, stable_prefix: 1, ..ChatRequest::default() };
-    let body = request::body("m", &request);
+    let body = request::body("m", &request, false);
     assert_eq!(cache::count_markers(&body), cache::MAX_BREAKPOINTS);
     assert_eq!(body["system"][0]["cache_control"], json!({"type": "ephemeral"}));
     let marked: Vec<Value> = body["messages"]
@@ -245,7 +247,7 @@ fn rolling_breakpoints_cover_the_system_prompt_and_the_last_three_user_turns() {
 
     // Without a stable prefix the fourth breakpoint rolls too.
     let request = ChatRequest { stable_prefix: 0, ..request };
-    let body = request::body("m", &request);
+    let body = request::body("m", &request, false);
     assert_eq!(cache::count_markers(&body), cache::MAX_BREAKPOINTS);
     assert!(body["system"][0].get("cache_control").is_none());
 }
@@ -446,7 +448,7 @@ fn signed_thinking_returns_first_in_its_assistant_turn() {
         stable_prefix: 1,
         ..ChatRequest::default()
     };
-    let body = request::body("m", &request);
+    let body = request::body("m", &request, false);
     assert_eq!(
         body["messages"][1]["content"],
         json!([
@@ -455,4 +457,33 @@ fn signed_thinking_returns_first_in_its_assistant_turn() {
             {"type": "tool_use", "id": "tu_1", "name": "todo", "input": {}},
         ])
     );
+}
+
+fn with_image(role: Role, id: Option<&str>) -> Message {
+    let mut image = crate::agent::message::ImageRef::new("media/mcp/shot.png", "image/png");
+    image.data = Some("data:image/png;base64,iVBORw0K".into());
+    Message { images: vec![image], tool_call_id: id.map(Into::into), ..Message::text(role, "look") }
+}
+
+#[test]
+fn images_become_base64_blocks_for_a_vision_model() {
+    let request = ChatRequest {
+        messages: vec![
+            with_image(Role::User, None),
+            assistant_calling(None, &[("c1", "shot", "{}")]),
+            with_image(Role::Tool, Some("c1")),
+        ],
+        ..ChatRequest::default()
+    };
+    let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}});
+    let body = request::body("m", &request, true);
+    assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": "look"}, image]));
+    assert_eq!(
+        body["messages"][2]["content"][0],
+        json!({"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "look"}, image]})
+    );
+    let body = request::body("m", &request, false);
+    let note = "look\n[image media/mcp/shot.png not shown to this model]";
+    assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": note}]));
+    assert_eq!(body["messages"][2]["content"][0]["content"], json!(note));
 }

@@ -184,6 +184,7 @@ impl Assembly {
                 tool_calls,
                 tool_call_id: None,
                 reasoning: Reasoning::new(self.reasoning.clone(), Vec::new()),
+                images: Vec::new(),
             },
             usage: self.usage,
             finish_reason: self.finish_reason,

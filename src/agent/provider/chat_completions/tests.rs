@@ -391,3 +391,42 @@ async fn claude_models_behind_a_router_get_rolling_cache_breakpoints_and_report_
 fn reply_json() -> String {
     json!({"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]}).to_string()
 }
+
+fn with_image(role: Role, loaded: bool) -> Message {
+    let mut image = crate::agent::message::ImageRef::new("media/telegram/42/p_photo.png", "image/png");
+    if loaded {
+        image.data = Some("data:image/png;base64,iVBORw0K".into());
+    }
+    Message { images: vec![image], ..Message::text(role, "look") }
+}
+
+#[test]
+fn images_become_data_url_parts_for_a_vision_model() {
+    let message = with_image(Role::User, true);
+    let wire = serde_json::to_value(wire_message(&message, true)).unwrap();
+    assert_eq!(
+        wire["content"],
+        json!([
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0K"}},
+        ])
+    );
+    // The stored form keeps the reference only, never the bytes.
+    let stored = serde_json::to_value(&message).unwrap();
+    assert_eq!(stored["images"], json!([{"path": "media/telegram/42/p_photo.png", "mime": "image/png"}]));
+}
+
+#[test]
+fn images_become_notes_without_vision_or_bytes() {
+    for (loaded, vision) in [(true, false), (false, true), (false, false)] {
+        let wire = serde_json::to_value(wire_message(&with_image(Role::User, loaded), vision)).unwrap();
+        assert_eq!(
+            wire["content"],
+            json!("look\n[image media/p_photo.png not shown to this model]"),
+            "{loaded} {vision}"
+        );
+    }
+    // A plain text message is unchanged (a string, not parts).
+    let wire = serde_json::to_value(wire_message(&Message::text(Role::User, "hi"), true)).unwrap();
+    assert_eq!(wire["content"], json!("hi"));
+}

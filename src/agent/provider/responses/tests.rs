@@ -156,6 +156,7 @@ fn reasoning_items_round_trip_before_their_calls_without_ids() {
         tool_calls: Vec::new(),
         tool_call_id: Some("call_1".into()),
         reasoning: None,
+        images: Vec::new(),
     };
     let mut next = request(true);
     next.messages.extend([assistant, result]);

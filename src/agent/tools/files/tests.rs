@@ -261,3 +261,41 @@ fn helpers() {
         assert!(!is_secret_path(Path::new(plain)), "{plain}");
     }
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn read_sees_this_chats_media_and_nothing_of_other_chats() {
+    let f = fixture(Arc::new(Nobody)).await;
+    // The fixture's chat is ("api", "c"); its files are under <data>/media/api/c.
+    let media = f._dir.path().join("data/media/api");
+    write(&media.join("c/p1_note.txt"), "sent in this chat");
+    write(&media.join("other/p2_secret.txt"), "another chat's file");
+    write(&f.work.join("media/own.txt"), "the workdir's own media folder");
+    std::os::unix::fs::symlink("../other/p2_secret.txt", media.join("c/link.txt")).unwrap();
+    std::os::unix::fs::symlink(media.join("other"), media.join("c/dir")).unwrap();
+
+    let out = run(&ReadFileTool::new(), &f, json!({"path": "media/p1_note.txt"})).await.unwrap();
+    assert_eq!(out, "    1|sent in this chat");
+    let out = run(&ReadFileTool::new(), &f, json!({"path": "./media/own.txt"})).await.unwrap();
+    assert_eq!(out, "    1|the workdir's own media folder", "what the view lacks comes from the workdir");
+
+    let other = media.join("other/p2_secret.txt").display().to_string();
+    for path in [
+        "media/link.txt",
+        "media/dir/p2_secret.txt",
+        "media/../other/p2_secret.txt",
+        "media/p1_note.txt/../../other/p2_secret.txt",
+        "media/../../data/media/api/other/p2_secret.txt",
+        other.as_str(),
+    ] {
+        let result = run(&ReadFileTool::new(), &f, json!({"path": path})).await;
+        let text = match result {
+            Ok(text) => text,
+            Err(e) => e.to_string(),
+        };
+        assert!(!text.contains("another chat's file"), "{path}: {text}");
+    }
+    // Writes never go to the view: `media/` in a write is the workdir's.
+    run(&WriteFileTool::default(), &f, json!({"path": "media/p1_note.txt", "content": "mine"})).await.unwrap();
+    assert_eq!(std::fs::read_to_string(media.join("c/p1_note.txt")).unwrap(), "sent in this chat");
+}
