@@ -73,9 +73,11 @@ async fn send_file_delivers_a_document_and_a_photo_once_with_their_bytes() {
     let ann = User::new(1001, "Ann");
     let chat = Chat::private(&ann);
     tg.push_message(&chat, &ann, "send me the report and the chart");
-    assert!(eventually(WAIT, || !tg.texts(chat.id).is_empty()).await, "{:?}", tg.calls("sendDocument"));
+    // The answer comes after both files (a tool progress line may come first).
+    let answered = || tg.texts(chat.id).iter().any(|t| t.contains("on their way"));
+    assert!(eventually(WAIT, answered).await, "{:?}", tg.calls("sendDocument"));
     let uploads = tg.uploads();
-    assert_eq!(uploads.len(), 2, "{uploads:?}");
+    assert_eq!(uploads.len(), 2, "texts {:?}; {} uploads", tg.texts(chat.id), uploads.len());
     assert_eq!((uploads[0].method.as_str(), uploads[0].file_name.as_str()), ("senddocument", "report.pdf"));
     assert_eq!(uploads[0].bytes, pdf, "the document arrived byte for byte");
     assert_eq!(uploads[0].caption.as_deref(), Some("The <b>report</b>"), "captions go as Telegram HTML");

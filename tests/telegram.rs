@@ -610,7 +610,7 @@ async fn an_album_is_one_message_with_all_its_photos() {
     assert_eq!(llm.count(), 1, "one turn for the album");
     let prompt = last_user(&llm.requests()[0]);
     assert!(prompt.starts_with("which is best?"), "{prompt}");
-    assert_eq!(prompt.matches("[attached Image: ").count(), 3, "{prompt}");
+    assert_eq!(prompt.matches("[image media/").count(), 3, "{prompt}");
     assert_eq!(tg.texts(dm.id).len(), 1, "{:?}", tg.texts(dm.id));
     assert_eq!(tg.downloads().len(), 3);
     d.daemon.stop().await;

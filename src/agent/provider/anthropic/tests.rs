@@ -459,6 +459,18 @@ fn signed_thinking_returns_first_in_its_assistant_turn() {
     );
 }
 
+/// Remove every `cache_control` marker, for assertions about the rest of a body.
+fn strip_cache_control(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.remove("cache_control");
+            map.values_mut().for_each(strip_cache_control);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_cache_control),
+        _ => {}
+    }
+}
+
 fn with_image(role: Role, id: Option<&str>) -> Message {
     let mut image = crate::agent::message::ImageRef::new("media/mcp/shot.png", "image/png");
     image.data = Some("data:image/png;base64,iVBORw0K".into());
@@ -476,13 +488,17 @@ fn images_become_base64_blocks_for_a_vision_model() {
         ..ChatRequest::default()
     };
     let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}});
-    let body = request::body("m", &request, true);
+    let mut body = request::body("m", &request, true);
+    // The user turns carry rolling cache breakpoints on their last blocks; the rest is the subject.
+    assert_eq!(body["messages"][0]["content"][1]["cache_control"], json!({"type": "ephemeral"}));
+    strip_cache_control(&mut body);
     assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": "look"}, image]));
     assert_eq!(
         body["messages"][2]["content"][0],
         json!({"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "look"}, image]})
     );
-    let body = request::body("m", &request, false);
+    let mut body = request::body("m", &request, false);
+    strip_cache_control(&mut body);
     let note = "look\n[image media/mcp/shot.png not shown to this model]";
     assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": note}]));
     assert_eq!(body["messages"][2]["content"][0]["content"], json!(note));
