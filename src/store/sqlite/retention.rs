@@ -6,51 +6,33 @@ use async_trait::async_trait;
 use super::{SqliteStore, retry_busy};
 use crate::store::{RetentionStore, StoreResult};
 
+/// Run one batched `DELETE` whose statement takes the age bound as `?1` and the batch size as
+/// `?2`; returns the rows deleted.
+async fn delete_batch(store: &SqliteStore, sql: &'static str, before: i64, limit: u32) -> StoreResult<u64> {
+    retry_busy(|| async {
+        sqlx::query(sql).bind(before).bind(i64::from(limit)).execute(&store.writer).await.map(|r| r.rows_affected())
+    })
+    .await
+}
+
 #[async_trait]
 impl RetentionStore for SqliteStore {
     async fn prune_inbound(&self, before: i64, limit: u32) -> StoreResult<u64> {
-        retry_busy(|| async {
-            sqlx::query(
-                "DELETE FROM inbound_events WHERE seq IN (SELECT seq FROM inbound_events \
-                 WHERE state NOT IN ('accepted', 'running') AND received_at < ?1 ORDER BY seq LIMIT ?2)",
-            )
-            .bind(before)
-            .bind(i64::from(limit))
-            .execute(&self.writer)
-            .await
-            .map(|r| r.rows_affected())
-        })
-        .await
+        let sql = "DELETE FROM inbound_events WHERE seq IN (SELECT seq FROM inbound_events \
+                   WHERE state NOT IN ('accepted', 'running') AND received_at < ?1 ORDER BY seq LIMIT ?2)";
+        delete_batch(self, sql, before, limit).await
     }
 
     async fn prune_outbound(&self, before: i64, limit: u32) -> StoreResult<u64> {
-        retry_busy(|| async {
-            sqlx::query(
-                "DELETE FROM outbound_messages WHERE id IN (SELECT id FROM outbound_messages \
-                 WHERE state <> 'pending' AND created_at < ?1 ORDER BY id LIMIT ?2)",
-            )
-            .bind(before)
-            .bind(i64::from(limit))
-            .execute(&self.writer)
-            .await
-            .map(|r| r.rows_affected())
-        })
-        .await
+        let sql = "DELETE FROM outbound_messages WHERE id IN (SELECT id FROM outbound_messages \
+                   WHERE state <> 'pending' AND created_at < ?1 ORDER BY id LIMIT ?2)";
+        delete_batch(self, sql, before, limit).await
     }
 
     async fn prune_archived_messages(&self, before: i64, limit: u32) -> StoreResult<u64> {
-        retry_busy(|| async {
-            sqlx::query(
-                "DELETE FROM messages WHERE id IN (SELECT id FROM messages INDEXED BY messages_archived_by_age \
-                 WHERE archived = 1 AND created_at < ?1 ORDER BY created_at LIMIT ?2)",
-            )
-            .bind(before)
-            .bind(i64::from(limit))
-            .execute(&self.writer)
-            .await
-            .map(|r| r.rows_affected())
-        })
-        .await
+        let sql = "DELETE FROM messages WHERE id IN (SELECT id FROM messages INDEXED BY messages_archived_by_age \
+                   WHERE archived = 1 AND created_at < ?1 ORDER BY created_at LIMIT ?2)";
+        delete_batch(self, sql, before, limit).await
     }
 
     async fn prune_sessions(&self, before: i64, limit: u32) -> StoreResult<u64> {
