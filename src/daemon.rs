@@ -416,7 +416,9 @@ fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Re
             ProviderKind::AnthropicMessages => Arc::new(
                 AnthropicMessages::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision),
             ),
-            ProviderKind::Responses => Arc::new(Responses::new(http.clone(), url, name, key, timeout, context)),
+            ProviderKind::Responses => {
+                Arc::new(Responses::new(http.clone(), url, name, key, timeout, context).with_vision(model.vision))
+            }
         });
     }
     let policy = RetryPolicy {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use hermesd_platform::{Attachment, AttachmentKind, InboundMessage};
 
 use crate::agent::message::{ImageRef, Message, Role, model_path};
-use crate::agent::provider::{AnthropicMessages, ChatCompletions, Provider};
+use crate::agent::provider::{AnthropicMessages, ChatCompletions, Provider, Responses};
 use crate::config::{AuxiliaryConfig, Env, ProviderKind};
 
 pub use describe::Describer;
@@ -73,7 +73,7 @@ impl Media {
                     Arc::new(AnthropicMessages::new(http.clone(), url, name, key, timeout, context).with_vision(true))
                 }
                 ProviderKind::Responses => {
-                    return Err("auxiliary.vision: provider \"responses\" does not take images; use \"chat_completions\" or \"anthropic_messages\"".into());
+                    Arc::new(Responses::new(http.clone(), url, name, key, timeout, context).with_vision(true))
                 }
             };
             media = media.with_describer(Describer::new(provider, timeout));

@@ -27,6 +27,7 @@ pub struct Responses {
     key: Option<Secret>,
     timeout: Duration,
     context_length: u64,
+    vision: bool,
 }
 
 impl Responses {
@@ -46,7 +47,14 @@ impl Responses {
             key,
             timeout,
             context_length,
+            vision: false,
         }
+    }
+
+    /// Send images as `input_image` parts (the model has vision).
+    pub fn with_vision(mut self, vision: bool) -> Self {
+        self.vision = vision;
+        self
     }
 
     /// Send the call; a non-success status is read and classified here.
@@ -191,6 +199,10 @@ impl Provider for Responses {
         &self.model
     }
 
+    fn vision(&self) -> bool {
+        self.vision
+    }
+
     fn context_length(&self) -> u64 {
         self.context_length
     }
@@ -200,7 +212,7 @@ impl Provider for Responses {
         request: &ChatRequest,
         deltas: Option<DeltaSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let response = self.send(&request::body(&self.model, request), request.stream).await?;
+        let response = self.send(&request::body(&self.model, request, self.vision), request.stream).await?;
         if request.stream && !is_json(&response) {
             return stream::read(response, deltas).await;
         }

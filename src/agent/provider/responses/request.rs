@@ -10,13 +10,13 @@ use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, ToolSchema};
 
 /// The request body for `model`.
-pub(super) fn body(model: &str, request: &ChatRequest) -> Value {
+pub(super) fn body(model: &str, request: &ChatRequest, vision: bool) -> Value {
     let leading = request.messages.iter().take_while(|m| m.role == Role::System).count();
     let instructions: Vec<&str> =
         request.messages[..leading].iter().filter_map(|m| m.content.as_deref()).filter(|t| !t.is_empty()).collect();
     let mut input = Vec::new();
     for message in &request.messages[leading..] {
-        push_items(&mut input, message);
+        push_items(&mut input, message, vision);
     }
     let mut body = json!({
         "model": model,
@@ -52,12 +52,25 @@ fn wire_tool(tool: &ToolSchema) -> Value {
     })
 }
 
+/// A user message: its text (with a note for each image the model is not shown), then its
+/// loaded images as `input_image` parts with data URLs for a model with vision.
+fn user_message(message: &Message, vision: bool) -> Value {
+    let text = message.text_with_notes(vision).filter(|t| !t.is_empty()).unwrap_or_else(|| " ".to_owned());
+    let mut content = vec![json!({ "type": "input_text", "text": text })];
+    for image in message.shown_images(vision) {
+        if let Some(data) = &image.data {
+            content.push(json!({ "type": "input_image", "image_url": data.as_ref() }));
+        }
+    }
+    json!({ "type": "message", "role": "user", "content": content })
+}
+
 fn text_message(role: &str, part: &str, text: &str) -> Value {
     json!({ "type": "message", "role": role, "content": [{ "type": part, "text": text }] })
 }
 
 /// The input items of one transcript message.
-fn push_items(input: &mut Vec<Value>, message: &Message) {
+fn push_items(input: &mut Vec<Value>, message: &Message, vision: bool) {
     let text = message.content.as_deref().filter(|t| !t.is_empty());
     match message.role {
         Role::System => {
@@ -65,7 +78,7 @@ fn push_items(input: &mut Vec<Value>, message: &Message) {
                 input.push(text_message("developer", "input_text", text));
             }
         }
-        Role::User => input.push(text_message("user", "input_text", text.unwrap_or(" "))),
+        Role::User => input.push(user_message(message, vision)),
         Role::Assistant => {
             // A reasoning item must come right before the output it led to.
             for item in message.reasoning.iter().flat_map(|r| &r.items) {

@@ -160,7 +160,7 @@ fn reasoning_items_round_trip_before_their_calls_without_ids() {
     };
     let mut next = request(true);
     next.messages.extend([assistant, result]);
-    let body = request::body("gpt-test", &next);
+    let body = request::body("gpt-test", &next, false);
     assert_eq!(
         body["input"],
         json!([
@@ -179,7 +179,7 @@ fn later_system_messages_and_answers_become_message_items() {
     let mut next = request(false);
     next.messages.push(Message::text(Role::Assistant, "Done."));
     next.messages.push(Message::text(Role::System, "note"));
-    let body = request::body("m", &next);
+    let body = request::body("m", &next, false);
     assert_eq!(
         body["input"][1],
         json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]})
@@ -283,4 +283,25 @@ async fn an_incomplete_response_reports_why() {
     assert_eq!(reply.message.content.as_deref(), Some("Half"));
     assert_eq!(reply.finish_reason.as_deref(), Some("max_output_tokens"));
     assert!(reply.message.reasoning.is_none());
+}
+
+#[test]
+fn images_become_input_image_parts_for_a_vision_model_and_notes_otherwise() {
+    let mut image = crate::agent::message::ImageRef::new("media/telegram/42/p_photo.png", "image/png");
+    image.data = Some("data:image/png;base64,iVBORw0K".into());
+    let user = Message { images: vec![image], ..Message::text(Role::User, "what is this?") };
+    let request = ChatRequest { messages: vec![Message::text(Role::System, "sys"), user], ..ChatRequest::default() };
+    let body = request::body("m", &request, true);
+    assert_eq!(
+        body["input"][0]["content"],
+        json!([
+            {"type": "input_text", "text": "what is this?"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K"},
+        ])
+    );
+    let body = request::body("m", &request, false);
+    let content = &body["input"][0]["content"];
+    assert_eq!(content.as_array().map(Vec::len), Some(1), "{content}");
+    let text = content[0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("what is this?\n[image media/") && text.contains("not shown"), "{text}");
 }
