@@ -8,13 +8,13 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use serde_json::json;
 use support::fake_llm::Step;
 use support::fake_telegram::{Chat, FakeTelegram, User};
-use support::{FakeLlm, TestDaemon, client, config_for, eventually, start_daemon};
+use support::{FakeLlm, TestDaemon, config_for, eventually, start_daemon};
 
 const TOKEN: &str = "123:ABC";
 const WAIT: Duration = Duration::from_secs(20);
@@ -277,31 +277,11 @@ async fn slack_streams_by_spaced_chat_updates_and_the_final_text_replaces_the_pr
 
 /// The real binary in `home` (its config already written), logging to `hermesd.log` there.
 fn spawn(home: &Path) -> Child {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(home.join("hermesd.log")).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_hermesd"))
-        .args(["--home", home.to_str().unwrap(), "run"])
-        .env("HERMESD_LOG", "info")
-        .env("TELEGRAM_BOT_TOKEN", TOKEN)
-        .env("TELEGRAM_ALLOWED_USERS", "1001")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn hermesd")
+    support::spawn_telegram_gateway(home, TOKEN, "1001")
 }
 
 fn log(home: &Path) -> String {
-    std::fs::read_to_string(home.join("hermesd.log")).unwrap_or_default()
-}
-
-async fn wait_ready(port: u16, home: &Path) {
-    let url = format!("http://127.0.0.1:{port}/readyz");
-    for _ in 0..1500 {
-        if client().get(&url).send().await.is_ok_and(|r| r.status() == 200) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("hermesd did not become ready on port {port}; its log:\n{}", log(home));
+    support::daemon_log(home)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -323,7 +303,7 @@ async fn kill_9_mid_stream_notes_the_preview_and_answers_once() {
     );
     std::fs::write(home.path().join("config.toml"), config).unwrap();
     let mut child = spawn(home.path());
-    wait_ready(port, home.path()).await;
+    support::wait_ready(port, home.path()).await;
     let ann = User::new(1001, "Ann");
     let chat = Chat::private(&ann);
     tg.push_message(&chat, &ann, "write slowly");
@@ -335,7 +315,7 @@ async fn kill_9_mid_stream_notes_the_preview_and_answers_once() {
     assert!(shown(&tg, chat.id)[0].ends_with(" …"), "killed mid-stream: {:?}", shown(&tg, chat.id));
 
     let mut child = spawn(home.path());
-    wait_ready(port, home.path()).await;
+    support::wait_ready(port, home.path()).await;
     let answered = || shown(&tg, chat.id).iter().any(|t| t == "the answer");
     assert!(eventually(WAIT, answered).await, "{:?}\nlog:\n{}", shown(&tg, chat.id), log(home.path()));
     tokio::time::sleep(Duration::from_millis(1500)).await;

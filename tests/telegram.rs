@@ -5,7 +5,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -506,39 +506,16 @@ async fn forum_topics_are_threads_and_files_are_downloaded() {
     d.daemon.stop().await;
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_hermesd");
-
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn spawn(home: &Path) -> Child {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(home.join("hermesd.log")).unwrap();
-    Command::new(BIN)
-        .args(["--home", home.to_str().unwrap(), "run"])
-        .env("HERMESD_LOG", "info")
-        .env("TELEGRAM_BOT_TOKEN", TOKEN)
-        .env("TELEGRAM_ALLOWED_USERS", "3001,3002,3003")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn hermesd")
+    support::spawn_telegram_gateway(home, TOKEN, "3001,3002,3003")
 }
 
 fn log(home: &Path) -> String {
-    std::fs::read_to_string(home.join("hermesd.log")).unwrap_or_default()
-}
-
-async fn wait_ready(port: u16, home: &Path) {
-    let url = format!("http://127.0.0.1:{port}/readyz");
-    let ready = || async { client().get(&url).send().await.is_ok_and(|r| r.status() == 200) };
-    for _ in 0..1500 {
-        if ready().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("hermesd did not become ready on port {port}; its log:\n{}", log(home));
+    support::daemon_log(home)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -554,7 +531,7 @@ async fn kill_9_mid_turn_answers_each_telegram_chat_exactly_once() {
     );
     std::fs::write(home.path().join("config.toml"), config).unwrap();
     let mut child = spawn(home.path());
-    wait_ready(port, home.path()).await;
+    support::wait_ready(port, home.path()).await;
     let users: Vec<User> = (3001..=3003).map(|id| User::new(id, &format!("user{id}"))).collect();
     for user in &users {
         tg.push_message(&Chat::private(user), user, &format!("crash test {}", user.id));
@@ -569,7 +546,7 @@ async fn kill_9_mid_turn_answers_each_telegram_chat_exactly_once() {
     assert!(tg.sent().is_empty(), "nothing was answered before the kill: {:?}", tg.sent());
 
     let mut child = spawn(home.path());
-    wait_ready(port, home.path()).await;
+    support::wait_ready(port, home.path()).await;
     let all = || users.iter().all(|u| !tg.sent_to(u.id).is_empty());
     assert!(eventually(Duration::from_secs(20), all).await, "{:?}\nlog:\n{}", tg.sent(), log(home.path()));
     tokio::time::sleep(Duration::from_secs(2)).await;

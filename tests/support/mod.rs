@@ -102,3 +102,35 @@ pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, mut check: F) -> 
     }
     check()
 }
+
+/// The real binary running as a Telegram gateway in `home` (its config already written), with
+/// `token` and `allowed_users` as its environment, logging to `hermesd.log` there.
+pub fn spawn_telegram_gateway(home: &Path, token: &str, allowed_users: &str) -> std::process::Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(home.join("hermesd.log")).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_hermesd"))
+        .args(["--home", home.to_str().unwrap(), "run"])
+        .env("HERMESD_LOG", "info")
+        .env("TELEGRAM_BOT_TOKEN", token)
+        .env("TELEGRAM_ALLOWED_USERS", allowed_users)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn hermesd")
+}
+
+/// What a daemon started by `spawn_telegram_gateway` logged so far.
+pub fn daemon_log(home: &Path) -> String {
+    std::fs::read_to_string(home.join("hermesd.log")).unwrap_or_default()
+}
+
+/// Wait until the daemon on `port` answers `/readyz` with 200; panics with its log after 15 s.
+pub async fn wait_ready(port: u16, home: &Path) {
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    for _ in 0..1500 {
+        if client().get(&url).send().await.is_ok_and(|r| r.status() == 200) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("hermesd did not become ready on port {port}; its log:\n{}", daemon_log(home));
+}

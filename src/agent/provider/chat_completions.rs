@@ -354,7 +354,7 @@ pub(super) fn transport_error(error: reqwest::Error) -> ProviderError {
 }
 
 /// Whether a reply is plain JSON although a stream was asked for (some servers ignore `stream`).
-fn is_json(response: &reqwest::Response) -> bool {
+pub(super) fn is_json(response: &reqwest::Response) -> bool {
     response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)

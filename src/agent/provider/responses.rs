@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::chat_completions::{classify, parse_retry_after, transport_error};
+use super::chat_completions::{classify, is_json, parse_retry_after, transport_error};
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, Usage};
 use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::config::Secret;
@@ -182,15 +182,6 @@ fn classify_event(error: &Value) -> ProviderError {
         // server_error, vector store and image failures, and anything unknown may pass.
         _ => ProviderError::Transient(format!("{code}: {message}")),
     }
-}
-
-/// Whether a reply is plain JSON although a stream was asked for.
-fn is_json(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("application/json"))
 }
 
 #[async_trait]
