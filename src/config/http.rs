@@ -145,6 +145,22 @@ mod tests {
     }
 
     #[test]
+    fn retention_ages_and_interval_out_of_range_are_listed() {
+        let c = config("[retention]\nmedia = \"5m\"\ninbound_events = \"0s\"\ninterval = \"2d\"\n");
+        let mut problems = Vec::new();
+        check_http(&c, &mut problems);
+        assert_eq!(
+            problems,
+            [
+                "retention.inbound_events: must be at least 1h",
+                "retention.media: must be at least 1h",
+                "retention.interval: must be between 1m and 24h"
+            ],
+        );
+        assert!(Config::parse("[retention]\nmedia = \"soon\"\n").is_err(), "a malformed age is refused");
+    }
+
+    #[test]
     fn advice_names_allowed_hosts_for_public_listens_and_webhook_modes() {
         let env = Env::from_map(Default::default());
         assert!(Config::default().advice(&env).is_empty());
