@@ -151,6 +151,9 @@ impl Daemon {
         let chain = build_chain(&config, &env, &http)?.with_metrics(metrics.clone());
         let media = crate::agent::media::Media::from_config(paths.home.clone(), &config.auxiliary, &env, &http)
             .map_err(|e| anyhow::anyhow!("auxiliary: {e}"))?;
+        let summary = crate::agent::auxiliary::Summarizer::from_config(config.auxiliary.summary.as_ref(), &env, &http)
+            .map_err(|e| anyhow::anyhow!("auxiliary.summary: {e}"))?
+            .map(Arc::new);
         drop(http);
         let workdir = paths.workdir(&config.tools);
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
@@ -198,6 +201,7 @@ impl Daemon {
                 workdir,
                 data_dir: paths.home.clone(),
                 media: Arc::new(media),
+                summary,
                 routing,
             },
             RunnerSettings {

@@ -2,6 +2,7 @@
 //! gateway-side turn runner with approvals and heartbeats.
 
 pub mod approvals;
+pub mod auxiliary;
 pub mod context;
 pub mod heartbeat;
 pub mod media;

@@ -150,6 +150,8 @@ pub struct RunnerParts {
     pub data_dir: PathBuf,
     /// What the model is given for attachments (images, audio, documents).
     pub media: Arc<Media>,
+    /// The summary model (`[auxiliary.summary]`): session titles, search summaries.
+    pub summary: Option<Arc<crate::agent::auxiliary::Summarizer>>,
     /// Where replies of cron runs and webhook deliveries go.
     pub routing: Routing,
 }

@@ -1,6 +1,7 @@
 //! `[auxiliary]`: helper models that turn media into text for the main model — a vision model
 //! that describes images when `[model]` has no vision, and an OpenAI-compatible
-//! `/audio/transcriptions` endpoint for voice notes and audio. Only key variable names live here.
+//! `/audio/transcriptions` endpoint for voice notes and audio, and a summary model for titles and
+//! search summaries. Only key variable names live here.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,10 @@ pub struct AuxiliaryConfig {
     pub vision: Option<ModelConfig>,
     /// Transcribes voice notes and audio files.
     pub transcription: Option<TranscriptionConfig>,
+    /// A small, cheap model for session titles and `session_search` summaries; same keys as
+    /// `[model]` (its `timeout` bounds one call; `fallback` is not used). Unset: titles come from
+    /// the first message and search results are not summarised.
+    pub summary: Option<ModelConfig>,
 }
 
 /// `[auxiliary.transcription]`: an OpenAI-compatible `POST {base_url}/audio/transcriptions`
@@ -52,10 +57,11 @@ pub(super) fn check_auxiliary(
     check_model: impl Fn(&str, &ModelConfig, &mut Vec<String>),
     problems: &mut Vec<String>,
 ) {
-    if let Some(vision) = &aux.vision {
-        check_model("auxiliary.vision", vision, problems);
-        if !vision.fallback.is_empty() {
-            problems.push("auxiliary.vision.fallback: an auxiliary model has no fallbacks".into());
+    for (name, model) in [("vision", &aux.vision), ("summary", &aux.summary)] {
+        let Some(model) = model else { continue };
+        check_model(&format!("auxiliary.{name}"), model, problems);
+        if !model.fallback.is_empty() {
+            problems.push(format!("auxiliary.{name}.fallback: an auxiliary model has no fallbacks"));
         }
     }
     if let Some(t) = &aux.transcription {

@@ -12,13 +12,11 @@ pub mod image;
 mod transcribe;
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 
 use hermesd_platform::{Attachment, AttachmentKind, InboundMessage};
 
 use crate::agent::message::{ImageRef, Message, Role, model_path};
-use crate::agent::provider::{AnthropicMessages, ChatCompletions, Provider, Responses};
-use crate::config::{AuxiliaryConfig, Env, ProviderKind};
+use crate::config::{AuxiliaryConfig, Env};
 
 pub use describe::Describer;
 pub use document::DocText;
@@ -62,21 +60,8 @@ impl Media {
     ) -> Result<Self, String> {
         let mut media = Self::new(data_dir);
         if let Some(model) = &config.vision {
-            let key = secret(env, model.api_key_env.as_deref())?;
-            let (url, name, timeout, context) =
-                (&model.base_url, &model.name, model.timeout.get(), model.context_length);
-            let provider: Arc<dyn Provider> = match model.provider {
-                ProviderKind::ChatCompletions => {
-                    Arc::new(ChatCompletions::new(http.clone(), url, name, key, timeout, context).with_vision(true))
-                }
-                ProviderKind::AnthropicMessages => {
-                    Arc::new(AnthropicMessages::new(http.clone(), url, name, key, timeout, context).with_vision(true))
-                }
-                ProviderKind::Responses => {
-                    Arc::new(Responses::new(http.clone(), url, name, key, timeout, context).with_vision(true))
-                }
-            };
-            media = media.with_describer(Describer::new(provider, timeout));
+            let provider = crate::agent::auxiliary::provider(model, env, http, true)?;
+            media = media.with_describer(Describer::new(provider, model.timeout.get()));
         }
         if let Some(transcription) = &config.transcription {
             let key = secret(env, transcription.api_key_env.as_deref())?;

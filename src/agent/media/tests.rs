@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use hermesd_platform::{ChatRef, ChatType, Sender};
 
 use super::*;
-use crate::agent::provider::{ChatRequest, ChatResponse, DeltaSink, ProviderError};
+use crate::agent::provider::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
+use std::sync::Arc;
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake pixels";
 
