@@ -9,6 +9,7 @@ mod duration;
 mod http;
 mod load;
 mod mcp;
+mod memory;
 mod platforms;
 mod secrets;
 mod terminal;
@@ -25,6 +26,7 @@ pub use duration::{HumanDuration, parse_duration};
 pub use http::normalize_origin;
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
+pub use memory::{MemoryConfig, MemoryScope};
 pub use platforms::{ApiPlatformConfig, DiscordConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
 pub use terminal::{SandboxMode, TerminalConfig};
@@ -66,6 +68,8 @@ pub struct Config {
     pub retention: RetentionConfig,
     /// Helper models for media: image descriptions and transcription.
     pub auxiliary: AuxiliaryConfig,
+    /// Whose memory a turn sees, and the memory-only turn before context is lost.
+    pub memory: MemoryConfig,
 }
 
 /// `[http]`.
