@@ -164,9 +164,11 @@ async fn stdio_server_tools_are_listed_called_and_failures_are_tool_errors() {
         Err(ToolError::Failed(text)) => assert_eq!(text, "the thing broke"),
         other => panic!("isError must be a tool error, got {other:?}"),
     }
-    let image = tool(&hub, "mcp_fix_image").call(&ctx, json!({})).await.unwrap();
-    let saved = image.split("saved as ").nth(1).unwrap().trim_end_matches(']');
-    assert_eq!(std::fs::read(home.path().join(saved)).unwrap(), [1, 2, 3], "{image}");
+    let image = tool(&hub, "mcp_fix_image").call_output(&ctx, json!({})).await.unwrap();
+    let [saved] = image.images.as_slice() else { panic!("one image reference: {image:?}") };
+    assert!(saved.path.starts_with("media/api/c/mcp_fix_"), "in the chat's media folder: {saved:?}");
+    assert_eq!(std::fs::read(home.path().join(&saved.path)).unwrap(), support::mcp_server::PNG_BYTES);
+    assert!(image.text.contains(&format!("saved as {}]", saved.model_path())), "{image:?}");
 
     let report = hub.report();
     assert_eq!((report[0].calls, report[0].errors, report[0].tools), (4, 1, 7));
@@ -345,6 +347,40 @@ async fn the_model_calls_an_mcp_tool_and_sees_its_answer() {
     assert_eq!(ready["mcp"][0]["calls"], 1);
     let metrics = client().get(format!("{}/metrics", test.base)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("hermesd_mcp_tools{server=\"fix\"} 8"), "{metrics}");
+    test.daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_model_with_vision_is_shown_the_image_an_mcp_tool_returned() {
+    let home = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::builder().tool_calls(&[("mcp_fix_image", "{}")]).reply("a tiny png").start().await;
+    let mcp = stdio_server("mcp.servers.fix", "");
+    let config = support::config_for(&llm, &format!("[tools]\ntoolsets = [\"mcp\"]\n\n{mcp}")).replacen(
+        "timeout = \"30s\"\n",
+        "timeout = \"30s\"\nvision = true\n",
+        1,
+    );
+    let env_vars: Vec<(String, String)> =
+        ["PATH", "HOME"].iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
+    let env: Vec<(&str, &str)> = env_vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let options = DaemonOptions { mcp_shim: Some(PathBuf::from(BIN)), ..Default::default() };
+    let test = support::start_daemon_with(home.path(), &config, &env, options).await;
+    let registered = eventually(Duration::from_secs(20), || test.daemon.mcp.tool_count() == 8).await;
+    assert!(registered, "{:?}", test.daemon.mcp.report());
+
+    let (status, body) = ask(&test.base, Some("mcp-image"), "what does the image tool show?").await;
+    assert_eq!((status, answer(&body)), (200, "a tiny png"));
+    let requests = llm.requests();
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let at = messages.iter().position(|m| m["role"] == "tool").expect("the tool result");
+    let result = messages[at]["content"].as_str().unwrap();
+    assert!(result.starts_with("[image image/png, 11 bytes, saved as media/mcp_fix_"), "{result}");
+    let shown = &messages[at + 1];
+    assert_eq!(shown["role"], "user", "the image follows the tool result: {messages:?}");
+    assert_eq!(shown["content"][0]["text"], hermesd::agent::message::TOOL_IMAGES_INTRO);
+    let url = format!("data:image/png;base64,{}", support::mcp_server::PNG_BASE64);
+    assert_eq!(shown["content"][2]["image_url"]["url"], url.as_str(), "{shown}");
+    assert_eq!(llm.image_urls(), [url], "shown once, on the call after the tool ran");
     test.daemon.stop().await;
 }
 

@@ -97,6 +97,9 @@ impl ImageRef {
     }
 }
 
+/// The text of the user message that shows tool results' images to a model with vision.
+pub const TOOL_IMAGES_INTRO: &str = "The images returned by the tool calls above:";
+
 /// The model's name for a file saved under the data dir (see `ImageRef::model_path`).
 pub fn model_path(path: &str) -> String {
     let parts: Vec<&str> = path.split('/').collect();
@@ -161,6 +164,19 @@ impl Message {
         }
     }
 
+    /// The images of tool results that a model with vision is shown after them (loaded ones),
+    /// from the results at the end of `messages[..=at]` when `at` is the last of a run of them
+    /// (tool results cannot carry images in every API, so they follow as one user message).
+    pub fn tool_images_after(messages: &[Message], at: usize, vision: bool) -> Vec<&ImageRef> {
+        let ends_run = messages.get(at).is_some_and(|m| m.role == Role::Tool)
+            && messages.get(at + 1).is_none_or(|m| m.role != Role::Tool);
+        if !vision || !ends_run {
+            return Vec::new();
+        }
+        let start = messages[..=at].iter().rposition(|m| m.role != Role::Tool).map_or(0, |i| i + 1);
+        messages[start..=at].iter().flat_map(|m| m.shown_images(true)).collect()
+    }
+
     /// The images a model with (`vision`) or without vision is shown: the loaded ones, or none.
     pub fn shown_images(&self, vision: bool) -> impl Iterator<Item = &ImageRef> {
         self.images.iter().filter(move |i| vision && i.data.is_some())
@@ -168,7 +184,11 @@ impl Message {
 
     /// The text, plus a note naming each image the model is not shown (all of them without
     /// `vision`; those not loaded with it), so it still knows they exist and where they are.
+    /// A tool result names its images in its own text, so it gets no notes.
     pub fn text_with_notes(&self, vision: bool) -> Option<String> {
+        if self.role == Role::Tool {
+            return self.content.clone();
+        }
         let mut notes = self.images.iter().filter(|i| !(vision && i.data.is_some())).map(ImageRef::note).peekable();
         if notes.peek().is_none() {
             return self.content.clone();

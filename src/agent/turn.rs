@@ -487,6 +487,7 @@ impl TurnRunner {
             events: &events,
             steer: &|| stop.steer.take(),
             limits: LoopLimits { max_iterations: self.settings.max_iterations, max_nudges: 2, stream },
+            media: vision.then_some(&*self.parts.media),
         };
         let cancel = stop.token.clone();
         let abort = shutdown.clone();

@@ -2,7 +2,7 @@
 //! over Streamable HTTP in-process (`serve_http`, 127.0.0.1:0).
 //!
 //! Tools: `echo {text}`, `add {a, b}`, `fail` (an `isError` result), `slow {ms}` (notes a
-//! cancellation in `FIXTURE_CANCEL_FILE` or `cancelled`), `image` (a PNG of three bytes),
+//! cancellation in `FIXTURE_CANCEL_FILE` or `cancelled`), `image` (the PNG signature and three bytes),
 //! `grow` (adds the tool `extra` and sends `notifications/tools/list_changed`), `pid`, and,
 //! over stdio only, `crash` (exits at once). `FIXTURE_TOOLS=N` adds `t0`..`tN-1` (benchmarks).
 #![allow(dead_code, unreachable_pub)]
@@ -10,6 +10,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
+
+/// What `image` returns: the PNG signature and the bytes 1, 2, 3.
+pub const PNG_BASE64: &str = "iVBORw0KGgoBAgM=";
+/// Those bytes.
+pub const PNG_BYTES: &[u8] = b"\x89PNG\r\n\x1a\n\x01\x02\x03";
 
 use rmcp::ServerHandler;
 use rmcp::model::{
@@ -141,7 +146,7 @@ impl ServerHandler for TestServer {
                     }
                 }
             }
-            "image" => Ok(CallToolResult::success(vec![ContentBlock::image("AQID", "image/png")]).into()),
+            "image" => Ok(CallToolResult::success(vec![ContentBlock::image(PNG_BASE64, "image/png")]).into()),
             "grow" => {
                 self.grown.store(true, Ordering::SeqCst);
                 let _ = context.peer.notify_tool_list_changed().await;

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, ToolSchema, Usage};
-use crate::agent::message::{Message, Reasoning, Role, ToolCall};
+use crate::agent::message::{Message, Reasoning, Role, TOOL_IMAGES_INTRO, ToolCall};
 use crate::config::Secret;
 
 /// A client for one OpenAI-compatible endpoint.
@@ -62,7 +62,7 @@ impl ChatCompletions {
     fn body<'a>(&'a self, request: &'a ChatRequest) -> OutRequest<'a> {
         OutRequest {
             model: &self.model,
-            messages: request.messages.iter().map(|m| wire_message(m, self.vision)).collect(),
+            messages: wire_messages(&request.messages, self.vision),
             stream: request.stream,
             stream_options: request.stream.then_some(StreamOptions { include_usage: true }),
             tools: request.tools.iter().map(wire_tool).collect(),
@@ -180,6 +180,32 @@ fn wire_content(message: &Message, vision: bool) -> OutContent<'_> {
         text.filter(|t| !t.is_empty()).map(|text| OutPart::Text { text: Cow::Owned(text) }).into_iter().collect();
     parts.extend(images.map(|url| OutPart::ImageUrl { image_url: OutImageUrl { url } }));
     OutContent::Parts(parts)
+}
+
+/// The transcript on the wire: each message, and after a run of tool results that returned
+/// images, one user message showing them (a `tool` message takes text only).
+fn wire_messages(messages: &[Message], vision: bool) -> Vec<OutMessage<'_>> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (at, message) in messages.iter().enumerate() {
+        out.push(wire_message(message, vision));
+        let images = Message::tool_images_after(messages, at, vision);
+        if images.is_empty() {
+            continue;
+        }
+        let mut parts = vec![OutPart::Text { text: Cow::Borrowed(TOOL_IMAGES_INTRO) }];
+        for image in images {
+            let Some(url) = image.data.as_deref() else { continue };
+            parts.push(OutPart::Text { text: Cow::Owned(image.model_path()) });
+            parts.push(OutPart::ImageUrl { image_url: OutImageUrl { url } });
+        }
+        out.push(OutMessage {
+            role: "user",
+            content: OutContent::Parts(parts),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        });
+    }
+    out
 }
 
 fn wire_message(message: &Message, vision: bool) -> OutMessage<'_> {

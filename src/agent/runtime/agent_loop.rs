@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::chain::{ChainError, ChainState, ProviderChain};
 use super::compress::{Compressor, messages_tokens};
 use super::sanitize::sanitize;
+use crate::agent::media::Media;
 use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, Delta, ProviderError, ToolSchema};
 use crate::agent::tools::{ExecutorLimits, Registry, ToolContext, run_calls};
@@ -126,6 +127,8 @@ pub struct AgentLoop<'a> {
     pub steer: SteerSource<'a>,
     /// Limits.
     pub limits: LoopLimits,
+    /// Loads the images tool results return, for a model with vision; `None` without vision.
+    pub media: Option<&'a Media>,
 }
 
 impl AgentLoop<'_> {
@@ -234,6 +237,7 @@ impl AgentLoop<'_> {
                 }
                 appended.push(message);
                 let outcomes = run_calls(self.tools, self.ctx, &calls, ExecutorLimits::default()).await;
+                let results_from = appended.len();
                 for outcome in outcomes {
                     (self.events)(TurnEvent::ToolFinished {
                         name: outcome.name.clone(),
@@ -246,8 +250,11 @@ impl AgentLoop<'_> {
                         tool_calls: Vec::new(),
                         tool_call_id: Some(outcome.call_id),
                         reasoning: None,
-                        images: Vec::new(),
+                        images: outcome.images,
                     });
+                }
+                if let Some(media) = self.media {
+                    media.load_images(&mut appended[results_from..]).await;
                 }
                 appended.extend((self.steer)());
                 continue;

@@ -92,6 +92,7 @@ impl Tool for DelegateTool {
             events: &|_| {},
             steer: &|| None,
             limits: LoopLimits { max_iterations: self.max_iterations, max_nudges: 2, stream: false },
+            media: None,
         };
         let result = child.run(system, vec![Message::text(Role::User, text)], &ctx.cancel).await;
         match result.outcome {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use super::{Registry, Tool, ToolContext};
-use crate::agent::message::ToolCall;
+use super::{Registry, Tool, ToolContext, ToolOutput};
+use crate::agent::message::{ImageRef, ToolCall};
 
 /// Bounds on a batch.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +36,8 @@ pub struct CallOutcome {
     pub content: String,
     /// Whether the call failed (the content says why).
     pub error: bool,
+    /// Images the tool returned (named in `content`).
+    pub images: Vec<ImageRef>,
     /// How long it ran.
     pub elapsed: Duration,
 }
@@ -79,14 +81,15 @@ async fn run_batch(
 
 async fn run_one(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> CallOutcome {
     let started = Instant::now();
-    let (content, error) = match execute(registry, ctx, call).await {
-        Ok(text) => (text, false),
-        Err(text) => (text, true),
+    let (content, images, error) = match execute(registry, ctx, call).await {
+        Ok(output) => (output.text, output.images, false),
+        Err(text) => (text, Vec::new(), true),
     };
-    CallOutcome { call_id: call.id.clone(), name: call.name.clone(), content, error, elapsed: started.elapsed() }
+    let (call_id, name, elapsed) = (call.id.clone(), call.name.clone(), started.elapsed());
+    CallOutcome { call_id, name, content, error, images, elapsed }
 }
 
-async fn execute(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Result<String, String> {
+async fn execute(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Result<ToolOutput, String> {
     let (Some(tool), Some(spec)) = (registry.get(&call.name).cloned(), registry.spec(&call.name).cloned()) else {
         let known = registry.specs().iter().map(|s| s.name.as_ref()).collect::<Vec<_>>().join(", ");
         return Err(format!("error: there is no tool named {:?}; available tools: {known}", call.name));
@@ -94,7 +97,7 @@ async fn execute(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Res
     let args = parse_arguments(&call.arguments).map_err(|e| format!("error: {e}"))?;
     let task_ctx = ctx.clone();
     let task_tool: Arc<dyn Tool> = tool.clone();
-    let mut handle = tokio::spawn(async move { task_tool.call(&task_ctx, args).await });
+    let mut handle = tokio::spawn(async move { task_tool.call_output(&task_ctx, args).await });
     let result = tokio::select! {
         joined = &mut handle => joined,
         _ = tokio::time::sleep(spec.timeout) => {
@@ -109,7 +112,7 @@ async fn execute(registry: &Registry, ctx: &ToolContext, call: &ToolCall) -> Res
     // Masked before the cap, so a cut never leaves half a token unrecognised.
     let redact = |text: &str| registry.redaction().redact(text);
     match result {
-        Ok(Ok(text)) => Ok(cap(redact(&text), spec.max_result_chars)),
+        Ok(Ok(output)) => Ok(ToolOutput { text: cap(redact(&output.text), spec.max_result_chars), ..output }),
         Ok(Err(e)) => Err(cap(redact(&format!("error: {e}")), spec.max_result_chars)),
         Err(join) => {
             tracing::error!(tool = %spec.name, error = %join, "tool panicked");

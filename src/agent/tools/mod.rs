@@ -152,6 +152,28 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     /// Run with parsed JSON arguments; the result text enters the context.
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;
+    /// Run, for a result that may carry images (the executor calls this). Tools that return
+    /// only text keep the default.
+    async fn call_output(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        self.call(ctx, args).await.map(ToolOutput::text)
+    }
+}
+
+/// A tool's result: its text, and images it returned (saved under the data dir, named in the
+/// text). A model with vision is shown the images; any other model reads the text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// What the model reads.
+    pub text: String,
+    /// Images, by reference (loaded for the model call that shows them).
+    pub images: Vec<crate::agent::message::ImageRef>,
+}
+
+impl ToolOutput {
+    /// A text-only result.
+    pub fn text(text: String) -> Self {
+        Self { text, images: Vec::new() }
+    }
 }
 
 /// Whether a configured toolset name admits a tool's toolset: equal names, and `mcp` admits

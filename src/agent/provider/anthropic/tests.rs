@@ -501,5 +501,6 @@ fn images_become_base64_blocks_for_a_vision_model() {
     strip_cache_control(&mut body);
     let note = "look\n[image media/mcp/shot.png not shown to this model]";
     assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": note}]));
-    assert_eq!(body["messages"][2]["content"][0]["content"], json!(note));
+    // A tool result names its images in its own text: no note is added.
+    assert_eq!(body["messages"][2]["content"][0]["content"], json!("look"));
 }

@@ -430,3 +430,46 @@ fn images_become_notes_without_vision_or_bytes() {
     let wire = serde_json::to_value(wire_message(&Message::text(Role::User, "hi"), true)).unwrap();
     assert_eq!(wire["content"], json!("hi"));
 }
+
+/// An assistant call, then two tool results (the first with an image), then `next`.
+fn tool_run(loaded: bool, next: Role) -> Vec<Message> {
+    let call =
+        |id: &str| crate::agent::message::ToolCall { id: id.into(), name: "mcp_s_shot".into(), arguments: "{}".into() };
+    let result = |id: &str, text: &str| Message { tool_call_id: Some(id.into()), ..Message::text(Role::Tool, text) };
+    let mut shot = with_image(Role::Tool, loaded);
+    shot.content = Some("[image image/png, 9 bytes, saved as media/p_photo.png]".into());
+    shot.tool_call_id = Some("a".into());
+    vec![
+        Message { tool_calls: vec![call("a"), call("b")], content: None, ..Message::text(Role::Assistant, "") },
+        shot,
+        result("b", "no image"),
+        Message::text(next, "go on"),
+    ]
+}
+
+#[test]
+fn tool_images_follow_their_run_of_results_for_a_vision_model() {
+    let messages = tool_run(true, Role::User);
+    let wire = serde_json::to_value(wire_messages(&messages, true)).unwrap();
+    let roles: Vec<&str> = wire.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["assistant", "tool", "tool", "user", "user"], "{wire}");
+    assert_eq!(
+        wire[1]["content"],
+        json!("[image image/png, 9 bytes, saved as media/p_photo.png]"),
+        "no note: the text names it"
+    );
+    assert_eq!(
+        wire[3]["content"],
+        json!([
+            {"type": "text", "text": TOOL_IMAGES_INTRO},
+            {"type": "text", "text": "media/p_photo.png"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0K"}},
+        ])
+    );
+    // Without vision, or with the image not loaded, the transcript goes as it is.
+    for (loaded, vision) in [(true, false), (false, true)] {
+        let wire = serde_json::to_value(wire_messages(&tool_run(loaded, Role::User), vision)).unwrap();
+        assert_eq!(wire.as_array().unwrap().len(), 4, "{loaded} {vision}: {wire}");
+        assert_eq!(wire[1]["content"], json!("[image image/png, 9 bytes, saved as media/p_photo.png]"));
+    }
+}

@@ -2,11 +2,12 @@
 //!
 //! Leading system messages become `instructions`; the rest of the transcript becomes input
 //! items: `message`s, the assistant's stored `reasoning` items (without their ids: nothing is
-//! stored server-side), `function_call`s and `function_call_output`s, in transcript order.
+//! stored server-side), `function_call`s and `function_call_output`s, in transcript order; the
+//! images a run of tool results returned follow it as one user message (vision only).
 
 use serde_json::{Value, json};
 
-use crate::agent::message::{Message, Role};
+use crate::agent::message::{ImageRef, Message, Role, TOOL_IMAGES_INTRO};
 use crate::agent::provider::{ChatRequest, ToolSchema};
 
 /// The request body for `model`.
@@ -15,8 +16,13 @@ pub(super) fn body(model: &str, request: &ChatRequest, vision: bool) -> Value {
     let instructions: Vec<&str> =
         request.messages[..leading].iter().filter_map(|m| m.content.as_deref()).filter(|t| !t.is_empty()).collect();
     let mut input = Vec::new();
-    for message in &request.messages[leading..] {
+    let rest = &request.messages[leading..];
+    for (at, message) in rest.iter().enumerate() {
         push_items(&mut input, message, vision);
+        let images = Message::tool_images_after(rest, at, vision);
+        if !images.is_empty() {
+            input.push(tool_images(&images));
+        }
     }
     let mut body = json!({
         "model": model,
@@ -59,6 +65,18 @@ fn user_message(message: &Message, vision: bool) -> Value {
     let mut content = vec![json!({ "type": "input_text", "text": text })];
     for image in message.shown_images(vision) {
         if let Some(data) = &image.data {
+            content.push(json!({ "type": "input_image", "image_url": data.as_ref() }));
+        }
+    }
+    json!({ "type": "message", "role": "user", "content": content })
+}
+
+/// The user message that shows a run of tool results' images (an output item takes text only).
+fn tool_images(images: &[&ImageRef]) -> Value {
+    let mut content = vec![json!({ "type": "input_text", "text": TOOL_IMAGES_INTRO })];
+    for image in images {
+        if let Some(data) = &image.data {
+            content.push(json!({ "type": "input_text", "text": image.model_path() }));
             content.push(json!({ "type": "input_image", "image_url": data.as_ref() }));
         }
     }

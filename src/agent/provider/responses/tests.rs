@@ -305,3 +305,35 @@ fn images_become_input_image_parts_for_a_vision_model_and_notes_otherwise() {
     let text = content[0]["text"].as_str().unwrap_or_default();
     assert!(text.starts_with("what is this?\n[image media/") && text.contains("not shown"), "{text}");
 }
+
+#[test]
+fn tool_images_follow_the_function_call_outputs_for_a_vision_model() {
+    let mut image = crate::agent::message::ImageRef::new("media/api/c/mcp_s_1.png", "image/png");
+    image.data = Some("data:image/png;base64,iVBORw0K".into());
+    let call = crate::agent::message::ToolCall { id: "a".into(), name: "mcp_s_shot".into(), arguments: "{}".into() };
+    let result = Message {
+        tool_call_id: Some("a".into()),
+        images: vec![image],
+        ..Message::text(Role::Tool, "[image image/png, 9 bytes, saved as media/mcp_s_1.png]")
+    };
+    let messages = vec![
+        Message::text(Role::User, "show me"),
+        Message { tool_calls: vec![call], content: None, ..Message::text(Role::Assistant, "") },
+        result,
+    ];
+    let request = ChatRequest { messages, ..ChatRequest::default() };
+    let body = request::body("m", &request, true);
+    let input = body["input"].as_array().unwrap();
+    assert_eq!(input.len(), 4, "{body}");
+    assert_eq!(input[2]["output"], "[image image/png, 9 bytes, saved as media/mcp_s_1.png]");
+    assert_eq!(
+        input[3]["content"],
+        json!([
+            {"type": "input_text", "text": crate::agent::message::TOOL_IMAGES_INTRO},
+            {"type": "input_text", "text": "media/mcp_s_1.png"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K"},
+        ])
+    );
+    let body = request::body("m", &request, false);
+    assert_eq!(body["input"].as_array().unwrap().len(), 3, "no images without vision: {body}");
+}

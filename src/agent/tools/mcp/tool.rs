@@ -1,6 +1,7 @@
 //! One MCP server tool as a hermesd `Tool`: approval when the server asks for it, the call on
 //! the server's current session, and the result mapped to tool output (text joined, images
-//! saved under the data dir, resources by URI and text, `isError` as a tool error).
+//! saved in the chat's media folder and returned as image references, resources by URI and
+//! text, `isError` as a tool error).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +11,8 @@ use serde_json::Value;
 
 use super::client::{CallOutput, Part};
 use super::server::ServerState;
-use crate::agent::tools::{Approval, Tool, ToolContext, ToolError, ToolSpec};
+use crate::agent::message::ImageRef;
+use crate::agent::tools::{Approval, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 /// A tool of an MCP server.
 pub(super) struct McpTool {
@@ -41,6 +43,10 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        self.call_output(ctx, args).await.map(|output| output.text)
+    }
+
+    async fn call_output(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let Value::Object(arguments) = args else {
             return Err(ToolError::InvalidArguments("arguments must be a JSON object".into()));
         };
@@ -69,8 +75,9 @@ impl Tool for McpTool {
         let outcome = session.call_tool(&self.remote_name, arguments).await;
         let result = match outcome {
             Ok(output) => {
-                let text = render(&output, &ctx.data_dir, &self.server.name);
-                if output.is_error { Err(ToolError::Failed(text)) } else { Ok(text) }
+                let folder = MediaFolder::of(ctx);
+                let rendered = render(&output, &folder, &self.server.name);
+                if output.is_error { Err(ToolError::Failed(rendered.text)) } else { Ok(rendered) }
             }
             Err(e) => Err(ToolError::Failed(format!("MCP server {}: {e}", self.server.name))),
         };
@@ -79,43 +86,73 @@ impl Tool for McpTool {
     }
 }
 
-/// Tool output text for a call's result. Images are saved under
-/// `media/mcp/<server>/` in the data dir and named in the text.
-pub(super) fn render(output: &CallOutput, data_dir: &std::path::Path, server: &str) -> String {
+/// Where a call's images are saved: the chat's media folder (`media/<platform>/<chat>/`), so
+/// the file tools' media view opens them, retention ages them out with the chat's other files,
+/// and erasing a person's data takes them too.
+pub(super) struct MediaFolder {
+    data_dir: std::path::PathBuf,
+    relative: std::path::PathBuf,
+}
+
+impl MediaFolder {
+    /// The folder of the turn's chat.
+    pub(super) fn of(ctx: &ToolContext) -> Self {
+        use hermesd_platform::media::sanitise;
+        let relative =
+            std::path::Path::new("media").join(sanitise(&ctx.chat.platform)).join(sanitise(&ctx.chat.chat_id));
+        Self { data_dir: ctx.data_dir.clone(), relative }
+    }
+}
+
+/// Tool output for a call's result. Images are saved in the chat's media folder, named in the
+/// text and returned as references.
+pub(super) fn render(output: &CallOutput, folder: &MediaFolder, server: &str) -> ToolOutput {
     let mut pieces = Vec::new();
+    let mut images = Vec::new();
     for part in &output.parts {
         match part {
             Part::Text(text) => pieces.push(text.clone()),
             Part::Resource { uri, text: Some(text) } => pieces.push(format!("[resource {uri}]\n{text}")),
             Part::Resource { uri, text: None } => pieces.push(format!("[resource {uri}]")),
-            Part::Image { mime, data } => pieces.push(save_image(data_dir, server, mime, data)),
+            Part::Image { mime, data } => pieces.push(save_image(folder, server, mime, data, &mut images)),
         }
     }
-    if pieces.iter().all(|p| p.trim().is_empty())
+    let text = if pieces.iter().all(|p| p.trim().is_empty())
         && let Some(structured) = &output.structured
     {
-        return structured.to_string();
-    }
-    if pieces.is_empty() {
-        return "(no output)".into();
-    }
-    pieces.join("\n")
+        structured.to_string()
+    } else if pieces.is_empty() {
+        "(no output)".into()
+    } else {
+        pieces.join("\n")
+    };
+    ToolOutput { text, images }
 }
 
-fn save_image(data_dir: &std::path::Path, server: &str, mime: &str, data: &[u8]) -> String {
+/// Save one image; the line naming it (by the path the file tools open), and its reference
+/// when it is of a type models take.
+fn save_image(folder: &MediaFolder, server: &str, mime: &str, data: &[u8], images: &mut Vec<ImageRef>) -> String {
     let ext = match mime {
-        "image/png" => "png",
-        "image/jpeg" => "jpg",
-        "image/gif" => "gif",
-        "image/webp" => "webp",
-        _ => "bin",
+        "image/png" => Some("png"),
+        "image/jpeg" => Some("jpg"),
+        "image/gif" => Some("gif"),
+        "image/webp" => Some("webp"),
+        _ => None,
     };
-    let relative =
-        std::path::PathBuf::from("media").join("mcp").join(server).join(format!("{}.{ext}", uuid::Uuid::now_v7()));
-    let path = data_dir.join(&relative);
+    let server = hermesd_platform::media::sanitise(server);
+    let name = format!("mcp_{server}_{}.{}", uuid::Uuid::now_v7(), ext.unwrap_or("bin"));
+    let relative = folder.relative.join(&name);
+    let path = folder.data_dir.join(&relative);
     let saved = path.parent().map(std::fs::create_dir_all).transpose().and_then(|_| std::fs::write(&path, data));
     match saved {
-        Ok(()) => format!("[image {mime}, {} bytes, saved as {}]", data.len(), relative.display()),
+        Ok(()) => {
+            let reference = ImageRef::new(relative.to_string_lossy(), mime);
+            let shown = reference.model_path();
+            if ext.is_some() {
+                images.push(reference);
+            }
+            format!("[image {mime}, {} bytes, saved as {shown}]", data.len())
+        }
         Err(e) => format!("[image {mime}, {} bytes, could not be saved: {e}]", data.len()),
     }
 }
@@ -123,6 +160,10 @@ fn save_image(data_dir: &std::path::Path, server: &str, mime: &str, data: &[u8])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn folder(data_dir: &std::path::Path) -> MediaFolder {
+        MediaFolder { data_dir: data_dir.to_owned(), relative: "media/telegram/42".into() }
+    }
 
     #[test]
     fn text_is_joined_and_resources_named() {
@@ -137,31 +178,43 @@ mod tests {
             structured: None,
         };
         let dir = tempfile::tempdir().expect("tempdir");
-        assert_eq!(
-            render(&output, dir.path(), "s"),
-            "one\ntwo\n[resource file:///a.txt]\nbody\n[resource file:///b.bin]"
-        );
+        let rendered = render(&output, &folder(dir.path()), "s");
+        assert_eq!(rendered.text, "one\ntwo\n[resource file:///a.txt]\nbody\n[resource file:///b.bin]");
+        assert!(rendered.images.is_empty());
     }
 
     #[test]
-    fn images_are_saved_under_the_data_dir() {
+    fn images_are_saved_in_the_chat_media_folder_and_returned_as_references() {
         let dir = tempfile::tempdir().expect("tempdir");
         let output = CallOutput {
             is_error: false,
-            parts: vec![Part::Image { mime: "image/png".into(), data: vec![1, 2, 3] }],
+            parts: vec![
+                Part::Image { mime: "image/png".into(), data: vec![1, 2, 3] },
+                Part::Image { mime: "application/x-thing".into(), data: vec![4] },
+            ],
             structured: None,
         };
-        let text = render(&output, dir.path(), "shots");
-        let saved = text.split("saved as ").nth(1).expect("saved").trim_end_matches(']');
-        assert!(saved.starts_with("media/mcp/shots/") && saved.ends_with(".png"), "{text}");
-        assert_eq!(std::fs::read(dir.path().join(saved)).expect("file"), [1, 2, 3]);
+        let rendered = render(&output, &folder(dir.path()), "sh/ots");
+        let [image] = rendered.images.as_slice() else { panic!("one image of a model type: {rendered:?}") };
+        assert!(image.path.starts_with("media/telegram/42/mcp_sh_ots_") && image.path.ends_with(".png"), "{image:?}");
+        assert_eq!(image.mime, "image/png");
+        assert_eq!(std::fs::read(dir.path().join(&image.path)).expect("file"), [1, 2, 3]);
+        let shown = format!("saved as {}]", image.model_path());
+        assert!(shown.starts_with("saved as media/mcp_sh_ots_"), "the file tools' view path: {shown}");
+        assert!(rendered.text.contains(&shown), "{}", rendered.text);
+        assert!(
+            rendered.text.contains("[image application/x-thing, 1 bytes, saved as media/mcp_"),
+            "{}",
+            rendered.text
+        );
     }
 
     #[test]
     fn structured_content_is_used_without_text() {
         let output = CallOutput { is_error: false, parts: vec![], structured: Some(serde_json::json!({"t": 1})) };
-        assert_eq!(render(&output, std::path::Path::new("/nonexistent"), "s"), r#"{"t":1}"#);
+        let nowhere = folder(std::path::Path::new("/nonexistent"));
+        assert_eq!(render(&output, &nowhere, "s").text, r#"{"t":1}"#);
         let empty = CallOutput::default();
-        assert_eq!(render(&empty, std::path::Path::new("/nonexistent"), "s"), "(no output)");
+        assert_eq!(render(&empty, &nowhere, "s").text, "(no output)");
     }
 }
