@@ -130,30 +130,71 @@ impl ChatPacer {
 }
 
 /// All chats' pacers, bounded by pruning idle ones.
+///
+/// Pruning scans every pacer, so it runs only when the map has doubled since the last scan (each
+/// scan is paid for by the insertions before it: amortised O(1) per call, whatever the number of
+/// chats) or, once above `PRUNE_ABOVE`, when `IDLE_PRUNE` has passed since the last scan (so a
+/// steady map still sheds its idle chats). The map never holds more than about twice the chats
+/// active in the last `IDLE_PRUNE`, or `PRUNE_ABOVE`.
 #[derive(Debug, Default)]
 pub struct Pacers {
-    chats: Mutex<HashMap<String, Arc<ChatPacer>>>,
+    inner: Mutex<PacerMap>,
+}
+
+#[derive(Debug, Default)]
+struct PacerMap {
+    chats: HashMap<String, Arc<ChatPacer>>,
+    /// The size that triggers the next scan.
+    scan_above: usize,
+    /// When the last scan ran.
+    scanned_at: Option<Instant>,
+}
+
+impl PacerMap {
+    fn prune_due(&self, now: Instant) -> bool {
+        let len = self.chats.len();
+        len > self.scan_above.max(PRUNE_ABOVE)
+            || (len > PRUNE_ABOVE && self.scanned_at.is_none_or(|at| now.saturating_duration_since(at) > IDLE_PRUNE))
+    }
+
+    fn prune(&mut self, now: Instant) {
+        self.chats.retain(|_, p| Arc::strong_count(p) > 1 || !p.idle(now));
+        if self.chats.capacity() > 2 * self.chats.len().max(PRUNE_ABOVE) {
+            self.chats.shrink_to(self.chats.len().max(PRUNE_ABOVE));
+        }
+        self.scan_above = 2 * self.chats.len();
+        self.scanned_at = Some(now);
+    }
 }
 
 impl Pacers {
     /// The pacer for `chat_key`, created with `rate`/`burst` on first use.
     pub fn get(&self, chat_key: &str, rate: f64, burst: u32) -> Arc<ChatPacer> {
-        let mut chats = self.chats.lock().expect("pacers lock poisoned");
-        if chats.len() > PRUNE_ABOVE {
-            let now = Instant::now();
-            chats.retain(|_, p| Arc::strong_count(p) > 1 || !p.idle(now));
+        let mut map = self.inner.lock().expect("pacers lock poisoned");
+        if let Some(pacer) = map.chats.get(chat_key) {
+            return pacer.clone();
         }
-        chats.entry(chat_key.to_owned()).or_insert_with(|| Arc::new(ChatPacer::new(rate, burst))).clone()
+        let now = Instant::now();
+        if map.prune_due(now) {
+            map.prune(now);
+        }
+        map.chats.entry(chat_key.to_owned()).or_insert_with(|| Arc::new(ChatPacer::new(rate, burst))).clone()
     }
 
     /// Chats with a pacer now.
     pub fn len(&self) -> usize {
-        self.chats.lock().expect("pacers lock poisoned").len()
+        self.inner.lock().expect("pacers lock poisoned").chats.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The map size that triggers the next pruning scan.
+    #[cfg(test)]
+    fn scan_above(&self) -> usize {
+        self.inner.lock().expect("pacers lock poisoned").scan_above
     }
 }
 
@@ -202,5 +243,24 @@ mod tests {
         tokio::time::advance(IDLE_PRUNE + Duration::from_secs(1)).await;
         let _held = pacers.get("kept", 1.0, 1);
         assert!(pacers.len() < 10, "idle pacers pruned, got {}", pacers.len());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn busy_pacers_are_scanned_only_when_the_map_doubles() {
+        let pacers = Pacers::default();
+        // Every chat stays in use (held), so no scan can remove any of them.
+        let held: Vec<_> = (0..=PRUNE_ABOVE).map(|i| pacers.get(&format!("c{i}"), 1.0, 1)).collect();
+        pacers.get("one more", 1.0, 1);
+        let next = pacers.scan_above();
+        assert_eq!(next, 2 * (PRUNE_ABOVE + 1), "a scan ran once the cap was passed, and set the next at twice");
+        // Until the map doubles (or the idle time passes), new chats trigger no scan.
+        for i in 0..PRUNE_ABOVE {
+            pacers.get(&format!("d{i}"), 1.0, 1);
+        }
+        assert_eq!(pacers.scan_above(), next, "no scan in between");
+        assert_eq!(pacers.len(), 2 * PRUNE_ABOVE + 2);
+        // Lookups of existing chats never scan.
+        assert!(Arc::ptr_eq(&pacers.get("c0", 1.0, 1), &held[0]));
+        drop(held);
     }
 }
