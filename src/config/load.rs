@@ -428,4 +428,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests;

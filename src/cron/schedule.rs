@@ -423,4 +423,7 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests;

@@ -101,4 +101,7 @@ fn truncate(text: &str, max_chars: usize) -> (&str, bool) {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests;

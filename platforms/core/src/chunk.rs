@@ -309,6 +309,9 @@ fn fence_info(line: &str, inside: bool) -> Option<&str> {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use LengthUnit::{Chars, Utf16};

@@ -18,8 +18,13 @@ pub(crate) fn markdown_to_mrkdwn(markdown: &str) -> String {
         }
         if line.trim_start().starts_with("```") {
             in_fence = !in_fence;
-            // Slack ignores a language tag after the fence and would show it as code.
-            out.push_str(if in_fence { "```" } else { line.trim() });
+            // Slack ignores a language tag after the fence and would show it as code; text after
+            // a closing fence is still text, escaped like any other.
+            if in_fence {
+                out.push_str("```");
+            } else {
+                out.push_str(&escape(line.trim()));
+            }
             continue;
         }
         if in_fence {
@@ -141,8 +146,18 @@ pub(crate) fn escape(text: &str) -> String {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_after_a_closing_fence_is_escaped() {
+        // Found by the property tests: a closing fence line went out raw, so a mention after it
+        // would ping.
+        assert_eq!(markdown_to_mrkdwn("```\ncode\n```<@U1>"), "```\ncode\n```&lt;@U1&gt;");
+    }
 
     #[test]
     fn markdown_becomes_mrkdwn() {

@@ -197,6 +197,9 @@ fn link(out: &mut String, s: &[char], i: usize) -> Option<usize> {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -180,6 +180,9 @@ fn describe(error: &reqwest::Error) -> String {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

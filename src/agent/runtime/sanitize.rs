@@ -121,6 +121,9 @@ pub fn repair_arguments(text: &str) -> String {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::agent::message::ToolCall;
