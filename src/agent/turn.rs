@@ -20,7 +20,7 @@ use super::heartbeat::{self, HeartbeatSettings};
 use super::media::Media;
 use super::message::{Message, Role};
 use super::reasoning;
-use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
+use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, LoopResult, TurnEvent};
 use super::runtime::chain::ProviderChain;
 use super::runtime::compress::{Compressor, estimate_tokens};
 use super::runtime::prompt::PromptBuilder;
@@ -33,6 +33,7 @@ use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
 use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
+use crate::usage::{Payer, TurnUsage};
 
 /// A message waiting for its turn.
 #[derive(Debug, Clone)]
@@ -154,6 +155,8 @@ pub struct RunnerParts {
     pub summary: Option<Arc<crate::agent::auxiliary::Summarizer>>,
     /// Where replies of cron runs and webhook deliveries go.
     pub routing: Routing,
+    /// Usage per session, user and chat, and the `[limits]` caps.
+    pub accounting: Arc<crate::usage::Accounting>,
 }
 
 /// Turn limits and policies.
@@ -208,6 +211,11 @@ impl TurnRunner {
     /// The skills, when configured (`/skills`, `/<skill-name>`).
     pub fn skills(&self) -> Option<&crate::agent::skills::Skills> {
         self.parts.prompts.skills()
+    }
+
+    /// Usage accounting and caps (`/usage`).
+    pub fn accounting(&self) -> &crate::usage::Accounting {
+        &self.parts.accounting
     }
 
     /// Reply routing and delivery targets.
@@ -353,6 +361,10 @@ impl TurnRunner {
             let text = job.message.text.clone();
             self.finish(&at, &text, OutboundKind::Reply, Ending::default()).await?;
             self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
+            return Ok(());
+        }
+        let payer = Payer::for_turn(&job.message, &origin);
+        if self.refused_by_limits(&at, &payer).await? {
             return Ok(());
         }
         let platform_name = job.key.platform.as_str();
@@ -502,6 +514,7 @@ impl TurnRunner {
         };
         drop(watcher);
         watcher_task.abort();
+        self.account(job, &payer, &session.id, &result).await;
         if let Some(platform) = &platform {
             reasoning_stream.flush(platform.as_ref(), &reply_to);
         }
@@ -619,6 +632,27 @@ impl TurnRunner {
 }
 
 impl TurnRunner {
+    /// Answer with the cap's message, running no model call, when `payer` reached a daily cap.
+    async fn refused_by_limits(&self, at: &Finishing<'_>, payer: &Payer) -> Result<bool, StoreError> {
+        let Some(text) = self.parts.accounting.refusal(payer, now_ms()).await else { return Ok(false) };
+        let ending = Ending { error: Some("daily limit reached"), ..Ending::default() };
+        self.finish(at, &text, OutboundKind::Reply, ending).await?;
+        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "limited")]);
+        Ok(true)
+    }
+
+    /// Record what a turn's model calls used (before its end is stored: a crash after the calls
+    /// still spent that money) and post it for the platform that reports it (the API).
+    async fn account(&self, job: &TurnJob, payer: &Payer, session_id: &str, result: &LoopResult) {
+        let usage = TurnUsage { tokens: result.usage, cost: result.cost };
+        let accounting = &self.parts.accounting;
+        // Only the API reports usage with its answer; other platforms' turns are not posted.
+        if job.message.chat.platform == crate::platforms::api::NAME {
+            accounting.board().post(&job.message.chat.platform, &job.message.message_id, usage);
+        }
+        accounting.record(payer, session_id, &usage, now_ms()).await;
+    }
+
     /// Address a turn's reply; an answer's `MEDIA:<path>` lines become file messages after its
     /// text (workdir files only, copied into the data dir before the reply is stored).
     async fn route_with_media(&self, job: &TurnJob, origin: &TurnOrigin, text: &str, kind: OutboundKind) -> Routed {
