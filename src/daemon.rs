@@ -126,7 +126,8 @@ impl Daemon {
         let mut platforms = build_platforms(&config, &env, &paths)?;
         let usage_board = Arc::new(crate::usage::UsageBoard::default());
         let api = config.platforms.api.enabled.then(|| {
-            let api = ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home));
+            let api =
+                ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home));
             Arc::new(api.with_usage(usage_board.clone()))
         });
         if let Some(api) = &api {

@@ -43,7 +43,12 @@ pub struct Pruned {
 
 impl Pruned {
     fn total(&self) -> u64 {
-        self.inbound + self.outbound + self.archived_messages + self.media_files + self.cron_output_files + self.usage_rows
+        self.inbound
+            + self.outbound
+            + self.archived_messages
+            + self.media_files
+            + self.cron_output_files
+            + self.usage_rows
     }
 }
 

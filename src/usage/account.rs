@@ -141,10 +141,22 @@ impl Accounting {
         let l = &self.limits;
         let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let all = [
-            ("user_daily_tokens", UsageScope::User, signed(l.user_daily_tokens), signed(user.total_tokens()), Unit::Tokens),
+            (
+                "user_daily_tokens",
+                UsageScope::User,
+                signed(l.user_daily_tokens),
+                signed(user.total_tokens()),
+                Unit::Tokens,
+            ),
             ("user_daily_cost", UsageScope::User, usd_to_micros(l.user_daily_cost), user.cost_micros, Unit::Usd),
             ("user_daily_turns", UsageScope::User, signed(l.user_daily_turns), signed(user.turns), Unit::Turns),
-            ("chat_daily_tokens", UsageScope::Chat, signed(l.chat_daily_tokens), signed(chat.total_tokens()), Unit::Tokens),
+            (
+                "chat_daily_tokens",
+                UsageScope::Chat,
+                signed(l.chat_daily_tokens),
+                signed(chat.total_tokens()),
+                Unit::Tokens,
+            ),
             ("chat_daily_cost", UsageScope::Chat, usd_to_micros(l.chat_daily_cost), chat.cost_micros, Unit::Usd),
             ("chat_daily_turns", UsageScope::Chat, signed(l.chat_daily_turns), signed(chat.turns), Unit::Turns),
         ];

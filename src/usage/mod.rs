@@ -162,7 +162,12 @@ mod tests {
     use super::*;
 
     fn usage(prompt: u64, completion: u64, read: u64, write: u64) -> Usage {
-        Usage { prompt_tokens: prompt, completion_tokens: completion, cache_read_tokens: read, cache_write_tokens: write }
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+        }
     }
 
     #[test]

@@ -119,3 +119,55 @@ impl UsageStore for SqliteStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::{SessionKey, SessionStore};
+
+    #[tokio::test]
+    async fn a_turn_adds_to_its_session_its_user_and_its_chat_and_old_days_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
+        let key = SessionKey {
+            key: "agent:main:rec:group:g1:ann".into(),
+            platform: "rec".into(),
+            chat_id: "g1".into(),
+            chat_type: hermesd_platform::ChatType::Group,
+            thread_id: None,
+            user_id: Some("ann".into()),
+        };
+        let session = store.start_session(&key, 1).await.unwrap();
+        let tokens = TokenTotals { calls: 2, prompt: 100, completion: 20, cache_read: 60, cache_write: 0 };
+        let record = |day, user, cost_micros, unpriced_calls| UsageRecord {
+            session_id: &session.id,
+            day,
+            platform: "rec",
+            user,
+            chat: "g1",
+            tokens,
+            cost_micros,
+            unpriced_calls,
+        };
+        store.record_usage(&record("2026-01-01", "ann", 1_000, 0)).await.unwrap();
+        store.record_usage(&record("2026-01-02", "ann", 2_000, 1)).await.unwrap();
+        store.record_usage(&record("2026-01-02", "bob", 500, 0)).await.unwrap();
+
+        assert_eq!(store.session_cost(&session.id).await.unwrap(), (3_500, 1));
+        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-02", "2026-01-02").await.unwrap();
+        assert_eq!((ann.turns, ann.tokens.prompt, ann.cost_micros, ann.unpriced_calls), (1, 100, 2_000, 1));
+        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-01", "2026-01-02").await.unwrap();
+        assert_eq!((ann.turns, ann.tokens.calls, ann.tokens.cache_read, ann.total_tokens()), (2, 4, 120, 240));
+        let chat = store.usage_between(UsageScope::Chat, "rec", "g1", "2026-01-02", "2026-01-02").await.unwrap();
+        assert_eq!((chat.turns, chat.cost_micros), (2, 2_500));
+        let other = store.usage_between(UsageScope::User, "slack", "ann", "2026-01-01", "2026-01-02").await.unwrap();
+        assert_eq!(other, UsageSum::default());
+
+        // Day one's user and chat rows go; day two's stay.
+        assert_eq!(store.prune_usage("2026-01-02", 500).await.unwrap(), 2);
+        let left = store.usage_between(UsageScope::Chat, "rec", "g1", "2026-01-01", "2026-01-02").await.unwrap();
+        assert_eq!(left.turns, 2);
+    }
+}
