@@ -209,3 +209,23 @@ async fn a_stream_with_include_usage_ends_with_a_usage_chunk_and_without_it_has_
         "{chunks:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compress_commands_summary_call_is_charged_without_counting_a_turn() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[]).await;
+    for i in 0..14 {
+        ask(&d.base, Some("long"), &format!("note {i} about the aardvark project")).await;
+    }
+    let (_, body) = ask(&d.base, Some("long"), "/compress").await;
+    assert!(support::answer(&body).starts_with("History summarised"), "{body}");
+    assert_eq!(llm.count(), 15, "14 turns and one summary call");
+    let (_, body) = ask(&d.base, Some("long"), "/usage").await;
+    let usage = support::answer(&body);
+    assert!(
+        usage.contains("150 prompt (0 read from the cache, 0 written to it) · 75 completion · 15 model calls"),
+        "{usage}"
+    );
+    assert!(usage.contains("you today (UTC): 14 turns · 225 tokens (150 prompt, 75 completion)"), "{usage}");
+}

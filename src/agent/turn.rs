@@ -292,7 +292,11 @@ impl TurnRunner {
         };
         let compressor = self.compressor(&session.id, key, message);
         let mut state = self.parts.chain.start_turn();
-        match compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new(), true).await {
+        let outcome = compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new(), true).await;
+        // The summary call is charged like a turn's calls, without counting a turn.
+        let payer = Payer::for_turn(message, &TurnOrigin::Chat);
+        self.parts.accounting.record(&payer, &session.id, &TurnUsage::of(&state), false, now_ms()).await;
+        match outcome {
             Ok(Some(done)) => {
                 format!("History summarised: {} earlier messages archived (still searchable).", done.archived)
             }
@@ -418,6 +422,8 @@ impl TurnRunner {
         let mut request = vec![Message::text(Role::System, system.clone())];
         request.extend(transcript.iter().cloned());
         let estimate = estimate_tokens(&request, &[]).max(session.last_prompt_tokens);
+        // Model calls before the loop (compaction), added to the turn's usage.
+        let mut before_loop = TurnUsage::default();
         if compressor.over_threshold(estimate, context) {
             let mut state = chain.start_turn();
             match compressor.compact(&chain, &mut state, &stop.token, false).await {
@@ -429,6 +435,7 @@ impl TurnRunner {
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "compression before the turn failed"),
             }
+            before_loop = TurnUsage::of(&state);
         }
 
         if vision {
@@ -502,7 +509,7 @@ impl TurnRunner {
         };
         let cancel = stop.token.clone();
         let abort = shutdown.clone();
-        let result = tokio::select! {
+        let mut result = tokio::select! {
             result = agent.run(system, transcript, &cancel) => result,
             _ = abort.cancelled() => {
                 drop(watcher);
@@ -514,6 +521,7 @@ impl TurnRunner {
         };
         drop(watcher);
         watcher_task.abort();
+        before_loop.add_to(&mut result.usage, &mut result.cost);
         self.account(job, &payer, &session.id, &result).await;
         if let Some(platform) = &platform {
             reasoning_stream.flush(platform.as_ref(), &reply_to);
@@ -650,7 +658,7 @@ impl TurnRunner {
         if job.message.chat.platform == crate::platforms::api::NAME {
             accounting.board().post(&job.message.chat.platform, &job.message.message_id, usage);
         }
-        accounting.record(payer, session_id, &usage, now_ms()).await;
+        accounting.record(payer, session_id, &usage, true, now_ms()).await;
     }
 
     /// Address a turn's reply; an answer's `MEDIA:<path>` lines become file messages after its

@@ -45,12 +45,17 @@ pub struct UsageRecord<'a> {
     pub cost_micros: i64,
     /// Calls whose cost is unknown.
     pub unpriced_calls: u64,
+    /// A turn (counted in turns; its tokens reach the session's totals with the turn's end).
+    /// `false`: model calls outside a turn (`/compress`), whose tokens are added to the
+    /// session's totals here.
+    pub turn: bool,
 }
 
 /// Usage accounting.
 #[async_trait]
 pub trait UsageStore: Send + Sync {
-    /// Add a turn (one turn, its tokens and cost) to the session's cost and to the day's rows.
+    /// Add a turn (one turn, its tokens and cost), or calls outside a turn, to the session's
+    /// cost and to the day's rows.
     async fn record_usage(&self, record: &UsageRecord<'_>) -> StoreResult<()>;
     /// The session's cost so far: (microdollars, calls at unknown prices).
     async fn session_cost(&self, session_id: &str) -> StoreResult<(i64, u64)>;

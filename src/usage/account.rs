@@ -198,8 +198,12 @@ impl Accounting {
         }
     }
 
-    /// Record a turn that ran: its session's cost and the day's rows of its payer.
-    pub async fn record(&self, payer: &Payer, session_id: &str, usage: &TurnUsage, now_ms: i64) {
+    /// Record a turn that ran (`turn`), or model calls outside a turn: the session's cost and
+    /// the day's rows of its payer.
+    pub async fn record(&self, payer: &Payer, session_id: &str, usage: &TurnUsage, turn: bool, now_ms: i64) {
+        if !turn && usage.tokens.calls == 0 {
+            return;
+        }
         let day = utc_day(now_ms);
         let record = UsageRecord {
             session_id,
@@ -210,6 +214,7 @@ impl Accounting {
             tokens: usage.tokens,
             cost_micros: usage.cost.micros(),
             unpriced_calls: usage.cost.unpriced_calls,
+            turn,
         };
         if let Err(e) = self.store.record_usage(&record).await {
             tracing::warn!(error = %e, "turn usage not recorded");

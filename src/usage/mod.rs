@@ -12,6 +12,7 @@ pub mod board;
 use chrono::{DateTime, Utc};
 
 use crate::agent::provider::Usage;
+use crate::agent::runtime::chain::ChainState;
 use crate::config::ModelPrices;
 use crate::store::TokenTotals;
 
@@ -94,6 +95,33 @@ pub struct TurnUsage {
     pub tokens: TokenTotals,
     /// Their cost.
     pub cost: Cost,
+}
+
+impl TurnUsage {
+    /// What the model calls made through `state` used.
+    pub fn of(state: &ChainState) -> Self {
+        let u = &state.usage;
+        let tokens = TokenTotals {
+            calls: state.calls,
+            prompt: u.prompt_tokens,
+            completion: u.completion_tokens,
+            cache_read: u.cache_read_tokens,
+            cache_write: u.cache_write_tokens,
+        };
+        Self { tokens, cost: state.cost }
+    }
+
+    /// Add this usage to `tokens` and `cost` (a turn's totals).
+    pub fn add_to(&self, tokens: &mut TokenTotals, cost: &mut Cost) {
+        let t = &self.tokens;
+        tokens.calls += t.calls;
+        tokens.prompt += t.prompt;
+        tokens.completion += t.completion;
+        tokens.cache_read += t.cache_read;
+        tokens.cache_write += t.cache_write;
+        cost.picos = cost.picos.saturating_add(self.cost.picos);
+        cost.unpriced_calls += self.cost.unpriced_calls;
+    }
 }
 
 /// Sums of usage over a span (a session, a day, 30 days).

@@ -11,8 +11,8 @@ use crate::usage::UsageSum;
 /// Adds one turn to a (scope, platform, subject, day) row, creating it when absent.
 const UPSERT: &str = "INSERT INTO usage_daily (scope, platform, subject, day, turns, calls, prompt_tokens, \
      completion_tokens, cache_read_tokens, cache_write_tokens, cost_micros, unpriced_calls) \
-     VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
-     ON CONFLICT (scope, platform, subject, day) DO UPDATE SET turns = turns + 1, calls = calls + ?5, \
+     VALUES (?1, ?2, ?3, ?4, ?12, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+     ON CONFLICT (scope, platform, subject, day) DO UPDATE SET turns = turns + ?12, calls = calls + ?5, \
      prompt_tokens = prompt_tokens + ?6, completion_tokens = completion_tokens + ?7, \
      cache_read_tokens = cache_read_tokens + ?8, cache_write_tokens = cache_write_tokens + ?9, \
      cost_micros = cost_micros + ?10, unpriced_calls = unpriced_calls + ?11";
@@ -35,6 +35,23 @@ impl UsageStore for SqliteStore {
             .bind(r.session_id)
             .execute(&mut *tx)
             .await?;
+            if !r.turn {
+                let t = r.tokens;
+                sqlx::query(
+                    "UPDATE sessions SET model_calls_total = model_calls_total + ?1, \
+                     prompt_tokens_total = prompt_tokens_total + ?2, completion_tokens_total = completion_tokens_total + ?3, \
+                     cache_read_tokens_total = cache_read_tokens_total + ?4, \
+                     cache_write_tokens_total = cache_write_tokens_total + ?5 WHERE id = ?6",
+                )
+                .bind(signed(t.calls))
+                .bind(signed(t.prompt))
+                .bind(signed(t.completion))
+                .bind(signed(t.cache_read))
+                .bind(signed(t.cache_write))
+                .bind(r.session_id)
+                .execute(&mut *tx)
+                .await?;
+            }
             for (scope, subject) in [(UsageScope::User, r.user), (UsageScope::Chat, r.chat)] {
                 let t = r.tokens;
                 sqlx::query(UPSERT)
@@ -49,6 +66,7 @@ impl UsageStore for SqliteStore {
                     .bind(signed(t.cache_write))
                     .bind(r.cost_micros)
                     .bind(signed(r.unpriced_calls))
+                    .bind(i64::from(r.turn))
                     .execute(&mut *tx)
                     .await?;
             }
@@ -150,6 +168,7 @@ mod tests {
             tokens,
             cost_micros,
             unpriced_calls,
+            turn: true,
         };
         store.record_usage(&record("2026-01-01", "ann", 1_000, 0)).await.unwrap();
         store.record_usage(&record("2026-01-02", "ann", 2_000, 1)).await.unwrap();
@@ -164,6 +183,14 @@ mod tests {
         assert_eq!((chat.turns, chat.cost_micros), (2, 2_500));
         let other = store.usage_between(UsageScope::User, "slack", "ann", "2026-01-01", "2026-01-02").await.unwrap();
         assert_eq!(other, UsageSum::default());
+
+        // Calls outside a turn (`/compress`) count tokens and cost but no turn, and reach the
+        // session's token totals.
+        let compaction = UsageRecord { turn: false, ..record("2026-01-02", "ann", 10, 0) };
+        store.record_usage(&compaction).await.unwrap();
+        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-02", "2026-01-02").await.unwrap();
+        assert_eq!((ann.turns, ann.tokens.prompt, ann.cost_micros), (1, 200, 2_010));
+        assert_eq!(crate::store::ExtrasStore::session_usage(&store, &session.id).await.unwrap(), tokens);
 
         // Day one's user and chat rows go; day two's stay.
         assert_eq!(store.prune_usage("2026-01-02", 500).await.unwrap(), 2);
