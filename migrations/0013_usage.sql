@@ -3,6 +3,8 @@
 -- are pruned by age. Costs are integer microdollars; calls without a price are counted apart.
 ALTER TABLE sessions ADD COLUMN cost_micros_total INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN unpriced_calls_total INTEGER NOT NULL DEFAULT 0;
+-- Calls made before prices existed have no known cost.
+UPDATE sessions SET unpriced_calls_total = model_calls_total;
 
 CREATE TABLE usage_daily (
     scope TEXT NOT NULL CHECK (scope IN ('user', 'chat')),

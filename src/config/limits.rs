@@ -89,11 +89,16 @@ pub(super) fn check_prices(at: &str, prices: &ModelPrices, problems: &mut Vec<St
     }
 }
 
-/// Problems with `[limits]`.
-pub(super) fn check_limits(limits: &LimitsConfig, problems: &mut Vec<String>) {
+/// Problems with `[limits]`; `priced`: some model entry has prices (else a cost cap could
+/// never be reached, which would be a cap in name only).
+pub(super) fn check_limits(limits: &LimitsConfig, priced: bool, problems: &mut Vec<String>) {
     for (key, value) in [("user_daily_cost", limits.user_daily_cost), ("chat_daily_cost", limits.chat_daily_cost)] {
         if !(value.is_finite() && value >= 0.0) {
             problems.push(format!("limits.{key}: {value} is not an amount in USD (0 for no cap)"));
+        } else if value > 0.0 && !priced {
+            problems.push(format!(
+                "limits.{key}: no model entry has prices (input_per_mtok, output_per_mtok), so no cost can reach this cap"
+            ));
         }
     }
 }
@@ -131,8 +136,12 @@ mod tests {
         assert!(problems[0].contains("model.input_per_mtok"), "{problems:?}");
         let limits = LimitsConfig { chat_daily_cost: f64::NAN, user_daily_cost: -1.0, ..LimitsConfig::default() };
         let mut problems = Vec::new();
-        check_limits(&limits, &mut problems);
+        check_limits(&limits, true, &mut problems);
         assert_eq!(problems.len(), 2, "{problems:?}");
+        let limits = LimitsConfig { user_daily_cost: 1.0, ..LimitsConfig::default() };
+        let mut problems = Vec::new();
+        check_limits(&limits, false, &mut problems);
+        assert!(problems[0].contains("no model entry has prices"), "{problems:?}");
         assert!(!LimitsConfig::default().any());
     }
 
