@@ -1,5 +1,6 @@
 //! Tokens, cost and limits through the daemon: a reached daily cap answers with its message and
-//! runs no model call (per user, per chat, by cost; named admins exempt), each call is priced by
+//! runs no model call (per user, per chat, by cost; named admins exempt; a chat-made cron job
+//! counted against its creator), each call is priced by
 //! the model entry that served it (a fallback's prices for a fallback's answer), `/usage` shows
 //! the session and the day, `/metrics` carries the totals, and the API's `usage` field is the sum
 //! over the turn's model calls — in the last SSE chunk with `stream_options.include_usage`.
@@ -228,4 +229,26 @@ async fn a_compress_commands_summary_call_is_charged_without_counting_a_turn() {
         "{usage}"
     );
     assert!(usage.contains("you today (UTC): 14 turns · 225 tokens (150 prompt, 75 completion)"), "{usage}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_job_made_from_a_chat_counts_against_its_creators_caps() {
+    let create = json!({"action": "create", "schedule": "every 2s", "prompt": "check the plants", "deliver": "origin"});
+    let llm = FakeLlm::builder().tool_calls(&[("cronjob", &create.to_string())]).reply("Scheduled.").start().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let extra = "[cron]\ntick = \"1s\"\n\n[limits]\nuser_daily_turns = 2\n";
+    let _d = daemon(home.path(), &model(&llm, ""), extra, &[("REC_ALLOWED_USERS", "ann")], &platform).await;
+
+    assert_eq!(say(&platform, "ann", "e1", "check the plants every 2s", 1).await, "Scheduled.");
+    // The first run is ann's second turn; the next one is refused and says so where the job
+    // delivers, without a model call.
+    let refused = |t: &String| t.contains("Daily limit reached: You have used 2 turns");
+    assert!(
+        eventually(Duration::from_secs(20), || platform.texts().iter().any(refused)).await,
+        "{:?}",
+        platform.texts()
+    );
+    assert_eq!(llm.count(), 3, "two calls for the chat turn, one for the first run");
+    assert!(platform.texts().iter().any(|t| t.contains("echo: check the plants")), "{:?}", platform.texts());
 }
