@@ -198,6 +198,20 @@ impl Access {
         if explicit { holds(|r| &r.admins) } else { holds(|r| &r.users) }
     }
 
+    /// Whether `sender` is named in `<PLATFORM>_ADMIN_USERS` or `GATEWAY_ADMIN_USERS` (or is the
+    /// terminal's operator): unlike `is_admin`, never true merely for being allowlisted while no
+    /// admin list is set. `[limits]` exempts these.
+    pub fn is_named_admin(&self, platform: &str, sender_id: &str) -> bool {
+        match platform {
+            "terminal" => true,
+            "cron" | "webhook" => false,
+            _ => {
+                self.gateway.admins.contains(sender_id)
+                    || self.rules.get(platform).is_some_and(|r| r.admins.contains(sender_id))
+            }
+        }
+    }
+
     /// Whether allowlists (not approvals) admit the user, by id or by a role they hold.
     fn listed(&self, platform: &str, sender: &Sender) -> bool {
         let admits = |rule: &Rule| {

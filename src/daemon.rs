@@ -124,8 +124,11 @@ impl Daemon {
         let metrics = Arc::new(Metrics::default());
 
         let mut platforms = build_platforms(&config, &env, &paths)?;
+        let usage_board = Arc::new(crate::usage::UsageBoard::default());
         let api = config.platforms.api.enabled.then(|| {
-            Arc::new(ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home)))
+            let api =
+                ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home));
+            Arc::new(api.with_usage(usage_board.clone()))
         });
         if let Some(api) = &api {
             platforms.insert(api.clone());
@@ -189,6 +192,13 @@ impl Daemon {
         };
         let mcp = tools::mcp::McpHub::start(&config.mcp, &env, mcp_settings);
         registry.add_source(mcp.clone());
+        let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
+        let access = Arc::new(Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key));
+        let accounting = {
+            let access = access.clone();
+            let exempt = Box::new(move |platform: &str, user: &str| access.is_named_admin(platform, user));
+            Arc::new(crate::usage::Accounting::new(store.clone(), config.limits.clone(), exempt, usage_board.clone()))
+        };
         let runner = Arc::new(TurnRunner::new(
             RunnerParts {
                 store: store.clone(),
@@ -203,6 +213,7 @@ impl Daemon {
                 media: Arc::new(media),
                 summary,
                 routing,
+                accounting,
             },
             RunnerSettings {
                 sessions: config.sessions.clone(),
@@ -219,8 +230,6 @@ impl Daemon {
                 },
             },
         ));
-        let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
-        let access = Arc::new(Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key));
         let router = Router::new(
             runner,
             access,
@@ -430,5 +439,6 @@ fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Re
         deadline: config.agent.model_deadline.get(),
         ..RetryPolicy::default()
     };
-    Ok(ProviderChain::new(providers, policy))
+    let prices = config.model_chain().iter().map(|m| crate::usage::Prices::from_config(&m.prices())).collect();
+    Ok(ProviderChain::new(providers, policy).with_prices(prices))
 }

@@ -25,4 +25,5 @@ pub mod router;
 pub mod sandbox;
 pub mod store;
 pub mod systemd;
+pub mod usage;
 pub mod webhooks;

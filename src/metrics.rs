@@ -5,14 +5,15 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Inbound events by platform and outcome (`new`, `duplicate`, `refused`).
 pub const INBOUND_TOTAL: &str = "hermesd_inbound_events_total";
 /// Outbound chunks by platform and outcome (`sent`, `retried`, `failed`).
 pub const OUTBOUND_TOTAL: &str = "hermesd_outbound_messages_total";
-/// Finished turns by outcome (`ok`, `error`, `stopped`, `interrupted`, `rejected`).
+/// Finished turns by outcome (`ok`, `error`, `stopped`, `interrupted`, `rejected`, `limited`:
+/// refused by a `[limits]` cap).
 pub const TURNS_TOTAL: &str = "hermesd_turns_total";
 /// Turn wall time, accept to reply stored.
 pub const TURN_SECONDS: &str = "hermesd_turn_duration_seconds";
@@ -23,6 +24,13 @@ pub const ERRORS_TOTAL: &str = "hermesd_errors_total";
 /// Records and files `[retention]` removed, by kind (`inbound`, `outbound`,
 /// `archived_messages`, `media`, `cron_output`).
 pub const RETENTION_PRUNED_TOTAL: &str = "hermesd_retention_pruned_total";
+/// Tokens of answered model calls by kind (`input`: uncached prompt, `cache_read`,
+/// `cache_write`, `output`: completion); no user or chat labels.
+pub const MODEL_TOKENS_TOTAL: &str = "hermesd_model_tokens_total";
+/// Answered model calls by whether their cost is known (`priced` = `yes` | `no`).
+pub const MODEL_CALLS_TOTAL: &str = "hermesd_model_calls_total";
+/// What priced model calls cost, USD (rendered from exact picodollar sums).
+pub const MODEL_COST_USD_TOTAL: &str = "hermesd_model_cost_usd_total";
 /// Stored rows set aside at start because they no longer decode, by table (`inbound_events`).
 pub const QUARANTINED_TOTAL: &str = "hermesd_quarantined_rows_total";
 
@@ -54,6 +62,8 @@ pub struct Metrics {
     counters: Mutex<BTreeMap<(&'static str, String), u64>>,
     turn_seconds: Mutex<Histogram>,
     model_seconds: Mutex<Histogram>,
+    /// Cost of priced model calls, picodollars (exact; rendered as USD).
+    model_cost_picos: AtomicU64,
     /// Messages waiting in session mailboxes.
     pub queue_depth: AtomicI64,
     /// Turns running now.
@@ -91,6 +101,24 @@ impl Metrics {
         self.model_seconds.lock().expect("metrics lock poisoned").observe(elapsed);
     }
 
+    /// Count one answered model call: its tokens by kind and, when known, its cost.
+    pub fn count_model_usage(&self, tokens: &[(&str, u64)], cost_picos: Option<u64>) {
+        for &(kind, n) in tokens {
+            if n > 0 {
+                self.add(MODEL_TOKENS_TOTAL, &[("kind", kind)], n);
+            }
+        }
+        self.inc(MODEL_CALLS_TOTAL, &[("priced", if cost_picos.is_some() { "yes" } else { "no" })]);
+        if let Some(picos) = cost_picos {
+            self.model_cost_picos.fetch_add(picos, Ordering::Relaxed);
+        }
+    }
+
+    /// The cost of priced model calls so far, picodollars.
+    pub fn model_cost_picos(&self) -> u64 {
+        self.model_cost_picos.load(Ordering::Relaxed)
+    }
+
     /// The value of a counter (tests and `/status`).
     pub fn counter(&self, name: &'static str, labels: &str) -> u64 {
         let counters = self.counters.lock().expect("metrics lock poisoned");
@@ -119,6 +147,13 @@ impl Metrics {
             let _ = writeln!(out, "{name}_sum {}", h.sum);
             let _ = writeln!(out, "{name}_count {}", h.count);
         }
+        let picos = self.model_cost_picos.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "# TYPE {MODEL_COST_USD_TOTAL} counter\n{MODEL_COST_USD_TOTAL} {}.{:012}",
+            picos / 1_000_000_000_000,
+            picos % 1_000_000_000_000
+        );
         for (name, gauge) in [
             ("hermesd_queue_depth", &self.queue_depth),
             ("hermesd_turns_running", &self.turns_running),
@@ -144,5 +179,18 @@ mod tests {
         assert!(text.contains("hermesd_inbound_events_total{platform=\"api\",outcome=\"new\"} 2"), "{text}");
         assert!(text.contains("hermesd_turn_duration_seconds_bucket{le=\"0.005\"} 1"), "{text}");
         assert!(text.contains("hermesd_turn_duration_seconds_bucket{le=\"0.0025\"} 0"), "{text}");
+    }
+
+    #[test]
+    fn model_usage_counts_tokens_by_kind_and_cost_in_usd() {
+        let m = Metrics::default();
+        m.count_model_usage(&[("input", 100), ("cache_read", 0), ("output", 7)], Some(1_500_000_000_000));
+        m.count_model_usage(&[("input", 5)], None);
+        let text = m.render();
+        assert!(text.contains("hermesd_model_tokens_total{kind=\"input\"} 105"), "{text}");
+        assert!(text.contains("hermesd_model_tokens_total{kind=\"output\"} 7"), "{text}");
+        assert!(!text.contains("kind=\"cache_read\""), "{text}");
+        assert!(text.contains("hermesd_model_calls_total{priced=\"no\"} 1"), "{text}");
+        assert!(text.contains("hermesd_model_cost_usd_total 1.500000000000"), "{text}");
     }
 }

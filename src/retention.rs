@@ -1,6 +1,6 @@
 //! `[retention]` at run time: one background task that, every `retention.interval`, deletes
 //! what is past its age — finished inbound events, sent outbound rows, archived messages, media
-//! files and cron output files — in small batches, then gives freed pages back to the file system.
+//! files, cron output files and daily usage rows older than `USAGE_DAYS` — in small batches, then gives freed pages back to the file system.
 //!
 //! Batches are small and the task yields between them, so the store's one writer is never held
 //! for long; a failure is logged and retried at the next round, never fatal.
@@ -19,6 +19,8 @@ use crate::store::Store;
 pub const BATCH: u32 = 500;
 /// Free pages returned to the file system per round (4 KiB pages: up to 64 MiB).
 const RECLAIM_PAGES: u32 = 16_384;
+/// Days of daily usage rows kept (`/usage` shows 30; the rest is for the operator's queries).
+pub const USAGE_DAYS: i64 = 90;
 /// Files removed per folder walk before yielding.
 const FILES_PER_YIELD: usize = 200;
 
@@ -35,11 +37,18 @@ pub struct Pruned {
     pub media_files: u64,
     /// Cron output files.
     pub cron_output_files: u64,
+    /// Daily usage rows.
+    pub usage_rows: u64,
 }
 
 impl Pruned {
     fn total(&self) -> u64 {
-        self.inbound + self.outbound + self.archived_messages + self.media_files + self.cron_output_files
+        self.inbound
+            + self.outbound
+            + self.archived_messages
+            + self.media_files
+            + self.cron_output_files
+            + self.usage_rows
     }
 }
 
@@ -90,6 +99,7 @@ pub async fn run(
             ("archived_messages", pruned.archived_messages),
             ("media", pruned.media_files),
             ("cron_output", pruned.cron_output_files),
+            ("usage", pruned.usage_rows),
         ] {
             if n > 0 {
                 metrics.add(RETENTION_PRUNED_TOTAL, &[("kind", kind)], n);
@@ -120,6 +130,8 @@ pub async fn round(
         store.prune_archived_messages(before(config.archived_messages.get()), limit)
     })
     .await;
+    let usage_before = crate::usage::utc_day_before(now, USAGE_DAYS);
+    pruned.usage_rows = batches("daily usage", cancel, |limit| store.prune_usage(&usage_before, limit)).await;
     let media_before = SystemTime::now().checked_sub(config.media.get());
     pruned.media_files = remove_old_files(&folders.media, media_before, cancel).await;
     let output_before = SystemTime::now().checked_sub(config.cron_output.get());

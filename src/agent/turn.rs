@@ -20,7 +20,7 @@ use super::heartbeat::{self, HeartbeatSettings};
 use super::media::Media;
 use super::message::{Message, Role};
 use super::reasoning;
-use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
+use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, LoopResult, TurnEvent};
 use super::runtime::chain::ProviderChain;
 use super::runtime::compress::{Compressor, estimate_tokens};
 use super::runtime::prompt::PromptBuilder;
@@ -33,6 +33,7 @@ use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::router::session_key::is_expired;
 use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
+use crate::usage::{Payer, TurnUsage};
 
 /// A message waiting for its turn.
 #[derive(Debug, Clone)]
@@ -154,6 +155,8 @@ pub struct RunnerParts {
     pub summary: Option<Arc<crate::agent::auxiliary::Summarizer>>,
     /// Where replies of cron runs and webhook deliveries go.
     pub routing: Routing,
+    /// Usage per session, user and chat, and the `[limits]` caps.
+    pub accounting: Arc<crate::usage::Accounting>,
 }
 
 /// Turn limits and policies.
@@ -208,6 +211,11 @@ impl TurnRunner {
     /// The skills, when configured (`/skills`, `/<skill-name>`).
     pub fn skills(&self) -> Option<&crate::agent::skills::Skills> {
         self.parts.prompts.skills()
+    }
+
+    /// Usage accounting and caps (`/usage`).
+    pub fn accounting(&self) -> &crate::usage::Accounting {
+        &self.parts.accounting
     }
 
     /// Reply routing and delivery targets.
@@ -284,7 +292,11 @@ impl TurnRunner {
         };
         let compressor = self.compressor(&session.id, key, message);
         let mut state = self.parts.chain.start_turn();
-        match compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new(), true).await {
+        let outcome = compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new(), true).await;
+        // The summary call is charged like a turn's calls, without counting a turn.
+        let payer = Payer::for_turn(message, &TurnOrigin::Chat);
+        self.parts.accounting.record(&payer, &session.id, &TurnUsage::of(&state), false, now_ms()).await;
+        match outcome {
             Ok(Some(done)) => {
                 format!("History summarised: {} earlier messages archived (still searchable).", done.archived)
             }
@@ -355,6 +367,10 @@ impl TurnRunner {
             self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
             return Ok(());
         }
+        let payer = Payer::for_turn(&job.message, &origin);
+        if self.refused_by_limits(&at, &payer).await? {
+            return Ok(());
+        }
         let platform_name = job.key.platform.as_str();
         let policy = self.policy(&origin, platform_name);
         let tools = self.parts.registry.allowed(&policy);
@@ -406,6 +422,8 @@ impl TurnRunner {
         let mut request = vec![Message::text(Role::System, system.clone())];
         request.extend(transcript.iter().cloned());
         let estimate = estimate_tokens(&request, &[]).max(session.last_prompt_tokens);
+        // Model calls before the loop (compaction), added to the turn's usage.
+        let mut before_loop = TurnUsage::default();
         if compressor.over_threshold(estimate, context) {
             let mut state = chain.start_turn();
             match compressor.compact(&chain, &mut state, &stop.token, false).await {
@@ -417,6 +435,7 @@ impl TurnRunner {
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "compression before the turn failed"),
             }
+            before_loop = TurnUsage::of(&state);
         }
 
         if vision {
@@ -491,7 +510,7 @@ impl TurnRunner {
         };
         let cancel = stop.token.clone();
         let abort = shutdown.clone();
-        let result = tokio::select! {
+        let mut result = tokio::select! {
             result = agent.run(system, transcript, &cancel) => result,
             _ = abort.cancelled() => {
                 drop(watcher);
@@ -503,6 +522,8 @@ impl TurnRunner {
         };
         drop(watcher);
         watcher_task.abort();
+        before_loop.add_to(&mut result.usage, &mut result.cost);
+        self.account(job, &payer, &session.id, &result).await;
         if let Some(platform) = &platform {
             reasoning_stream.flush(platform.as_ref(), &reply_to);
         }
@@ -620,6 +641,27 @@ impl TurnRunner {
 }
 
 impl TurnRunner {
+    /// Answer with the cap's message, running no model call, when `payer` reached a daily cap.
+    async fn refused_by_limits(&self, at: &Finishing<'_>, payer: &Payer) -> Result<bool, StoreError> {
+        let Some(text) = self.parts.accounting.refusal(payer, now_ms()).await else { return Ok(false) };
+        let ending = Ending { error: Some("daily limit reached"), ..Ending::default() };
+        self.finish(at, &text, OutboundKind::Reply, ending).await?;
+        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "limited")]);
+        Ok(true)
+    }
+
+    /// Record what a turn's model calls used (before its end is stored: a crash after the calls
+    /// still spent that money) and post it for the platform that reports it (the API).
+    async fn account(&self, job: &TurnJob, payer: &Payer, session_id: &str, result: &LoopResult) {
+        let usage = TurnUsage { tokens: result.usage, cost: result.cost };
+        let accounting = &self.parts.accounting;
+        // Only the API reports usage with its answer; other platforms' turns are not posted.
+        if job.message.chat.platform == crate::platforms::api::NAME {
+            accounting.board().post(&job.message.chat.platform, &job.message.message_id, usage);
+        }
+        accounting.record(payer, session_id, &usage, true, now_ms()).await;
+    }
+
     /// Address a turn's reply; an answer's `MEDIA:<path>` lines become file messages after its
     /// text (workdir files only, copied into the data dir before the reply is stored).
     async fn route_with_media(&self, job: &TurnJob, origin: &TurnOrigin, text: &str, kind: OutboundKind) -> Routed {

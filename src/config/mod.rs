@@ -7,6 +7,7 @@
 mod auxiliary;
 mod duration;
 mod http;
+mod limits;
 mod load;
 mod mcp;
 mod memory;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use auxiliary::{AuxiliaryConfig, TranscriptionConfig};
 pub use duration::{HumanDuration, parse_duration};
 pub use http::normalize_origin;
+pub use limits::{LimitsConfig, ModelPrices};
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use memory::{MemoryConfig, MemoryScope};
@@ -70,6 +72,8 @@ pub struct Config {
     pub auxiliary: AuxiliaryConfig,
     /// Whose memory a turn sees, and the memory-only turn before context is lost.
     pub memory: MemoryConfig,
+    /// Daily caps on what one user or one chat may spend (tokens, cost, turns).
+    pub limits: LimitsConfig,
 }
 
 /// `[http]`.
@@ -149,6 +153,32 @@ pub struct ModelConfig {
     /// Endpoints tried in order when this one fails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback: Vec<ModelConfig>,
+    /// Price of uncached prompt tokens, USD per million (absent: cost unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_per_mtok: Option<f64>,
+    /// Price of completion tokens, USD per million (absent: cost unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_per_mtok: Option<f64>,
+    /// Price of prompt tokens read from the provider's cache, USD per million (absent: the
+    /// input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_per_mtok: Option<f64>,
+    /// Price of prompt tokens written to the provider's cache, USD per million (absent: the
+    /// input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
+}
+
+impl ModelConfig {
+    /// This entry's prices, for the usage of the calls it serves.
+    pub fn prices(&self) -> ModelPrices {
+        ModelPrices {
+            input: self.input_per_mtok,
+            output: self.output_per_mtok,
+            cache_read: self.cache_read_per_mtok,
+            cache_write: self.cache_write_per_mtok,
+        }
+    }
 }
 
 fn default_context_length() -> u64 {

@@ -47,6 +47,8 @@ impl Config {
         }
         let check = |at: &str, model: &ModelConfig, problems: &mut Vec<String>| check_model(at, model, env, problems);
         super::auxiliary::check_auxiliary(&self.auxiliary, env, check, &mut problems);
+        let priced = self.model_chain().iter().any(|m| m.input_per_mtok.is_some() || m.output_per_mtok.is_some());
+        super::limits::check_limits(&self.limits, priced, &mut problems);
         let agent = &self.agent;
         if agent.max_iterations == 0 {
             problems.push("agent.max_iterations: must be at least 1".into());
@@ -129,6 +131,7 @@ fn check_model(at: &str, model: &ModelConfig, env: &Env, problems: &mut Vec<Stri
     if model.context_length < 1024 {
         problems.push(format!("{at}.context_length: {} is too small (at least 1024)", model.context_length));
     }
+    super::limits::check_prices(at, &model.prices(), problems);
     if let Some(var) = &model.api_key_env {
         match env.secret(var) {
             Ok(Some(_)) => {}

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::{AppState, api_media, idempotency};
 use crate::clock::now_ms;
-use crate::platforms::api::{ApiReply, NAME, ReplyMeta, StreamBuffer, completion};
+use crate::platforms::api::{ApiReply, NAME, ReplyMeta, StreamBuffer, completion, usage_json};
 use crate::store::{IdempotencyClaim, IdempotentAccept};
 
 /// Header carrying server-side session continuity.
@@ -37,6 +37,16 @@ struct CompletionRequest {
     stream: bool,
     #[serde(default)]
     user: Option<String>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+}
+
+/// `stream_options`: with `include_usage`, a last chunk (`choices: []`) carries the turn's
+/// usage and every other chunk has `"usage": null`, as OpenAI streams it.
+#[derive(Deserialize, Default)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
 }
 
 #[derive(Deserialize)]
@@ -253,7 +263,8 @@ pub(super) async fn chat_completions(
         return response;
     }
     let mut response = if let Some(buffer) = buffer {
-        stream_response(waiter, buffer, model, request_id, state.sse_keepalive)
+        let include_usage = request.stream_options.as_ref().is_some_and(|o| o.include_usage);
+        stream_response(waiter, buffer, StreamMeta { model, request_id, include_usage }, state.sse_keepalive)
     } else {
         match waiter.await {
             Ok(reply) => complete_response(&reply, &meta, &request_id),
@@ -315,20 +326,37 @@ fn complete_response(reply: &ApiReply, meta: &ReplyMeta, request_id: &str) -> Re
     (status, [(axum::http::header::CONTENT_TYPE, "application/json")], stored.body).into_response()
 }
 
+/// What a streamed answer's chunks name, and whether they carry usage.
+struct StreamMeta {
+    model: String,
+    request_id: String,
+    include_usage: bool,
+}
+
 fn stream_response(
     waiter: tokio::sync::oneshot::Receiver<ApiReply>,
     buffer: Arc<StreamBuffer>,
-    model: String,
-    request_id: String,
+    meta: StreamMeta,
     keepalive: std::time::Duration,
 ) -> Response {
+    let StreamMeta { model, request_id, include_usage } = meta;
     let id = format!("chatcmpl-{request_id}");
-    let chunk = move |delta: Value, finish: Option<&str>| {
-        json!({
+    let frame = move |choices: Value, usage: Option<Value>| {
+        let mut chunk = json!({
             "id": id, "object": "chat.completion.chunk", "created": now_ms() / 1000, "model": model,
-            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
-        })
-        .to_string()
+            "choices": choices,
+        });
+        if include_usage {
+            chunk["usage"] = usage.unwrap_or(Value::Null);
+        }
+        chunk.to_string()
+    };
+    let usage_chunk = {
+        let frame = frame.clone();
+        move |reply: &ApiReply| frame(json!([]), Some(usage_json(reply.usage.as_ref())))
+    };
+    let chunk = move |delta: Value, finish: Option<&str>| {
+        frame(json!([{ "index": 0, "delta": delta, "finish_reason": finish }]), None)
     };
     // Deltas go out as the model writes them; the final reply only adds what was not streamed
     // (all of it when the model did not stream, e.g. a command's answer or an error).
@@ -374,6 +402,9 @@ fn stream_response(
                     events.push(chunk(json!({ "content": rest }), None));
                 }
                 events.push(chunk(json!({}), Some("stop")));
+                if include_usage {
+                    events.push(usage_chunk(&reply));
+                }
                 events
             }
             Ok(reply) => vec![json!({ "error": { "message": reply.text, "type": "server_error", "code": "turn_failed" } }).to_string()],

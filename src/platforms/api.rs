@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
 use crate::store::{IdempotencyStore, StoredResponse};
+use crate::usage::{TurnUsage, UsageBoard};
 
 /// The platform name in chat refs and session keys.
 pub const NAME: &str = "api";
@@ -31,6 +32,23 @@ pub struct ApiReply {
     pub text: String,
     /// Whether the turn ended in an error.
     pub error: bool,
+    /// What the turn's model calls used, summed; `None`: no model call (a command, a cap).
+    pub usage: Option<TurnUsage>,
+}
+
+/// The OpenAI `usage` object: the sum over the turn's model calls; `cached_tokens` when the
+/// provider reported cache reads.
+pub fn usage_json(usage: Option<&TurnUsage>) -> serde_json::Value {
+    let t = usage.map(|u| u.tokens).unwrap_or_default();
+    let mut value = json!({
+        "prompt_tokens": t.prompt,
+        "completion_tokens": t.completion,
+        "total_tokens": t.prompt.saturating_add(t.completion),
+    });
+    if t.cache_read > 0 {
+        value["prompt_tokens_details"] = json!({ "cached_tokens": t.cache_read });
+    }
+    value
 }
 
 /// Answer text streamed so far and not yet written to the client.
@@ -79,7 +97,7 @@ pub fn completion(reply: &ApiReply, meta: &ReplyMeta, request_id: &str) -> Store
         "created": meta.created,
         "model": meta.model,
         "choices": [{ "index": 0, "message": { "role": "assistant", "content": reply.text }, "finish_reason": "stop" }],
-        "usage": { "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 },
+        "usage": usage_json(reply.usage.as_ref()),
     });
     StoredResponse { status: 200, body: body.to_string() }
 }
@@ -101,13 +119,27 @@ pub struct ApiPlatform {
     model_id: String,
     /// Where image parts of requests are saved (`media/api`); absent: image parts are ignored.
     media: Option<hermesd_platform::media::MediaDir>,
+    /// Where turns post their usage for the `usage` field; absent: usage is reported as 0.
+    usage: Option<Arc<UsageBoard>>,
 }
 
 impl ApiPlatform {
     /// The platform, storing idempotent responses in `records`; `model_id` names the model in
     /// responses stored for requests nobody waits for any more.
     pub fn new(records: Arc<dyn IdempotencyStore>, model_id: &str) -> Self {
-        Self { waiters: Mutex::default(), records: Some(records), model_id: model_id.to_owned(), media: None }
+        Self {
+            waiters: Mutex::default(),
+            records: Some(records),
+            model_id: model_id.to_owned(),
+            media: None,
+            usage: None,
+        }
+    }
+
+    /// Read each turn's usage from `board` (where the turn runner posts it).
+    pub fn with_usage(mut self, board: Arc<UsageBoard>) -> Self {
+        self.usage = Some(board);
+        self
     }
 
     /// Save image parts of requests in `media` (`$HERMESD_HOME/media/api`).
@@ -201,6 +233,7 @@ impl Platform for ApiPlatform {
         let Some(request_id) = message.reply_to.as_deref().filter(|_| final_kind) else { return Ok(done) };
         let error = message.kind == OutboundKind::Error;
         let last = message.chunk.0 + 1 >= message.chunk.1;
+        let usage = || self.usage.as_ref().and_then(|board| board.take(NAME, request_id));
         let waiter = {
             let mut waiters = self.waiters.lock().expect("api lock poisoned");
             if !last {
@@ -214,7 +247,7 @@ impl Platform for ApiPlatform {
         match waiter {
             Some(mut waiter) => {
                 waiter.text.push_str(&message.text);
-                let reply = ApiReply { text: waiter.text, error };
+                let reply = ApiReply { text: waiter.text, error, usage: usage() };
                 if waiter.meta.idempotent {
                     self.record(request_id, &reply, &waiter.meta).await;
                 }
@@ -223,7 +256,8 @@ impl Platform for ApiPlatform {
             }
             None => {
                 let meta = ReplyMeta { model: self.model_id.clone(), created: now_ms() / 1000, idempotent: true };
-                self.record(request_id, &ApiReply { text: message.text.clone(), error }, &meta).await;
+                let reply = ApiReply { text: message.text.clone(), error, usage: usage() };
+                self.record(request_id, &reply, &meta).await;
             }
         }
         Ok(done)

@@ -99,7 +99,7 @@ impl Router {
                     return;
                 }
             }
-            ChatCommand::Usage => self.usage(key).await,
+            ChatCommand::Usage => self.usage(key, message).await,
             ChatCommand::Reasoning { mode } => self.reasoning(key, mode).await,
             ChatCommand::Skills => self.skills_text(&message.chat.platform, prefix),
             ChatCommand::Help => commands::help(prefix),
@@ -196,38 +196,6 @@ impl Router {
         match self.inner.runner.store().set_title(&session.id, Some(&title)).await {
             Ok(()) => format!("Title set: {title}"),
             Err(e) => format!("Could not set the title: {e}"),
-        }
-    }
-
-    async fn usage(&self, key: &SessionKey) -> String {
-        let store = self.inner.runner.store();
-        let session = match store.route(&key.key).await {
-            Ok(Some(s)) => store.session(&s.id).await,
-            other => other,
-        };
-        match session {
-            Ok(Some(s)) => {
-                let window = self.inner.runner.context_length(s.model.as_deref());
-                let percent = s.last_prompt_tokens as f64 * 100.0 / window.max(1) as f64;
-                let context = format!(
-                    "context: {} of {} tokens ({percent:.1}%) at the last model call · {} messages in the session",
-                    s.last_prompt_tokens, window, s.message_count
-                );
-                match store.session_usage(&s.id).await {
-                    Ok(t) => format!(
-                        "{context}
-tokens: {} prompt ({} read from the cache, {} written to it) · {} completion · \
-                         {} model calls",
-                        t.prompt, t.cache_read, t.cache_write, t.completion, t.calls
-                    ),
-                    Err(e) => format!(
-                        "{context}
-token totals unknown ({e})"
-                    ),
-                }
-            }
-            Ok(None) => "No session yet: nothing used.".to_owned(),
-            Err(e) => format!("Could not read the session: {e}"),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod commands;
 mod control;
 pub mod session_key;
 mod skills;
+mod usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

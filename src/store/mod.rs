@@ -9,6 +9,7 @@ mod idempotency;
 mod preview;
 mod retention;
 mod sqlite;
+mod usage;
 
 use async_trait::async_trait;
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, OutboundMessage};
@@ -456,6 +457,7 @@ pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, 
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
 pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
+pub use usage::{UsageRecord, UsageScope, UsageStore};
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
 #[async_trait]
@@ -505,6 +507,7 @@ pub trait Store:
     + IdempotencyStore
     + RetentionStore
     + PreviewStore
+    + UsageStore
 {
 }
 
@@ -518,5 +521,6 @@ impl<T> Store for T where
         + IdempotencyStore
         + RetentionStore
         + PreviewStore
+        + UsageStore
 {
 }

@@ -58,6 +58,9 @@ struct Shared {
     keep: bool,
     transcript: String,
     audio: Mutex<Vec<Upload>>,
+    /// Cached prompt tokens reported by chat completions (`prompt_tokens_details.cached_tokens`;
+    /// 0: the field is left out).
+    cached_tokens: u64,
 }
 
 /// One `/audio/transcriptions` request as received.
@@ -82,6 +85,7 @@ pub struct FakeLlmBuilder {
     latency: Duration,
     keep: bool,
     transcript: String,
+    cached_tokens: u64,
 }
 
 /// A running fake LLM.
@@ -99,6 +103,7 @@ impl FakeLlm {
             latency: Duration::ZERO,
             keep: true,
             transcript: "transcribed audio".into(),
+            cached_tokens: 0,
         }
     }
 
@@ -199,6 +204,12 @@ impl FakeLlmBuilder {
         self
     }
 
+    /// Report `n` of every chat completion's prompt tokens as read from the cache.
+    pub fn cached_tokens(mut self, n: u64) -> Self {
+        self.cached_tokens = n;
+        self
+    }
+
     /// Bind 127.0.0.1:0 and serve.
     pub async fn start(self) -> FakeLlm {
         let shared = Arc::new(Shared {
@@ -209,6 +220,7 @@ impl FakeLlmBuilder {
             keep: self.keep,
             transcript: self.transcript,
             audio: Mutex::new(Vec::new()),
+            cached_tokens: self.cached_tokens,
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
@@ -286,13 +298,13 @@ async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes)
             return (StatusCode::BAD_REQUEST, Json(error)).into_response();
         }
         Step::Garbage => return (StatusCode::OK, "<html>not json</html>").into_response(),
-        Step::CutStream(partial) => return sse(&partial, &[], 10, false),
+        Step::CutStream(partial) => return sse(&partial, &[], 10, false, 0),
         Step::SlowStream(pieces, pause) if stream => return slow_sse(pieces, pause),
         Step::SlowStream(pieces, _) => (pieces.concat(), vec![], 10),
         Step::Reasoned(reasoning, text) => return reasoned(&reasoning, &text, stream),
     };
     if stream {
-        return sse(&text, &calls, usage, true);
+        return sse(&text, &calls, usage, true, shared.cached_tokens);
     }
     let tool_calls: Vec<Value> = calls
         .iter()
@@ -309,9 +321,19 @@ async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes)
         "object": "chat.completion",
         "model": body["model"],
         "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
-        "usage": { "prompt_tokens": usage, "completion_tokens": 5, "total_tokens": usage + 5 },
+        "usage": wire_usage(usage, shared.cached_tokens),
     }))
     .into_response()
+}
+
+/// A chat completion's `usage`: `prompt` tokens, 5 completion tokens, and `cached` of the
+/// prompt read from the cache when not 0.
+fn wire_usage(prompt: u64, cached: u64) -> Value {
+    let mut usage = json!({ "prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5 });
+    if cached > 0 {
+        usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+    }
+    usage
 }
 
 async fn transcriptions(
@@ -331,7 +353,7 @@ async fn transcriptions(
 
 /// An SSE body: the text in three deltas, tool calls, a finish chunk, usage and `[DONE]` — or,
 /// when `complete` is false, just the deltas (the connection then closes mid-stream).
-fn sse(text: &str, calls: &[(String, String)], usage: u64, complete: bool) -> Response {
+fn sse(text: &str, calls: &[(String, String)], usage: u64, complete: bool, cached: u64) -> Response {
     let mut events = Vec::new();
     let chars: Vec<char> = text.chars().collect();
     for piece in chars.chunks(chars.len().div_ceil(3).max(1)) {
@@ -346,7 +368,11 @@ fn sse(text: &str, calls: &[(String, String)], usage: u64, complete: bool) -> Re
     if complete {
         let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
         let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]});
-        let usage = json!({"choices": [], "usage": {"prompt_tokens": usage, "completion_tokens": 5}});
+        let usage = if cached > 0 {
+            json!({"choices": [], "usage": wire_usage(usage, cached)})
+        } else {
+            json!({"choices": [], "usage": {"prompt_tokens": usage, "completion_tokens": 5}})
+        };
         frames.push(format!("data: {end}\n\n"));
         frames.push(format!("data: {usage}\n\n"));
         frames.push("data: [DONE]\n\n".to_owned());

@@ -77,6 +77,27 @@ impl RecordingPlatform {
         self.sent().into_iter().map(|(_, m)| m.text).collect()
     }
 
+    /// Inject a message from `user` in the group `chat_id` with `event_id`.
+    pub async fn inject_group(&self, event_id: &str, chat_id: &str, user: &str, text: &str) -> Accepted {
+        let ingress = self.ingress.lock().unwrap().clone().expect("platform started");
+        let event = InboundEvent::Message {
+            event_id: event_id.into(),
+            message: InboundMessage {
+                message_id: event_id.into(),
+                chat: ChatRef::new("rec", chat_id, ChatType::Group),
+                sender: Sender { id: user.into(), name: None, is_bot: false, roles: Vec::new() },
+                text: text.into(),
+                attachments: vec![],
+                reply_to: None,
+                addressed: true,
+                timestamp_ms: 0,
+                history: vec![],
+                chat_title: None,
+            },
+        };
+        ingress.accept(event).await.expect("accepted")
+    }
+
     /// Inject a DM from `user` with `event_id`, as an adapter would after normalising.
     pub async fn inject(&self, event_id: &str, user: &str, text: &str) -> Accepted {
         let ingress = self.ingress.lock().unwrap().clone().expect("platform started");

@@ -105,6 +105,8 @@ pub struct LoopResult {
     pub prompt_tokens: Option<u64>,
     /// Tokens of every model call of the turn, as reported.
     pub usage: TokenTotals,
+    /// What those calls cost, each priced by the model entry that served it.
+    pub cost: crate::usage::Cost,
 }
 
 /// Hands the loop text the user sent to steer the running turn (`busy_policy = "steer"`), as
@@ -144,6 +146,7 @@ impl AgentLoop<'_> {
             cache_read: usage.cache_read_tokens,
             cache_write: usage.cache_write_tokens,
         };
+        result.cost = state.cost;
         result
     }
 
@@ -374,7 +377,14 @@ impl AgentLoop<'_> {
     }
 
     fn end(&self, appended: Vec<Message>, text: &str, outcome: LoopOutcome, prompt_tokens: Option<u64>) -> LoopResult {
-        LoopResult { appended, text: text.to_owned(), outcome, prompt_tokens, usage: TokenTotals::default() }
+        LoopResult {
+            appended,
+            text: text.to_owned(),
+            outcome,
+            prompt_tokens,
+            usage: TokenTotals::default(),
+            cost: crate::usage::Cost::default(),
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 //! approval waits between calls never use it up, so a long tool-heavy turn is not cut short.
 //!
 //! A turn that falls back stays on the fallback; the next turn starts on the primary again
-//! (each turn gets a fresh `ChainState`).
+//! (each turn gets a fresh `ChainState`). Each answered call is priced with the prices of the
+//! entry that served it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::provider::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, Usage};
 use crate::metrics::Metrics;
+use crate::usage::{Cost, Prices};
 
 /// Retry limits.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +49,8 @@ impl Default for RetryPolicy {
 #[derive(Clone)]
 pub struct ProviderChain {
     providers: Vec<Arc<dyn Provider>>,
+    /// Each provider's prices, in the same order.
+    prices: Vec<Prices>,
     policy: RetryPolicy,
     metrics: Option<Arc<Metrics>>,
 }
@@ -63,6 +67,8 @@ pub struct ChainState {
     pub calls: u64,
     /// Their usage, summed (calls that reported none add nothing).
     pub usage: Usage,
+    /// Their cost, each priced by the entry that served it.
+    pub cost: Cost,
 }
 
 /// Why a call through the chain failed.
@@ -94,7 +100,15 @@ impl ProviderChain {
     /// A chain; `providers` must not be empty.
     pub fn new(providers: Vec<Arc<dyn Provider>>, policy: RetryPolicy) -> Self {
         assert!(!providers.is_empty(), "a provider chain needs at least one provider");
-        Self { providers, policy, metrics: None }
+        let prices = vec![Prices::default(); providers.len()];
+        Self { providers, prices, policy, metrics: None }
+    }
+
+    /// Price each provider's calls (`prices` in the providers' order; missing ones unpriced).
+    pub fn with_prices(mut self, prices: Vec<Prices>) -> Self {
+        let n = self.providers.len();
+        self.prices = prices.into_iter().chain(std::iter::repeat(Prices::default())).take(n).collect();
+        self
     }
 
     /// Record every model call's duration in `metrics`.
@@ -116,17 +130,26 @@ impl ProviderChain {
     /// The same chain with the provider serving `model` moved to the front (the others keep
     /// their order as its fallbacks); unchanged when no provider serves it.
     pub fn starting_with(&self, model: &str) -> ProviderChain {
-        let mut providers = self.providers.clone();
+        let (mut providers, mut prices) = (self.providers.clone(), self.prices.clone());
         if let Some(at) = providers.iter().position(|p| p.model() == model) {
             let chosen = providers.remove(at);
             providers.insert(0, chosen);
+            let price = prices.remove(at);
+            prices.insert(0, price);
         }
-        ProviderChain { providers, policy: self.policy, metrics: self.metrics.clone() }
+        ProviderChain { providers, prices, policy: self.policy, metrics: self.metrics.clone() }
     }
 
     /// A fresh per-turn state, starting on the primary.
     pub fn start_turn(&self) -> ChainState {
-        ChainState { current: 0, spent: Duration::ZERO, fallbacks: 0, calls: 0, usage: Usage::default() }
+        ChainState {
+            current: 0,
+            spent: Duration::ZERO,
+            fallbacks: 0,
+            calls: 0,
+            usage: Usage::default(),
+            cost: Cost::default(),
+        }
     }
 
     /// Model time `state` has left.
@@ -194,6 +217,7 @@ impl ProviderChain {
                         if let Some(usage) = &response.usage {
                             state.usage.add(usage);
                         }
+                        self.count_cost(state, response.usage.as_ref());
                         return Ok(response);
                     }
                     Err(e) => e,
@@ -221,6 +245,24 @@ impl ProviderChain {
             if !(error.warrants_fallback() && self.advance(state)) {
                 return Err(ChainError::Provider(error));
             }
+        }
+    }
+
+    /// Price an answered call with the entry that served it; count it in the metrics.
+    fn count_cost(&self, state: &mut ChainState, usage: Option<&Usage>) {
+        let prices = self.prices.get(state.current.min(self.prices.len().saturating_sub(1)));
+        let picos = usage.zip(prices).and_then(|(usage, prices)| prices.cost(usage));
+        state.cost.add_call(picos);
+        if let Some(metrics) = &self.metrics {
+            let u = usage.copied().unwrap_or_default();
+            let uncached = u.prompt_tokens.saturating_sub(u.cache_read_tokens.saturating_add(u.cache_write_tokens));
+            let tokens = [
+                ("input", uncached),
+                ("cache_read", u.cache_read_tokens),
+                ("cache_write", u.cache_write_tokens),
+                ("output", u.completion_tokens),
+            ];
+            metrics.count_model_usage(&tokens, picos);
         }
     }
 

@@ -13,6 +13,7 @@ mod outbox;
 mod preview;
 mod retention;
 mod sessions;
+mod usage;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -41,6 +42,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (8, "message_images", include_str!("../../../migrations/0008_message_images.sql")),
     (9, "stream_previews", include_str!("../../../migrations/0009_stream_previews.sql")),
     (10, "retention", include_str!("../../../migrations/0010_retention.sql")),
+    (13, "usage", include_str!("../../../migrations/0013_usage.sql")),
 ];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.

@@ -230,3 +230,59 @@ async fn cancel_interrupts_a_backoff() {
     assert!(matches!(err, ChainError::Cancelled));
     assert_eq!(Instant::now() - started, Duration::from_secs(2));
 }
+
+/// Answers every call with 1000 prompt (400 cached) and 100 completion tokens.
+struct Metered(&'static str);
+
+#[async_trait]
+impl Provider for Metered {
+    fn model(&self) -> &str {
+        self.0
+    }
+
+    fn context_length(&self) -> u64 {
+        10_000
+    }
+
+    async fn complete(&self, _: &ChatRequest, _: Option<DeltaSink<'_>>) -> Result<ChatResponse, ProviderError> {
+        let usage = crate::agent::provider::Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 100,
+            cache_read_tokens: 400,
+            cache_write_tokens: 0,
+        };
+        Ok(ChatResponse {
+            message: Message::text(Role::Assistant, "ok"),
+            usage: Some(usage),
+            finish_reason: Some("stop".into()),
+            reasoning: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn each_call_is_priced_by_the_entry_that_served_it() {
+    use crate::config::ModelPrices;
+    use crate::usage::Prices;
+    let price = |input, output| {
+        Prices::from_config(&ModelPrices { input: Some(input), output: Some(output), ..Default::default() })
+    };
+    let primary = Scripted::new("p", vec![Err(ProviderError::Unauthorized(401))]);
+    let chain = ProviderChain::new(vec![primary, Arc::new(Metered("f")), Arc::new(Metered("free"))], policy())
+        .with_prices(vec![price(100.0, 100.0), price(1.0, 2.0)]);
+    let mut state = chain.start_turn();
+    chain.call(&mut state, &ChatRequest::default(), None, &CancellationToken::new()).await.unwrap();
+    // The fallback's prices: 1000 prompt tokens (cached ones at the input price) × $1 + 100 × $2
+    // per million = $0.0012.
+    assert_eq!((state.cost.micros(), state.cost.unpriced_calls), (1_200, 0));
+
+    // A chain started on the unpriced entry counts its call as unpriced, never as free.
+    let chain = chain.starting_with("free");
+    let mut state = chain.start_turn();
+    chain.call(&mut state, &ChatRequest::default(), None, &CancellationToken::new()).await.unwrap();
+    assert_eq!((state.cost.micros(), state.cost.unpriced_calls), (0, 1));
+    // Moving an entry to the front moves its prices with it.
+    let mut state = chain.starting_with("f").start_turn();
+    chain.starting_with("f").call(&mut state, &ChatRequest::default(), None, &CancellationToken::new()).await.unwrap();
+    assert_eq!(state.cost.micros(), 1_200);
+}

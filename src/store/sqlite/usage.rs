@@ -1,0 +1,200 @@
+//! `UsageStore` on SQLite: one transaction adds a turn to its session's cost and upserts the
+//! day's user and chat rows; sums read from the reader pool.
+
+use async_trait::async_trait;
+use sqlx::Row;
+
+use super::{SqliteStore, retry_busy};
+use crate::store::{StoreResult, TokenTotals, UsageRecord, UsageScope, UsageStore};
+use crate::usage::UsageSum;
+
+/// Adds one turn to a (scope, platform, subject, day) row, creating it when absent.
+const UPSERT: &str = "INSERT INTO usage_daily (scope, platform, subject, day, turns, calls, prompt_tokens, \
+     completion_tokens, cache_read_tokens, cache_write_tokens, cost_micros, unpriced_calls) \
+     VALUES (?1, ?2, ?3, ?4, ?12, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+     ON CONFLICT (scope, platform, subject, day) DO UPDATE SET turns = turns + ?12, calls = calls + ?5, \
+     prompt_tokens = prompt_tokens + ?6, completion_tokens = completion_tokens + ?7, \
+     cache_read_tokens = cache_read_tokens + ?8, cache_write_tokens = cache_write_tokens + ?9, \
+     cost_micros = cost_micros + ?10, unpriced_calls = unpriced_calls + ?11";
+
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl UsageStore for SqliteStore {
+    async fn record_usage(&self, r: &UsageRecord<'_>) -> StoreResult<()> {
+        retry_busy(|| async {
+            let mut tx = self.writer.begin().await?;
+            sqlx::query(
+                "UPDATE sessions SET cost_micros_total = cost_micros_total + ?1, \
+                 unpriced_calls_total = unpriced_calls_total + ?2 WHERE id = ?3",
+            )
+            .bind(r.cost_micros)
+            .bind(signed(r.unpriced_calls))
+            .bind(r.session_id)
+            .execute(&mut *tx)
+            .await?;
+            if !r.turn {
+                let t = r.tokens;
+                sqlx::query(
+                    "UPDATE sessions SET model_calls_total = model_calls_total + ?1, \
+                     prompt_tokens_total = prompt_tokens_total + ?2, completion_tokens_total = completion_tokens_total + ?3, \
+                     cache_read_tokens_total = cache_read_tokens_total + ?4, \
+                     cache_write_tokens_total = cache_write_tokens_total + ?5 WHERE id = ?6",
+                )
+                .bind(signed(t.calls))
+                .bind(signed(t.prompt))
+                .bind(signed(t.completion))
+                .bind(signed(t.cache_read))
+                .bind(signed(t.cache_write))
+                .bind(r.session_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            for (scope, subject) in [(UsageScope::User, r.user), (UsageScope::Chat, r.chat)] {
+                let t = r.tokens;
+                sqlx::query(UPSERT)
+                    .bind(scope.as_str())
+                    .bind(r.platform)
+                    .bind(subject)
+                    .bind(r.day)
+                    .bind(signed(t.calls))
+                    .bind(signed(t.prompt))
+                    .bind(signed(t.completion))
+                    .bind(signed(t.cache_read))
+                    .bind(signed(t.cache_write))
+                    .bind(r.cost_micros)
+                    .bind(signed(r.unpriced_calls))
+                    .bind(i64::from(r.turn))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await
+        })
+        .await
+    }
+
+    async fn session_cost(&self, session_id: &str) -> StoreResult<(i64, u64)> {
+        let row: Option<(i64, i64)> =
+            sqlx::query_as("SELECT cost_micros_total, unpriced_calls_total FROM sessions WHERE id = ?")
+                .bind(session_id)
+                .fetch_optional(&self.readers)
+                .await?;
+        Ok(row.map_or((0, 0), |(cost, unpriced)| (cost, u64::try_from(unpriced).unwrap_or(0))))
+    }
+
+    async fn usage_between(
+        &self,
+        scope: UsageScope,
+        platform: &str,
+        subject: &str,
+        from: &str,
+        to: &str,
+    ) -> StoreResult<UsageSum> {
+        let row = sqlx::query(
+            "SELECT COALESCE(SUM(turns), 0) AS turns, COALESCE(SUM(calls), 0) AS calls, \
+             COALESCE(SUM(prompt_tokens), 0) AS prompt, COALESCE(SUM(completion_tokens), 0) AS completion, \
+             COALESCE(SUM(cache_read_tokens), 0) AS cache_read, COALESCE(SUM(cache_write_tokens), 0) AS cache_write, \
+             COALESCE(SUM(cost_micros), 0) AS cost, COALESCE(SUM(unpriced_calls), 0) AS unpriced \
+             FROM usage_daily WHERE scope = ?1 AND platform = ?2 AND subject = ?3 AND day >= ?4 AND day <= ?5",
+        )
+        .bind(scope.as_str())
+        .bind(platform)
+        .bind(subject)
+        .bind(from)
+        .bind(to)
+        .fetch_one(&self.readers)
+        .await?;
+        let count = |column: &str| u64::try_from(row.get::<i64, _>(column)).unwrap_or(0);
+        Ok(UsageSum {
+            turns: count("turns"),
+            tokens: TokenTotals {
+                calls: count("calls"),
+                prompt: count("prompt"),
+                completion: count("completion"),
+                cache_read: count("cache_read"),
+                cache_write: count("cache_write"),
+            },
+            cost_micros: row.get::<i64, _>("cost"),
+            unpriced_calls: count("unpriced"),
+        })
+    }
+
+    async fn prune_usage(&self, before: &str, limit: u32) -> StoreResult<u64> {
+        retry_busy(|| async {
+            sqlx::query(
+                "DELETE FROM usage_daily WHERE (scope, platform, subject, day) IN \
+                 (SELECT scope, platform, subject, day FROM usage_daily INDEXED BY usage_daily_by_day \
+                 WHERE day < ?1 ORDER BY day LIMIT ?2)",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(&self.writer)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::{SessionKey, SessionStore};
+
+    #[tokio::test]
+    async fn a_turn_adds_to_its_session_its_user_and_its_chat_and_old_days_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
+        let key = SessionKey {
+            key: "agent:main:rec:group:g1:ann".into(),
+            platform: "rec".into(),
+            chat_id: "g1".into(),
+            chat_type: hermesd_platform::ChatType::Group,
+            thread_id: None,
+            user_id: Some("ann".into()),
+        };
+        let session = store.start_session(&key, 1).await.unwrap();
+        let tokens = TokenTotals { calls: 2, prompt: 100, completion: 20, cache_read: 60, cache_write: 0 };
+        let record = |day, user, cost_micros, unpriced_calls| UsageRecord {
+            session_id: &session.id,
+            day,
+            platform: "rec",
+            user,
+            chat: "g1",
+            tokens,
+            cost_micros,
+            unpriced_calls,
+            turn: true,
+        };
+        store.record_usage(&record("2026-01-01", "ann", 1_000, 0)).await.unwrap();
+        store.record_usage(&record("2026-01-02", "ann", 2_000, 1)).await.unwrap();
+        store.record_usage(&record("2026-01-02", "bob", 500, 0)).await.unwrap();
+
+        assert_eq!(store.session_cost(&session.id).await.unwrap(), (3_500, 1));
+        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-02", "2026-01-02").await.unwrap();
+        assert_eq!((ann.turns, ann.tokens.prompt, ann.cost_micros, ann.unpriced_calls), (1, 100, 2_000, 1));
+        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-01", "2026-01-02").await.unwrap();
+        assert_eq!((ann.turns, ann.tokens.calls, ann.tokens.cache_read, ann.total_tokens()), (2, 4, 120, 240));
+        let chat = store.usage_between(UsageScope::Chat, "rec", "g1", "2026-01-02", "2026-01-02").await.unwrap();
+        assert_eq!((chat.turns, chat.cost_micros), (2, 2_500));
+        let other = store.usage_between(UsageScope::User, "slack", "ann", "2026-01-01", "2026-01-02").await.unwrap();
+        assert_eq!(other, UsageSum::default());
+
+        // Calls outside a turn (`/compress`) count tokens and cost but no turn, and reach the
+        // session's token totals.
+        let compaction = UsageRecord { turn: false, ..record("2026-01-02", "ann", 10, 0) };
+        store.record_usage(&compaction).await.unwrap();
+        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-02", "2026-01-02").await.unwrap();
+        assert_eq!((ann.turns, ann.tokens.prompt, ann.cost_micros), (1, 200, 2_010));
+        assert_eq!(crate::store::ExtrasStore::session_usage(&store, &session.id).await.unwrap(), tokens);
+
+        // Day one's user and chat rows go; day two's stay.
+        assert_eq!(store.prune_usage("2026-01-02", 500).await.unwrap(), 2);
+        let left = store.usage_between(UsageScope::Chat, "rec", "g1", "2026-01-01", "2026-01-02").await.unwrap();
+        assert_eq!(left.turns, 2);
+    }
+}

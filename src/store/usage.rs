@@ -1,0 +1,73 @@
+//! The store capability behind usage accounting: a turn's tokens and cost added to its session
+//! and to the day's rows of its user and its chat, sums over days for `/usage` and the
+//! `[limits]` caps, and pruning of old daily rows.
+
+use async_trait::async_trait;
+
+use super::{StoreResult, TokenTotals};
+use crate::usage::UsageSum;
+
+/// Whose daily row: one per (platform, user id) and one per (platform, chat id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageScope {
+    /// A person on one platform.
+    User,
+    /// A chat on one platform, whoever writes in it.
+    Chat,
+}
+
+impl UsageScope {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageScope::User => "user",
+            UsageScope::Chat => "chat",
+        }
+    }
+}
+
+/// One turn's usage, to add to its session and to the day's user and chat rows.
+#[derive(Debug, Clone, Copy)]
+pub struct UsageRecord<'a> {
+    /// The session the turn ran in.
+    pub session_id: &'a str,
+    /// The UTC day (`YYYY-MM-DD`).
+    pub day: &'a str,
+    /// The platform user and chat ids belong to.
+    pub platform: &'a str,
+    /// Who the turn is charged to.
+    pub user: &'a str,
+    /// The chat it is charged to.
+    pub chat: &'a str,
+    /// Tokens and model calls.
+    pub tokens: TokenTotals,
+    /// Cost of the priced calls, microdollars.
+    pub cost_micros: i64,
+    /// Calls whose cost is unknown.
+    pub unpriced_calls: u64,
+    /// A turn (counted in turns; its tokens reach the session's totals with the turn's end).
+    /// `false`: model calls outside a turn (`/compress`), whose tokens are added to the
+    /// session's totals here.
+    pub turn: bool,
+}
+
+/// Usage accounting.
+#[async_trait]
+pub trait UsageStore: Send + Sync {
+    /// Add a turn (one turn, its tokens and cost), or calls outside a turn, to the session's
+    /// cost and to the day's rows.
+    async fn record_usage(&self, record: &UsageRecord<'_>) -> StoreResult<()>;
+    /// The session's cost so far: (microdollars, calls at unknown prices).
+    async fn session_cost(&self, session_id: &str) -> StoreResult<(i64, u64)>;
+    /// Usage of one user or chat summed over the days `from..=to` (`YYYY-MM-DD`).
+    async fn usage_between(
+        &self,
+        scope: UsageScope,
+        platform: &str,
+        subject: &str,
+        from: &str,
+        to: &str,
+    ) -> StoreResult<UsageSum>;
+    /// Daily rows of days before `before` (`YYYY-MM-DD`), at most `limit`; returns how many.
+    async fn prune_usage(&self, before: &str, limit: u32) -> StoreResult<u64>;
+}
