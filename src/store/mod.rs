@@ -8,6 +8,7 @@ mod cron;
 mod idempotency;
 mod preview;
 mod retention;
+mod search;
 mod sqlite;
 
 use async_trait::async_trait;
@@ -456,6 +457,7 @@ pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, 
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
 pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
+pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
 #[async_trait]
@@ -504,6 +506,7 @@ pub trait Store:
     + ExtrasStore
     + IdempotencyStore
     + RetentionStore
+    + SearchStore
     + PreviewStore
 {
 }
@@ -517,6 +520,7 @@ impl<T> Store for T where
         + ExtrasStore
         + IdempotencyStore
         + RetentionStore
+        + SearchStore
         + PreviewStore
 {
 }
