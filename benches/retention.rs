@@ -10,12 +10,13 @@
 //! messages. Every simulated hour the retention round runs as `src/retention.rs` does it
 //! (finished inbound events, sent outbound rows and archived messages older than 3 days, in
 //! batches of `retention::BATCH`, then `PRAGMA incremental_vacuum`); once a day
-//! `sessions prune --older-than 3d` runs (batches of 50 sessions, as the CLI does). While
+//! `sessions prune --older-than 3d` runs (batches of 10 sessions, as the CLI does). While
 //! pruning runs, a probe writes a tiny row every millisecond (real time) and records how long
 //! its write waited: the writer stall a live gateway would see.
 //!
 //! Printed per day: DB file size (+ WAL), rows per table, FTS index size, prune batches with
-//! their median/max time, and the longest writer stall. Then PASS/FAIL for
+//! their median/max time, the longest `sessions prune` batch, the longest `reclaim_space` (FTS
+//! merge steps + incremental vacuum), and the longest writer stall. Then PASS/FAIL for
 //! "day 30 size ≤ 1.5 × day 4" (exit code 1 on FAIL).
 //!
 //! ```text
@@ -56,7 +57,7 @@ const COMPACT_AT: usize = 24;
 /// Live messages kept (after the summary) by a compaction.
 const KEEP_LIVE: usize = 8;
 /// Sessions per `prune_sessions` call, as `hermesd sessions prune` does.
-const SESSION_BATCH: u32 = 50;
+const SESSION_BATCH: u32 = 10;
 /// Pages returned per retention round, as `src/retention.rs` does.
 const RECLAIM_PAGES: u32 = 16_384;
 
@@ -211,6 +212,10 @@ impl Traffic {
 #[derive(Default)]
 struct PruneStats {
     batches: Vec<Duration>,
+    /// Longest `prune_sessions` batch (the daily `sessions prune`).
+    session_batch: Duration,
+    /// Longest `reclaim_space` (FTS merge steps + incremental vacuum).
+    reclaim: Duration,
     stall: Duration,
     deleted: u64,
 }
@@ -278,17 +283,28 @@ async fn retention_round(store: &SqliteStore, now: i64, stats: &mut PruneStats) 
     batches(stats, batch, |limit| store.prune_outbound(before, limit)).await?;
     batches(stats, batch, |limit| store.prune_archived_messages(before, limit)).await?;
     if stats.deleted > deleted {
-        store.reclaim_space(RECLAIM_PAGES).await.map_err(|e| e.to_string())?;
+        reclaim(store, stats).await?;
     }
     stats.stall = stats.stall.max(probe.stop().await);
+    Ok(())
+}
+
+/// `reclaim_space` as the retention round calls it, timed.
+async fn reclaim(store: &SqliteStore, stats: &mut PruneStats) -> Result<(), String> {
+    let started = Instant::now();
+    store.reclaim_space(RECLAIM_PAGES).await.map_err(|e| e.to_string())?;
+    stats.reclaim = stats.reclaim.max(started.elapsed());
     Ok(())
 }
 
 /// The daily `hermesd sessions prune --older-than 3d`, then the space given back.
 async fn prune_sessions(store: &SqliteStore, now: i64, stats: &mut PruneStats) -> Result<(), String> {
     let probe = Probe::start(store, now);
-    batches(stats, SESSION_BATCH, |limit| store.prune_sessions(now - RETENTION_MS, limit)).await?;
-    store.reclaim_space(RECLAIM_PAGES).await.map_err(|e| e.to_string())?;
+    let mut sessions = PruneStats::default();
+    batches(&mut sessions, SESSION_BATCH, |limit| store.prune_sessions(now - RETENTION_MS, limit)).await?;
+    stats.session_batch = sessions.batches.iter().copied().max().unwrap_or_default();
+    stats.batches.extend(sessions.batches);
+    reclaim(store, stats).await?;
     stats.stall = stats.stall.max(probe.stop().await);
     Ok(())
 }
@@ -303,6 +319,8 @@ struct DayRow {
     batches: usize,
     median: Duration,
     max: Duration,
+    session_batch: Duration,
+    reclaim: Duration,
     stall: Duration,
     traffic: Duration,
 }
@@ -360,7 +378,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 fn print_header() {
     let tables: Vec<String> = TABLES.iter().map(|(name, _)| format!("{name:>9}")).collect();
     println!(
-        "{:>3} {:>9} {:>8} {} {:>8} {:>7} {:>9} {:>9} {:>9} {:>8}",
+        "{:>3} {:>9} {:>8} {} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
         "day",
         "db MiB",
         "wal MiB",
@@ -369,6 +387,8 @@ fn print_header() {
         "batches",
         "med ms",
         "max ms",
+        "sess ms",
+        "reclm ms",
         "stall ms",
         "turns s"
     );
@@ -377,7 +397,7 @@ fn print_header() {
 fn print_row(row: &DayRow) {
     let counts: Vec<String> = row.counts.iter().map(|n| format!("{n:>9}")).collect();
     println!(
-        "{:>3} {:>9.2} {:>8.2} {} {:>8.2} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1}",
+        "{:>3} {:>9.2} {:>8.2} {} {:>8.2} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.1}",
         row.day,
         mib(row.db_bytes),
         mib(row.wal_bytes),
@@ -386,6 +406,8 @@ fn print_row(row: &DayRow) {
         row.batches,
         ms(row.median),
         ms(row.max),
+        ms(row.session_batch),
+        ms(row.reclaim),
         ms(row.stall),
         row.traffic.as_secs_f64()
     );
@@ -446,6 +468,8 @@ async fn run() -> Result<bool, String> {
             batches: sorted.len(),
             median: sorted.get(sorted.len() / 2).copied().unwrap_or_default(),
             max: sorted.last().copied().unwrap_or_default(),
+            session_batch: stats.session_batch,
+            reclaim: stats.reclaim,
             stall: stats.stall,
             traffic: busy,
         };

@@ -197,3 +197,36 @@ fn short_query_snippets_mark_the_match_and_cut_long_text() {
     let snippet = super::mark(&long, "NEEDLE");
     assert_eq!(snippet, format!("…{}[needle]{}…", "é".repeat(40), "x".repeat(40)));
 }
+
+/// Bytes of both full-text indexes.
+async fn fts_bytes(store: &SqliteStore) -> i64 {
+    let (bytes,): (i64,) = sqlx::query_as(
+        "SELECT COALESCE(SUM(LENGTH(block)), 0) FROM (SELECT block FROM messages_fts_data \
+         UNION ALL SELECT block FROM messages_fts_trigram_data)",
+    )
+    .fetch_one(&store.writer)
+    .await
+    .unwrap();
+    bytes
+}
+
+#[tokio::test]
+async fn pruned_messages_leave_the_full_text_index() {
+    use crate::store::RetentionStore;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let empty = fts_bytes(&store).await;
+    let me = dm("telegram", "1");
+    let old = store.start_session(&me, 1).await.unwrap();
+    for round in 0..20 {
+        bulk(&store, &old.id, "user", &format!("round {round} of words about invoices and kayaks"), 200, 2).await;
+    }
+    let full = fts_bytes(&store).await;
+    store.start_session(&me, 10).await.unwrap();
+    while store.prune_sessions(5, 50).await.unwrap() > 0 {}
+    store.reclaim_space(1_000).await.unwrap();
+    store.reclaim_space(1_000).await.unwrap();
+    let after = fts_bytes(&store).await;
+    assert!(after - empty < (full - empty) / 10, "index still holds deleted rows: {empty} → {full} → {after} bytes");
+    assert!(store.search_scoped("kayaks", &scope(&me), 10).await.unwrap().is_empty());
+}
