@@ -156,14 +156,20 @@ impl Traffic {
         self.next_event += 1;
         let words = 12 + self.rng.below(20);
         let said = text(&mut self.rng, words);
-        let AcceptOutcome::New { seq } =
-            self.store.accept_inbound(&event(self.next_event, chat, said.clone(), now), now).await.map_err(|e| e.to_string())?
+        let AcceptOutcome::New { seq } = self
+            .store
+            .accept_inbound(&event(self.next_event, chat, said.clone(), now), now)
+            .await
+            .map_err(|e| e.to_string())?
         else {
             return Err("a fresh event id was a duplicate".into());
         };
         let live = self.sessions.get_mut(chat).expect("inserted above");
         let session_id = live.session_id.clone();
-        self.store.begin_turn(seq, &session_id, &Message::text(Role::User, said), now).await.map_err(|e| e.to_string())?;
+        self.store
+            .begin_turn(seq, &session_id, &Message::text(Role::User, said), now)
+            .await
+            .map_err(|e| e.to_string())?;
         let words = 40 + self.rng.below(80);
         let answer = text(&mut self.rng, words);
         let reply = OutboundMessage {

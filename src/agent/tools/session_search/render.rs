@@ -23,7 +23,9 @@ const EXCERPT_MESSAGE_CHARS: usize = 600;
 const EXCERPT_CHARS: usize = 6_000;
 
 fn date(ms: i64) -> String {
-    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default()
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_default()
 }
 
 fn cut(text: &str, max: usize) -> String {
@@ -80,10 +82,8 @@ pub(super) fn result(query: &str, current_session: &str, groups: &[SessionHits],
     for group in groups {
         let first = &group.hits[0];
         let title = first.session_title.as_deref().map_or_else(|| "untitled".to_owned(), |t| format!("{t:?}"));
-        let (from, to) = group
-            .hits
-            .iter()
-            .fold((i64::MAX, i64::MIN), |(lo, hi), h| (lo.min(h.created_at), hi.max(h.created_at)));
+        let (from, to) =
+            group.hits.iter().fold((i64::MAX, i64::MIN), |(lo, hi), h| (lo.min(h.created_at), hi.max(h.created_at)));
         let span = if date(from) == date(to) { date(from) } else { format!("{} to {}", date(from), date(to)) };
         let current = if group.session_id == current_session { ", this conversation" } else { "" };
         let _ = writeln!(
@@ -97,7 +97,8 @@ pub(super) fn result(query: &str, current_session: &str, groups: &[SessionHits],
             }
             None => {
                 for hit in &group.hits {
-                    let _ = writeln!(out, "[{}] {}: {}", date(hit.created_at), hit.role, hit.snippet.replace('\n', " "));
+                    let _ =
+                        writeln!(out, "[{}] {}: {}", date(hit.created_at), hit.role, hit.snippet.replace('\n', " "));
                 }
             }
         }

@@ -107,13 +107,15 @@ async fn setup(dir: &tempfile::TempDir) -> (ToolContext, String, String) {
     let human = Arc::new(FixedHuman { answer: Approval::Denied, asked: Mutex::new(Vec::new()) });
     let ctx = context(dir.path(), dir.path().into(), dir.path().into(), human).await;
     let alice = dm_key("alice");
-    let earlier = exchange(&ctx, &alice, "a1", "we pick the blue kayak", "blue kayak noted, 340 euros", 20_000 * DAY).await;
+    let earlier =
+        exchange(&ctx, &alice, "a1", "we pick the blue kayak", "blue kayak noted, 340 euros", 20_000 * DAY).await;
     ctx.store.set_title(&earlier, Some("Holiday gear")).await.unwrap();
     exchange(&ctx, &alice, "a2", "and a paddle", "the paddle costs 60 euros", 20_000 * DAY + 5).await;
     ctx.store.start_session(&alice, 20_003 * DAY).await.unwrap();
     let current = exchange(&ctx, &alice, "a3", "was the kayak blue?", "let me look", 20_003 * DAY + 1).await;
     for i in 0..30 {
-        exchange(&ctx, &dm_key("bob"), &format!("b{i}"), "bob wants a red kayak", "red kayak for bob", 20_001 * DAY).await;
+        exchange(&ctx, &dm_key("bob"), &format!("b{i}"), "bob wants a red kayak", "red kayak for bob", 20_001 * DAY)
+            .await;
     }
     let ctx = ToolContext {
         session_id: current.clone(),

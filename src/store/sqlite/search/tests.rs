@@ -156,9 +156,14 @@ async fn a_private_chat_also_reads_the_persons_own_group_sessions_only() {
     assert_eq!(found, expected);
     // From the group, only the group session: the private chat never surfaces where others read.
     let from_group = group("telegram", "-100", Some("7"));
-    let found: Vec<String> =
-        store.search_scoped("budget", &scope(&from_group), 50).await.unwrap().into_iter().map(|h| h.session_id).collect();
-    assert_eq!(found, [my_group.id.clone()]);
+    let found: Vec<String> = store
+        .search_scoped("budget", &scope(&from_group), 50)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.session_id)
+        .collect();
+    assert_eq!(found, std::slice::from_ref(&my_group.id));
 }
 
 #[tokio::test]
