@@ -178,6 +178,7 @@ impl Daemon {
             sandbox: sandbox.clone(),
             web_search: tools::web_search::WebSearchTool::from_config(&config.tools.web_search, &env)
                 .context("build web_search")?,
+            summary: summary.clone(),
         };
         let mut registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
         // MCP servers connect in the background: start never waits for them.

@@ -199,12 +199,21 @@ async fn export(
 }
 
 /// Delete sessions last active before `before`, a batch at a time.
+/// Sessions deleted per transaction: each takes its messages and their full-text entries along,
+/// so small batches keep the daemon's writer waiting briefly (`benches/retention.rs`).
+const PRUNE_BATCH: u32 = 10;
+
 async fn prune(store: &SqliteStore, before: i64) -> StoreResult<u64> {
     let mut total = 0;
     loop {
-        let n = store.prune_sessions(before, 50).await?;
+        let n = store.prune_sessions(before, PRUNE_BATCH).await?;
         total += n;
-        if n < 50 {
+        if n < u64::from(PRUNE_BATCH) {
+            // As the retention task does: drop the deleted messages' full-text entries and give
+            // the freed pages back.
+            if total > 0 {
+                store.reclaim_space(16_384).await?;
+            }
             return Ok(total);
         }
     }

@@ -8,6 +8,7 @@ mod cron;
 mod idempotency;
 mod preview;
 mod retention;
+mod search;
 mod sqlite;
 mod usage;
 
@@ -458,6 +459,7 @@ pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, Stor
 pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
 pub use usage::{UsageRecord, UsageScope, UsageStore};
+pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
 #[async_trait]
@@ -506,6 +508,7 @@ pub trait Store:
     + ExtrasStore
     + IdempotencyStore
     + RetentionStore
+    + SearchStore
     + PreviewStore
     + UsageStore
 {
@@ -520,6 +523,7 @@ impl<T> Store for T where
         + ExtrasStore
         + IdempotencyStore
         + RetentionStore
+        + SearchStore
         + PreviewStore
         + UsageStore
 {

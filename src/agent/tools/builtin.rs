@@ -16,6 +16,7 @@ use super::terminal::TerminalTool;
 use super::todo::TodoTool;
 use super::web_fetch::WebFetchTool;
 use super::web_search::WebSearchTool;
+use crate::agent::auxiliary::Summarizer;
 use crate::agent::runtime::chain::ProviderChain;
 use crate::agent::runtime::prompt::PromptBuilder;
 use crate::config::{AgentConfig, CronConfig, ToolsConfig};
@@ -38,6 +39,8 @@ pub struct ExtraTools {
     pub sandbox: Arc<Sandbox>,
     /// `web_search`, when `[tools.web_search]` names a backend.
     pub web_search: Option<WebSearchTool>,
+    /// The summary model (`[auxiliary.summary]`): `session_search` summarises its hits with it.
+    pub summary: Option<Arc<Summarizer>>,
 }
 
 /// Every built-in tool. `delegate_task` children get all the others except `clarify`.
@@ -53,7 +56,7 @@ pub fn builtin(
     let mut registry = Registry::default();
     registry.set_redaction(extras.redaction.clone());
     registry.register(Arc::new(MemoryTool::new(tools.memory_chars, tools.user_chars)));
-    registry.register(Arc::new(SessionSearchTool));
+    registry.register(Arc::new(SessionSearchTool::new(extras.summary.clone())));
     registry.register(Arc::new(TodoTool::new()));
     registry.register(Arc::new(ReadFileTool::new()));
     registry.register(Arc::new(WriteFileTool::new(approval)));

@@ -12,6 +12,7 @@ mod inbound;
 mod outbox;
 mod preview;
 mod retention;
+mod search;
 mod sessions;
 mod usage;
 
@@ -42,6 +43,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (8, "message_images", include_str!("../../../migrations/0008_message_images.sql")),
     (9, "stream_previews", include_str!("../../../migrations/0009_stream_previews.sql")),
     (10, "retention", include_str!("../../../migrations/0010_retention.sql")),
+    (12, "search", include_str!("../../../migrations/0012_search.sql")),
     (13, "usage", include_str!("../../../migrations/0013_usage.sql")),
 ];
 

@@ -6,6 +6,11 @@ use async_trait::async_trait;
 use super::{SqliteStore, retry_busy};
 use crate::store::{RetentionStore, StoreResult};
 
+/// Pages of full-text index merged per step of `reclaim_space`.
+const FTS_MERGE_PAGES: u32 = 250;
+/// Steps per full-text table per `reclaim_space` call.
+const FTS_MERGE_STEPS: u32 = 8;
+
 /// Run one batched `DELETE` whose statement takes the age bound as `?1` and the batch size as
 /// `?2`; returns the rows deleted.
 async fn delete_batch(store: &SqliteStore, sql: &'static str, before: i64, limit: u32) -> StoreResult<u64> {
@@ -59,6 +64,28 @@ impl RetentionStore for SqliteStore {
     }
 
     async fn reclaim_space(&self, pages: u32) -> StoreResult<()> {
+        // FTS5 records a deletion as a marker and drops the entry only when the segments holding
+        // both are merged; under steady retention the big old segments are never merged by
+        // themselves, so the index would grow with every message ever deleted. A bounded share
+        // of an incremental optimize each round (resumed by the next) keeps it near its live
+        // size; each step is its own short write, so the writer is released between steps.
+        for table in ["messages_fts", "messages_fts_trigram"] {
+            let sql = format!("INSERT INTO {table} ({table}, rank) VALUES ('merge', -{FTS_MERGE_PAGES})");
+            for _ in 0..FTS_MERGE_STEPS {
+                let done = retry_busy(|| async {
+                    let mut conn = self.writer.acquire().await?;
+                    let (before,): (i64,) = sqlx::query_as("SELECT total_changes()").fetch_one(&mut *conn).await?;
+                    sqlx::query(sqlx::AssertSqlSafe(sql.clone())).execute(&mut *conn).await?;
+                    let (after,): (i64,) = sqlx::query_as("SELECT total_changes()").fetch_one(&mut *conn).await?;
+                    Ok::<_, sqlx::Error>(after - before < 2)
+                })
+                .await?;
+                tokio::task::yield_now().await;
+                if done {
+                    break;
+                }
+            }
+        }
         self.incremental_vacuum(pages).await
     }
 }

@@ -94,7 +94,7 @@ async fn insert_message(
 }
 
 /// Quote each term so user text can never be read as FTS5 query syntax.
-fn fts_query(text: &str) -> String {
+pub(super) fn fts_query(text: &str) -> String {
     text.split_whitespace().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" ")
 }
 

@@ -1,0 +1,149 @@
+//! `SearchStore` on SQLite: the FTS5 tables (unicode61 words, trigram substrings) joined to the
+//! caller's sessions in one statement, so the scope is applied before ranking and the limit.
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::SqliteStore;
+use super::sessions::fts_query;
+use crate::store::{ContextMessage, ScopedHit, SearchScope, SearchStore, StoreResult};
+
+/// Word search: `?1` the FTS query, `?2` the session key, `?3`/`?4` the person (or NULLs), `?5`
+/// the limit. The scope is a small materialised set of session ids; the FTS match is filtered by
+/// it before `ORDER BY rank LIMIT` picks the best.
+const WORDS: &str = "WITH scope(id) AS MATERIALIZED ( \
+       SELECT id FROM sessions WHERE session_key = ?2 \
+       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4) \
+     SELECT m.session_id, m.id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at, \
+       s.title, s.created_at AS session_started \
+     FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id \
+     WHERE messages_fts MATCH ?1 AND m.session_id IN scope AND m.role IN ('user', 'assistant') \
+     ORDER BY rank LIMIT ?5";
+
+/// Substring search over the trigram table; same parameters as `WORDS`.
+const SUBSTRINGS: &str = "WITH scope(id) AS MATERIALIZED ( \
+       SELECT id FROM sessions WHERE session_key = ?2 \
+       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4) \
+     SELECT m.session_id, m.id, m.role, snippet(messages_fts_trigram, 0, '[', ']', '…', 12) AS snip, m.created_at, \
+       s.title, s.created_at AS session_started \
+     FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid \
+       JOIN sessions s ON s.id = m.session_id \
+     WHERE messages_fts_trigram MATCH ?1 AND m.session_id IN scope AND m.role IN ('user', 'assistant') \
+     ORDER BY rank LIMIT ?5";
+
+/// A query too short for the trigram table (one or two characters, e.g. a two-character Chinese
+/// word): a plain substring test, affordable because only the caller's own messages are read.
+/// `?1` the raw query; the other parameters as in `WORDS`. Newest first.
+const SHORT: &str = "WITH scope(id) AS MATERIALIZED ( \
+       SELECT id FROM sessions WHERE session_key = ?2 \
+       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4) \
+     SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at, s.title, s.created_at AS session_started \
+     FROM messages m JOIN sessions s ON s.id = m.session_id \
+     WHERE m.session_id IN scope AND m.role IN ('user', 'assistant') AND instr(lower(m.content), lower(?1)) > 0 \
+     ORDER BY m.id DESC LIMIT ?5";
+
+/// Characters of context on each side of a match in a `SHORT` snippet.
+const SNIPPET_CONTEXT: usize = 40;
+
+/// `?1` the message, `?2` the radius: the message and its neighbours in its session.
+const AROUND: &str = "WITH hit AS (SELECT id, session_id FROM messages WHERE id = ?1), \
+     near AS ( \
+       SELECT * FROM (SELECT m.id FROM messages m, hit WHERE m.session_id = hit.session_id AND m.id < hit.id \
+         AND m.role IN ('user', 'assistant') AND m.content <> '' ORDER BY m.id DESC LIMIT ?2) \
+       UNION ALL SELECT id FROM hit \
+       UNION ALL SELECT * FROM (SELECT m.id FROM messages m, hit WHERE m.session_id = hit.session_id AND m.id > hit.id \
+         AND m.role IN ('user', 'assistant') AND m.content <> '' ORDER BY m.id LIMIT ?2)) \
+     SELECT m.id, m.role, COALESCE(m.content, '') AS content, m.created_at FROM messages m JOIN near ON near.id = m.id \
+     ORDER BY m.id";
+
+fn hit_from_row(row: &SqliteRow) -> ScopedHit {
+    ScopedHit {
+        session_id: row.get("session_id"),
+        session_title: row.get("title"),
+        session_started: row.get("session_started"),
+        message_id: row.get("id"),
+        role: row.get("role"),
+        snippet: row.get("snip"),
+        created_at: row.get("created_at"),
+    }
+}
+
+/// A snippet of `content` around the first (ASCII case-insensitive) occurrence of `query`,
+/// marked with `[` `]` like FTS5's `snippet()`.
+fn mark(content: &str, query: &str) -> String {
+    // ASCII lowercasing keeps byte offsets, so the position found is valid in `content`.
+    let Some(start) = content.to_ascii_lowercase().find(&query.to_ascii_lowercase()) else {
+        return content.chars().take(2 * SNIPPET_CONTEXT).collect();
+    };
+    let end = start + query.len();
+    let before: String = {
+        let mut chars: Vec<char> = content[..start].chars().rev().take(SNIPPET_CONTEXT + 1).collect();
+        let cut = chars.len() > SNIPPET_CONTEXT;
+        chars.truncate(SNIPPET_CONTEXT);
+        let text: String = chars.into_iter().rev().collect();
+        if cut { format!("…{text}") } else { text }
+    };
+    let after: String = {
+        let mut chars = content[end..].chars();
+        let text: String = chars.by_ref().take(SNIPPET_CONTEXT).collect();
+        if chars.next().is_some() { format!("{text}…") } else { text }
+    };
+    format!("{before}[{}]{after}", &content[start..end])
+}
+
+#[async_trait]
+impl SearchStore for SqliteStore {
+    async fn search_scoped(&self, query: &str, scope: &SearchScope<'_>, limit: u32) -> StoreResult<Vec<ScopedHit>> {
+        let query = query.trim();
+        if query.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let matched = fts_query(query);
+        let (platform, user) = scope.person.unzip();
+        let hits = |sql: &'static str, text: String| {
+            sqlx::query(sql)
+                .bind(text)
+                .bind(scope.session_key)
+                .bind(platform)
+                .bind(user)
+                .bind(i64::from(limit))
+                .fetch_all(&self.readers)
+        };
+        let rows = hits(WORDS, matched.clone()).await?;
+        if !rows.is_empty() {
+            return Ok(rows.iter().map(hit_from_row).collect());
+        }
+        // Trigram needs at least three characters; it also finds parts of words and text in
+        // scripts written without spaces. Shorter queries are tested as plain substrings.
+        if query.chars().count() >= 3 {
+            let rows = hits(SUBSTRINGS, matched).await?;
+            return Ok(rows.iter().map(hit_from_row).collect());
+        }
+        let rows = hits(SHORT, query.to_owned()).await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let mut hit = hit_from_row(row);
+                hit.snippet = mark(&hit.snippet, query);
+                hit
+            })
+            .collect())
+    }
+
+    async fn messages_around(&self, message_id: i64, radius: u32) -> StoreResult<Vec<ContextMessage>> {
+        let rows = sqlx::query(AROUND).bind(message_id).bind(i64::from(radius)).fetch_all(&self.readers).await?;
+        Ok(rows
+            .iter()
+            .map(|row| ContextMessage {
+                id: row.get("id"),
+                role: row.get("role"),
+                content: row.get("content"),
+                created_at: row.get("created_at"),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests;
