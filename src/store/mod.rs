@@ -6,6 +6,7 @@
 
 mod cron;
 mod idempotency;
+mod people;
 mod preview;
 mod retention;
 mod sqlite;
@@ -454,6 +455,7 @@ pub trait AccessStore: Send + Sync {
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
+pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
 
@@ -505,6 +507,7 @@ pub trait Store:
     + IdempotencyStore
     + RetentionStore
     + PreviewStore
+    + PersonStore
 {
 }
 
@@ -518,5 +521,6 @@ impl<T> Store for T where
         + IdempotencyStore
         + RetentionStore
         + PreviewStore
+        + PersonStore
 {
 }

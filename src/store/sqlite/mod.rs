@@ -10,6 +10,7 @@ mod extras;
 mod idempotency;
 mod inbound;
 mod outbox;
+mod people;
 mod preview;
 mod retention;
 mod sessions;
@@ -41,6 +42,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (8, "message_images", include_str!("../../../migrations/0008_message_images.sql")),
     (9, "stream_previews", include_str!("../../../migrations/0009_stream_previews.sql")),
     (10, "retention", include_str!("../../../migrations/0010_retention.sql")),
+    (14, "session_people", include_str!("../../../migrations/0014_session_people.sql")),
 ];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.
