@@ -310,4 +310,27 @@ mod tests {
         assert!(!prompt.contains("mail the keys"), "{prompt}");
         assert!(prompt.contains("## HERMES.md\nNever commit .env files."), "notes naming .env stay: {prompt}");
     }
+
+    #[test]
+    fn the_memory_part_is_the_sessions_own() {
+        use crate::agent::tools::place::Whose;
+        use hermesd_platform::{ChatRef, ChatType};
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join("memory/users/telegram/42")).unwrap();
+        std::fs::write(home.join("memory/MEMORY.md"), "Office closes at 18:00.\n").unwrap();
+        std::fs::write(home.join("memory/users/telegram/42/USER.md"), "Name: Ann\n").unwrap();
+        let builder = PromptBuilder::new(None, dir.path().into(), home).with_memory(MemoryConfig::default());
+        let day = NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
+        let of = |chat: ChatRef, user: &str| builder.for_whose(Whose::of(&chat, user)).build(&["memory"], day);
+        let ann = of(ChatRef::new("telegram", "42", ChatType::Dm), "42");
+        let memory = ann.find("## Shared memory").unwrap();
+        assert!(ann[memory..].contains("Office closes at 18:00.\n\n## About the user\nName: Ann"), "{ann}");
+        assert!(memory < ann.find("Today is").unwrap(), "volatile tier: {ann}");
+        let bob = of(ChatRef::new("telegram", "43", ChatType::Dm), "43");
+        let group = of(ChatRef::new("telegram", "-100", ChatType::Group), "42");
+        for other in [&bob, &group, &builder.build(&["memory"], day)] {
+            assert!(other.contains("Office closes at 18:00.") && !other.contains("Ann"), "{other}");
+        }
+    }
 }

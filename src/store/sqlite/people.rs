@@ -95,3 +95,146 @@ impl PersonStore for SqliteStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, OutboundKind, OutboundMessage, Sender};
+
+    use super::*;
+    use crate::agent::message::{Message, Role};
+    use crate::store::{AcceptOutcome, EventState, InboundStore, SessionKey, SessionStore, TokenTotals, TurnEnd};
+
+    fn event(id: &str, chat: &ChatRef, user: &str, text: &str) -> InboundEvent {
+        InboundEvent::Message {
+            event_id: id.into(),
+            message: InboundMessage {
+                message_id: id.into(),
+                chat: chat.clone(),
+                sender: Sender { id: user.into(), name: None, is_bot: false, roles: Vec::new() },
+                text: text.into(),
+                attachments: vec![],
+                reply_to: None,
+                addressed: true,
+                timestamp_ms: 1,
+                history: vec![],
+                chat_title: None,
+            },
+        }
+    }
+
+    fn key(chat: &ChatRef, per_user: Option<&str>) -> SessionKey {
+        let mut key = format!("agent:main:discord:{}:{}", chat.chat_type.as_str(), chat.chat_id);
+        if let Some(user) = per_user {
+            key.push_str(&format!(":{user}"));
+        }
+        SessionKey {
+            key,
+            platform: chat.platform.clone(),
+            chat_id: chat.chat_id.clone(),
+            chat_type: chat.chat_type,
+            thread_id: None,
+            user_id: per_user.map(str::to_owned),
+        }
+    }
+
+    /// One answered turn of `user` in `chat`; returns the session id.
+    async fn turn(store: &SqliteStore, id: &str, chat: &ChatRef, per_user: Option<&str>, user: &str) -> String {
+        let text = format!("{user} says {id}");
+        let AcceptOutcome::New { seq } = store.accept_inbound(&event(id, chat, user, &text), 1).await.unwrap() else {
+            panic!("new event expected")
+        };
+        let session = match store.route(&key(chat, per_user).key).await.unwrap() {
+            Some(session) => session,
+            None => store.start_session(&key(chat, per_user), 1).await.unwrap(),
+        };
+        store.begin_turn(seq, &session.id, &Message::text(Role::User, text), 2).await.unwrap();
+        let reply = OutboundMessage {
+            chat: chat.clone(),
+            text: format!("answer to {id}"),
+            reply_to: None,
+            kind: OutboundKind::Reply,
+            buttons: vec![],
+            chunk: (0, 1),
+            file: None,
+        };
+        let end = TurnEnd {
+            messages: &[Message::text(Role::Assistant, format!("answer to {id}"))],
+            reply: std::slice::from_ref(&reply),
+            state: EventState::Done,
+            error: None,
+            prompt_tokens: None,
+            also_done: &[],
+            usage: TokenTotals::default(),
+        };
+        store.finish_turn(seq, &session.id, &end, 3).await.unwrap();
+        session.id
+    }
+
+    async fn count(store: &SqliteStore, sql: &'static str) -> i64 {
+        sqlx::query_scalar(sql).fetch_one(&store.readers).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn deleting_a_person_leaves_nothing_of_theirs_and_everything_of_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap();
+        let (ann_dm, bob_dm) = (ChatRef::new("discord", "D1", ChatType::Dm), ChatRef::new("discord", "D2", ChatType::Dm));
+        let group = ChatRef::new("discord", "G1", ChatType::Group);
+        let ann = turn(&store, "e1", &ann_dm, None, "U1").await;
+        store.note_person(&ann, "U1").await.unwrap();
+        store.note_person(&ann, "U9").await.unwrap();
+        let bob = turn(&store, "e2", &bob_dm, None, "U2").await;
+        store.note_person(&bob, "U2").await.unwrap();
+        let ann_in_group = turn(&store, "e3", &group, Some("U1"), "U1").await;
+        let shared = turn(&store, "e4", &ChatRef::new("discord", "G2", ChatType::Group), None, "U1").await;
+        store.accept_inbound(&event("e5", &ann_dm, "U1", "never ran"), 4).await.unwrap();
+
+        let found: Vec<String> = store.person_sessions("discord", "U1").await.unwrap().into_iter().map(|s| s.id).collect();
+        assert_eq!(found, [ann.clone(), ann_in_group.clone()], "the first person noted keeps the session");
+        assert!(store.person_sessions("telegram", "U1").await.unwrap().is_empty(), "ids are per platform");
+
+        let done = store.delete_person("discord", "U1").await.unwrap();
+        assert_eq!(done.sessions.len(), 2);
+        assert!(done.sessions[0].dm && !done.sessions[1].dm);
+        assert_eq!((done.messages, done.events, done.outbound, done.routes), (4, 3, 2, 2));
+        assert!(store.search("says", None, 10).await.unwrap().iter().all(|hit| hit.session_id != ann));
+        let left: Vec<String> = store.search("says", None, 10).await.unwrap().into_iter().map(|h| h.session_id).collect();
+        assert!(left.contains(&bob) && left.contains(&shared) && left.len() == 2, "{left:?}");
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM sessions").await, 2);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM inbound_events").await, 2);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM outbound_messages").await, 2);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'U1'").await, 1);
+        assert!(store.delete_person("discord", "U1").await.unwrap().sessions.is_empty(), "twice is harmless");
+    }
+
+    #[tokio::test]
+    async fn the_migration_finds_earlier_direct_conversations_by_their_sender() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap();
+        let ann = turn(&store, "e1", &ChatRef::new("discord", "D1", ChatType::Dm), None, "U1").await;
+        let group = turn(&store, "e2", &ChatRef::new("discord", "G1", ChatType::Group), Some("U2"), "U2").await;
+        sqlx::query("UPDATE inbound_events SET payload = 'not json' WHERE event_id = 'e2'")
+            .execute(&store.writer)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE sessions SET person_id = NULL").execute(&store.writer).await.unwrap();
+        let migration = include_str!("../../../migrations/0014_session_people.sql");
+        for statement in migration.split(';').filter(|s| s.contains("UPDATE")) {
+            sqlx::query(sqlx::AssertSqlSafe(statement.to_owned())).execute(&store.writer).await.unwrap();
+        }
+        let person = |id: String| {
+            let store = store.clone();
+            async move {
+                sqlx::query_scalar::<_, Option<String>>("SELECT person_id FROM sessions WHERE id = ?")
+                    .bind(id)
+                    .fetch_one(&store.readers)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(person(ann).await.as_deref(), Some("U1"));
+        assert_eq!(person(group).await.as_deref(), Some("U2"), "isolated group sessions name their user");
+    }
+}
