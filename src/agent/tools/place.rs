@@ -56,7 +56,11 @@ impl Whose {
             chat: chat.chat_id.clone(),
             thread: chat.thread_id.clone(),
         };
-        if chat.chat_type != ChatType::Dm || UNOWNED.contains(&chat.platform.as_str()) {
+        if UNOWNED.contains(&chat.platform.as_str()) {
+            // One folder per job or route, shared by its runs (the thread is the run).
+            return Whose::Chat { platform: chat.platform.clone(), chat: chat.chat_id.clone(), thread: None };
+        }
+        if chat.chat_type != ChatType::Dm {
             return shared();
         }
         if chat.platform == API {
@@ -184,6 +188,10 @@ mod tests {
         let thread =
             Whose::of(&ChatRef { thread_id: Some("9.1".into()), ..ChatRef::new("slack", "C1", ChatType::Thread) }, "U1");
         assert_eq!(thread.workdir(root), Path::new("/w/chats/slack/C1/9%2E1"));
+        let delivery =
+            Whose::of(&ChatRef { thread_id: Some("d-1".into()), ..ChatRef::new("webhook", "github", ChatType::Dm) }, "x");
+        assert_eq!(delivery.person(), None);
+        assert_eq!(delivery.workdir(root), Path::new("/w/chats/webhook/github"), "one folder per route");
     }
 
     #[test]
@@ -198,5 +206,52 @@ mod tests {
         let anonymous = Whose::of(&ChatRef::new("api", "0190-uuid", ChatType::Dm), "0190-uuid");
         assert_eq!(anonymous.person(), None);
         assert_eq!(anonymous.workdir(root), Path::new("/w/chats/api/0190-uuid"), "its own folder, not the root");
+    }
+
+    #[test]
+    fn a_cron_run_works_in_its_creators_folder_without_their_memory() {
+        use hermesd_platform::Sender;
+        let root = Path::new("/w");
+        let job = |origin: Option<ChatRef>, created_by: Option<&str>| CronJob {
+            id: "j1".into(),
+            name: "daily".into(),
+            prompt: "check".into(),
+            schedule: "every 1d".into(),
+            timezone: "UTC".into(),
+            next_run_at: None,
+            repeat: None,
+            state: crate::store::JobState::Active,
+            deliver: "origin".into(),
+            origin,
+            toolsets: None,
+            model: None,
+            created_by: created_by.map(str::to_owned),
+            created_at: 0,
+            last_run_at: None,
+            last_status: None,
+            last_error: None,
+            run_count: 0,
+        };
+        let run = InboundMessage {
+            message_id: "m".into(),
+            chat: ChatRef { thread_id: Some("7".into()), ..ChatRef::new("cron", "j1", ChatType::Dm) },
+            sender: Sender { id: "cron".into(), name: None, is_bot: false, roles: Vec::new() },
+            text: "check".into(),
+            attachments: vec![],
+            reply_to: None,
+            addressed: true,
+            timestamp_ms: 0,
+            history: vec![],
+            chat_title: None,
+        };
+        let dm = job(Some(ChatRef::new("telegram", "42", ChatType::Dm)), Some("42"));
+        let from_dm = Whose::of_turn(&run, Some(&dm));
+        assert_eq!(from_dm.workdir(root), Path::new("/w/users/telegram/42"));
+        assert_eq!(from_dm.person(), None, "a run's output may go anywhere: no personal memory");
+        let in_group = job(Some(ChatRef::new("telegram", "-100", ChatType::Group)), Some("42"));
+        assert_eq!(Whose::of_turn(&run, Some(&in_group)).workdir(root), Path::new("/w/chats/telegram/-100"));
+        let operator = job(None, None);
+        assert_eq!(Whose::of_turn(&run, Some(&operator)).workdir(root), Path::new("/w/chats/cron/j1"));
+        assert_eq!(Whose::of_turn(&run, None).workdir(root), Path::new("/w/chats/cron/j1"), "a removed job's run");
     }
 }
