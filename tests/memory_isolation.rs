@@ -28,10 +28,12 @@ fn tool_calls(calls: &[(&str, Value)]) -> Step {
 
 /// The system prompt of a recorded request.
 fn system(request: &Value) -> String {
-    request["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "system").map_or_else(
-        String::new,
-        |m| m["content"].as_str().unwrap_or_default().to_owned(),
-    )
+    request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "system")
+        .map_or_else(String::new, |m| m["content"].as_str().unwrap_or_default().to_owned())
 }
 
 /// The contents of a request's tool results, in order.

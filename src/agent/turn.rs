@@ -311,7 +311,10 @@ impl TurnRunner {
 
     /// The session's prompt builder: its platform and its facts, taken from `message`.
     fn session_prompts(&self, key: &SessionKey, message: &InboundMessage) -> PromptBuilder {
-        self.parts.prompts.for_session(SessionFacts::of(key, message)).for_whose(Whose::of(&message.chat, &message.sender.id))
+        self.parts
+            .prompts
+            .for_session(SessionFacts::of(key, message))
+            .for_whose(Whose::of(&message.chat, &message.sender.id))
     }
 
     /// The folder this turn's tools work in (`tools::place`: the person's in a DM, the chat's

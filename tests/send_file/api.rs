@@ -15,8 +15,7 @@ async fn the_api_gets_a_file_as_a_link_served_under_the_api_key() {
     let llm = FakeLlm::builder().reply("Here it is.\nMEDIA:report.pdf").start().await;
     let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", "sekret-key-123")]).await;
     let http = client();
-    let body =
-        json!({"model": "hermes-agent", "user": "ann", "messages": [{"role": "user", "content": "the report"}]});
+    let body = json!({"model": "hermes-agent", "user": "ann", "messages": [{"role": "user", "content": "the report"}]});
     let response = http
         .post(format!("{}/v1/chat/completions", d.base))
         .bearer_auth("sekret-key-123")

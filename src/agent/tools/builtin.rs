@@ -62,7 +62,9 @@ pub fn builtin(
     registry.register(Arc::new(SearchFilesTool::new()));
     registry.register(Arc::new(PatchTool::new(approval)));
     registry.register(Arc::new(
-        TerminalTool::new(approval, extras.sandbox.clone()).confined_by(&tools.terminal).beneath_root(prompts.workdir()),
+        TerminalTool::new(approval, extras.sandbox.clone())
+            .confined_by(&tools.terminal)
+            .beneath_root(prompts.workdir()),
     ));
     registry.register(Arc::new(web.clone()));
     if let Some(search) = extras.web_search {

@@ -176,7 +176,9 @@ impl Tool for MemoryTool {
             )));
         }
         if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(|e| ToolError::Failed(format!("cannot create {file}: {e}")))?;
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| ToolError::Failed(format!("cannot create {file}: {e}")))?;
         }
         write_atomic(&path, render(&entries).as_bytes())
             .await

@@ -185,11 +185,15 @@ mod tests {
         let group = Whose::of(&ChatRef::new("telegram", "-100", ChatType::Group), "42");
         assert_eq!(group.person(), None);
         assert_eq!(group.workdir(root), Path::new("/w/chats/telegram/-100"));
-        let thread =
-            Whose::of(&ChatRef { thread_id: Some("9.1".into()), ..ChatRef::new("slack", "C1", ChatType::Thread) }, "U1");
+        let thread = Whose::of(
+            &ChatRef { thread_id: Some("9.1".into()), ..ChatRef::new("slack", "C1", ChatType::Thread) },
+            "U1",
+        );
         assert_eq!(thread.workdir(root), Path::new("/w/chats/slack/C1/9%2E1"));
-        let delivery =
-            Whose::of(&ChatRef { thread_id: Some("d-1".into()), ..ChatRef::new("webhook", "github", ChatType::Dm) }, "x");
+        let delivery = Whose::of(
+            &ChatRef { thread_id: Some("d-1".into()), ..ChatRef::new("webhook", "github", ChatType::Dm) },
+            "x",
+        );
         assert_eq!(delivery.person(), None);
         assert_eq!(delivery.workdir(root), Path::new("/w/chats/webhook/github"), "one folder per route");
     }

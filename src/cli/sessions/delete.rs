@@ -24,7 +24,9 @@ pub(crate) fn parse_person(arg: &str) -> Result<(String, String), String> {
     };
     let name_ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
     if platform.is_empty() || !platform.chars().all(name_ok) {
-        return Err(format!("--user {arg:?}: {platform:?} is not a platform name (e.g. telegram, discord, slack, api)"));
+        return Err(format!(
+            "--user {arg:?}: {platform:?} is not a platform name (e.g. telegram, discord, slack, api)"
+        ));
     }
     if user.trim().is_empty() {
         return Err(format!("--user {arg:?}: the id after {platform}: is empty"));
@@ -53,7 +55,8 @@ pub(crate) async fn erase(
     for session in &done.sessions {
         lines.push(format!("  session {} ({})", session.id, session.key));
     }
-    let mut folders: Vec<PathBuf> = vec![person_dir(&home.join(MEMORY_DIR), platform, user), person_dir(workdir, platform, user)];
+    let mut folders: Vec<PathBuf> =
+        vec![person_dir(&home.join(MEMORY_DIR), platform, user), person_dir(workdir, platform, user)];
     let media = home.join(MEDIA_DIR).join(sanitise(platform));
     folders.extend(done.sessions.iter().filter(|s| s.dm).map(|s| media.join(sanitise(&s.chat_id))));
     if platform != "api" {

@@ -34,7 +34,8 @@ async fn delete_events(tx: &mut Transaction<'_, Sqlite>, seqs: &[i64]) -> Result
             .await?
             .rows_affected();
         sqlx::query("DELETE FROM stream_previews WHERE turn_id = ?").bind(&turn).execute(&mut **tx).await?;
-        events += sqlx::query("DELETE FROM inbound_events WHERE seq = ?").bind(seq).execute(&mut **tx).await?.rows_affected();
+        events +=
+            sqlx::query("DELETE FROM inbound_events WHERE seq = ?").bind(seq).execute(&mut **tx).await?.rows_affected();
     }
     Ok((events, outbound))
 }
@@ -61,8 +62,14 @@ impl PersonStore for SqliteStore {
     async fn delete_person(&self, platform: &str, user: &str) -> StoreResult<PersonDeletion> {
         retry_busy(|| async {
             let mut tx = self.writer.begin().await?;
-            let sessions: Vec<PersonSession> =
-                sqlx::query(SESSIONS).bind(platform).bind(user).fetch_all(&mut *tx).await?.iter().map(session_of).collect();
+            let sessions: Vec<PersonSession> = sqlx::query(SESSIONS)
+                .bind(platform)
+                .bind(user)
+                .fetch_all(&mut *tx)
+                .await?
+                .iter()
+                .map(session_of)
+                .collect();
             let mut done = PersonDeletion::default();
             let mut seqs: Vec<i64> =
                 sqlx::query_scalar(LOOSE_EVENTS).bind(platform).bind(user).fetch_all(&mut *tx).await?;
@@ -180,7 +187,8 @@ mod tests {
     async fn deleting_a_person_leaves_nothing_of_theirs_and_everything_of_others() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap();
-        let (ann_dm, bob_dm) = (ChatRef::new("discord", "D1", ChatType::Dm), ChatRef::new("discord", "D2", ChatType::Dm));
+        let (ann_dm, bob_dm) =
+            (ChatRef::new("discord", "D1", ChatType::Dm), ChatRef::new("discord", "D2", ChatType::Dm));
         let group = ChatRef::new("discord", "G1", ChatType::Group);
         let ann = turn(&store, "e1", &ann_dm, None, "U1").await;
         store.note_person(&ann, "U1").await.unwrap();
@@ -191,7 +199,8 @@ mod tests {
         let shared = turn(&store, "e4", &ChatRef::new("discord", "G2", ChatType::Group), None, "U1").await;
         store.accept_inbound(&event("e5", &ann_dm, "U1", "never ran"), 4).await.unwrap();
 
-        let found: Vec<String> = store.person_sessions("discord", "U1").await.unwrap().into_iter().map(|s| s.id).collect();
+        let found: Vec<String> =
+            store.person_sessions("discord", "U1").await.unwrap().into_iter().map(|s| s.id).collect();
         assert_eq!(found, [ann.clone(), ann_in_group.clone()], "the first person noted keeps the session");
         assert!(store.person_sessions("telegram", "U1").await.unwrap().is_empty(), "ids are per platform");
 
@@ -200,7 +209,8 @@ mod tests {
         assert!(done.sessions[0].dm && !done.sessions[1].dm);
         assert_eq!((done.messages, done.events, done.outbound, done.routes), (4, 3, 2, 2));
         assert!(store.search("says", None, 10).await.unwrap().iter().all(|hit| hit.session_id != ann));
-        let left: Vec<String> = store.search("says", None, 10).await.unwrap().into_iter().map(|h| h.session_id).collect();
+        let left: Vec<String> =
+            store.search("says", None, 10).await.unwrap().into_iter().map(|h| h.session_id).collect();
         assert!(left.contains(&bob) && left.contains(&shared) && left.len() == 2, "{left:?}");
         assert_eq!(count(&store, "SELECT COUNT(*) FROM sessions").await, 2);
         assert_eq!(count(&store, "SELECT COUNT(*) FROM inbound_events").await, 2);

@@ -61,8 +61,10 @@ async fn add_replace_remove_keep_the_file_format() {
     assert_eq!(read, "MEMORY.md (6/2,200 chars):\nnever\n");
     let empty = call(&tool, &ctx, json!({"action": "read", "target": "user"})).await.unwrap();
     assert_eq!(empty, "USER.md is empty (0/1,375 chars)");
-    let names: Vec<_> =
-        std::fs::read_dir(ctx.data_dir.join("memory/users/telegram/42")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(ctx.data_dir.join("memory/users/telegram/42"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["MEMORY.md"], "no temporary files left behind");
 }
 

@@ -84,7 +84,10 @@ mod tests {
         assert_eq!(notes.len(), 3, "{notes:#?}");
         assert!(notes[0].contains("USER.md is the old daemon-wide USER.md and is no longer read"), "{notes:#?}");
         assert!(notes[1].contains("MEMORY.md is now the shared memory file"), "{notes:#?}");
-        assert!(notes[2].contains("still holds files from before per-person folders (1 at its root, e.g. notes.txt)"), "{notes:#?}");
+        assert!(
+            notes[2].contains("still holds files from before per-person folders (1 at its root, e.g. notes.txt)"),
+            "{notes:#?}"
+        );
 
         let shared = MemoryConfig { scope: MemoryScope::Shared, ..MemoryConfig::default() };
         std::fs::remove_file(work.join("notes.txt")).unwrap();
