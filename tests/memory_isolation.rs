@@ -247,6 +247,30 @@ fn a_malformed_user_is_refused_clearly() {
     assert!(!home.path().join("state.db").exists(), "nothing opened for a malformed argument");
 }
 
+#[test]
+fn check_tells_an_upgrading_operator_what_became_of_the_old_files() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("memory")).unwrap();
+    std::fs::create_dir_all(home.path().join("workspace")).unwrap();
+    std::fs::write(home.path().join("memory/MEMORY.md"), "Deploys go through CI.\n").unwrap();
+    std::fs::write(home.path().join("memory/USER.md"), "Name: Ann\n").unwrap();
+    std::fs::write(home.path().join("workspace/notes.txt"), "old").unwrap();
+    let out = hermesd(home.path(), &["check"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let notes: Vec<&str> = stdout.lines().filter(|line| line.starts_with("note: ")).collect();
+    assert!(
+        notes.iter().any(|n| n.contains("memory/USER.md is the old daemon-wide USER.md and is no longer read")),
+        "{stdout}"
+    );
+    assert!(notes.iter().any(|n| n.contains("memory/MEMORY.md is now the shared memory file")), "{stdout}");
+    assert!(notes.iter().any(|n| n.contains("e.g. notes.txt")), "{stdout}");
+    std::fs::write(home.path().join("config.toml"), "[memory]\nscope = \"shared\"\n").unwrap();
+    std::fs::remove_file(home.path().join("workspace/notes.txt")).unwrap();
+    let shared = hermesd(home.path(), &["check"]);
+    let stdout = String::from_utf8_lossy(&shared.stdout);
+    assert!(!stdout.contains("note: "), "shared scope reads both files as before: {stdout}");
+}
+
 fn hermesd(home: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_hermesd"))
         .args(["--home", home.to_str().unwrap()])

@@ -243,7 +243,7 @@ async fn a_turns_folder_is_writable_and_the_rest_of_the_workdir_unreadable() {
     let ctx = ToolContext { workdir: own.clone(), ..context(&dir, Arc::new(Nobody)).await };
     let tool = TerminalTool::new(DEFAULT_APPROVAL_TIMEOUT, Arc::new(Sandbox::disabled())).beneath_root(&root);
     let policy = tool.policy(&ctx);
-    assert_eq!(policy.write, [own.clone()]);
+    assert_eq!(policy.write, std::slice::from_ref(&own));
     assert!(policy.deny_read.contains(&root), "{policy:?}");
     policy.check().unwrap();
     let at_root = ToolContext { workdir: root.clone(), ..ctx.clone() };
