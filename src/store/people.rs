@@ -33,6 +33,8 @@ pub struct PersonDeletion {
     pub outbound: u64,
     /// Session routes pointing at them.
     pub routes: u64,
+    /// Cron jobs the person created from a chat, with their run records.
+    pub cron_jobs: u64,
 }
 
 /// People's sessions.
@@ -45,6 +47,7 @@ pub trait PersonStore: Send + Sync {
     /// whose chat id is their id, or an API session keyed by `user:<id>`.
     async fn person_sessions(&self, platform: &str, user: &str) -> StoreResult<Vec<PersonSession>>;
     /// Delete those sessions with their messages, routes, inbound events (and the person's
-    /// events that never reached a session), reply chunks and previews, in one transaction.
+    /// events that never reached a session), reply chunks and previews, and the cron jobs the
+    /// person created (with their runs), in one transaction.
     async fn delete_person(&self, platform: &str, user: &str) -> StoreResult<PersonDeletion>;
 }

@@ -1,8 +1,8 @@
 //! `hermesd sessions delete --user PLATFORM:ID`: erase one person — their sessions (messages,
-//! full-text rows, routes, inbound events, reply chunks, task lists), their memory folder, their
-//! workdir folder and their direct conversations' media — and say what went. Safe while the
-//! daemon runs: the store part is one write transaction (WAL), the folders are the person's own.
-//! It never touches another person's or a shared chat's data.
+//! full-text rows, routes, inbound events, reply chunks, task lists), the cron jobs they made,
+//! their memory folder, their workdir folder and their direct conversations' media — and say
+//! what went. Safe while the daemon runs: the store part is one write transaction (WAL), the
+//! folders are the person's own. It never touches another person's or a shared chat's data.
 
 use std::path::{Path, PathBuf};
 
@@ -45,12 +45,14 @@ pub(crate) async fn erase(
 ) -> StoreResult<Vec<String>> {
     let done = store.delete_person(platform, user).await?;
     let mut lines = vec![format!(
-        "{platform}:{user}: deleted {} sessions ({} messages, {} inbound events, {} reply chunks, {} routes)",
+        "{platform}:{user}: deleted {} sessions ({} messages, {} inbound events, {} reply chunks, {} routes) \
+         and {} cron jobs",
         done.sessions.len(),
         done.messages,
         done.events,
         done.outbound,
-        done.routes
+        done.routes,
+        done.cron_jobs
     )];
     for session in &done.sessions {
         lines.push(format!("  session {} ({})", session.id, session.key));

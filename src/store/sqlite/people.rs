@@ -18,6 +18,10 @@ const SESSIONS: &str = "SELECT id, session_key, chat_id, chat_type FROM sessions
 const LOOSE_EVENTS: &str = "SELECT seq FROM inbound_events WHERE session_id IS NULL AND platform = ?1 \
      AND (CASE WHEN json_valid(payload) THEN json_extract(payload, '$.message.sender.id') END) = ?2";
 
+/// Cron jobs person `?2` created from a chat on platform `?1`.
+const CRON_JOBS: &str = "SELECT id FROM cron_jobs WHERE created_by = ?2 \
+     AND (CASE WHEN json_valid(origin) THEN json_extract(origin, '$.platform') END) = ?1";
+
 fn session_of(row: &sqlx::sqlite::SqliteRow) -> PersonSession {
     let chat_type: String = row.get("chat_type");
     PersonSession { id: row.get("id"), key: row.get("session_key"), chat_id: row.get("chat_id"), dm: chat_type == "dm" }
@@ -81,6 +85,15 @@ impl PersonStore for SqliteStore {
                 seqs.extend(of_session);
             }
             (done.events, done.outbound) = delete_events(&mut tx, &seqs).await?;
+            let jobs: Vec<String> = sqlx::query_scalar(CRON_JOBS).bind(platform).bind(user).fetch_all(&mut *tx).await?;
+            for job in &jobs {
+                sqlx::query("DELETE FROM cron_runs WHERE job_id = ?").bind(job).execute(&mut *tx).await?;
+                done.cron_jobs += sqlx::query("DELETE FROM cron_jobs WHERE id = ?")
+                    .bind(job)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
             for session in &sessions {
                 let id = &session.id;
                 done.messages += sqlx::query("DELETE FROM messages WHERE session_id = ?")
@@ -198,6 +211,18 @@ mod tests {
         let ann_in_group = turn(&store, "e3", &group, Some("U1"), "U1").await;
         let shared = turn(&store, "e4", &ChatRef::new("discord", "G2", ChatType::Group), None, "U1").await;
         store.accept_inbound(&event("e5", &ann_dm, "U1", "never ran"), 4).await.unwrap();
+        for (id, chat, creator) in [("j1", &ann_dm, "U1"), ("j2", &bob_dm, "U2")] {
+            sqlx::query(
+                "INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, deliver, origin, created_by, created_at, updated_at) \
+                 VALUES (?, 'n', 'p', 'every 1h', 'UTC', 'origin', ?, ?, 0, 0)",
+            )
+            .bind(id)
+            .bind(serde_json::to_string(chat).unwrap())
+            .bind(creator)
+            .execute(&store.writer)
+            .await
+            .unwrap();
+        }
 
         let found: Vec<String> =
             store.person_sessions("discord", "U1").await.unwrap().into_iter().map(|s| s.id).collect();
@@ -208,6 +233,9 @@ mod tests {
         assert_eq!(done.sessions.len(), 2);
         assert!(done.sessions[0].dm && !done.sessions[1].dm);
         assert_eq!((done.messages, done.events, done.outbound, done.routes), (4, 3, 2, 2));
+        assert_eq!(done.cron_jobs, 1, "Ann's job goes, Bob's stays");
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM cron_jobs WHERE created_by = 'U2'").await, 1);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM cron_jobs").await, 1);
         assert!(store.search("says", None, 10).await.unwrap().iter().all(|hit| hit.session_id != ann));
         let left: Vec<String> =
             store.search("says", None, 10).await.unwrap().into_iter().map(|h| h.session_id).collect();
