@@ -166,7 +166,11 @@ impl Daemon {
         let skills =
             crate::agent::skills::Skills::new(paths.skills(), config.skills.clone(), crate::router::commands::names());
         let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone())
-            .with_skills(skills);
+            .with_skills(skills)
+            .with_memory(config.memory.clone());
+        for note in tools::memory::upgrade_notes(&config.memory, &paths.home, &workdir) {
+            tracing::warn!("{note}");
+        }
         let fetcher = tools::web_fetch::WebFetchTool::new(AddressPolicy::new(config.tools.web_allow_private))
             .context("build web_fetch client")?;
         let sandbox = Arc::new(crate::sandbox::Sandbox::start(&config.tools.terminal));

@@ -43,7 +43,8 @@ fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<String> {
 async fn a_tool_printing_the_model_key_reaches_the_transcript_masked() {
     let llm = FakeLlm::builder().tool_calls(&[("read_file", r#"{"path":"notes.txt"}"#)]).reply("read it").start().await;
     let home = tempfile::tempdir().unwrap();
-    let workspace = home.path().join("workspace");
+    // An API session without `user` works in its chat's own folder.
+    let workspace = home.path().join("workspace/chats/api/keys");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(
         workspace.join("notes.txt"),

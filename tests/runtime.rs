@@ -282,9 +282,9 @@ async fn a_long_tool_turn_compresses_its_own_steps_and_notes_its_budget() {
     }
     let llm = builder.reply("done reading").start().await;
     let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("workspace")).unwrap();
+    std::fs::create_dir_all(home.path().join("workspace/chats/api/reader")).unwrap();
     let line = "the quick brown fox jumps over the lazy dog, again and again.";
-    std::fs::write(home.path().join("workspace/big.txt"), format!("{line}\n").repeat(200)).unwrap();
+    std::fs::write(home.path().join("workspace/chats/api/reader/big.txt"), format!("{line}\n").repeat(200)).unwrap();
     // A 12,000-token window: three reads of ~3,300 tokens each cross the 85 % threshold.
     let config = config_for(&llm, "[agent]\nmax_iterations = 7\n\n[tools]\ntoolsets = [\"files\"]\n")
         .replace("name = \"fake-model\"\n", "name = \"fake-model\"\ncontext_length = 12000\n");

@@ -41,8 +41,13 @@ fn binary(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
+/// Ann's (Telegram user 1001) own folder beneath the workdir, where her turns' tools work.
 fn workdir(home: &Path) -> std::path::PathBuf {
-    let dir = home.join("workspace");
+    workdir_of(home, "1001")
+}
+
+fn workdir_of(home: &Path, user: &str) -> std::path::PathBuf {
+    let dir = home.join("workspace/users/telegram").join(user);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -103,7 +108,7 @@ async fn media_lines_send_workdir_files_and_refuse_everything_outside_it() {
     // Secrets next to the workdir, in the data dir, and a symlink leading to one.
     std::fs::write(home.path().join(".env"), "TELEGRAM_BOT_TOKEN=123:ABC").unwrap();
     std::fs::write(workdir(home.path()).join(".env"), "KEY=inside-but-secret").unwrap();
-    std::os::unix::fs::symlink("../.env", workdir(home.path()).join("notes.txt")).unwrap();
+    std::os::unix::fs::symlink("../../../../.env", workdir(home.path()).join("notes.txt")).unwrap();
     let env = home.path().join(".env").display().to_string();
     let answer = format!(
         "Here is the data.\nMEDIA:data.csv\nMEDIA:~/.hermesd/.env\nMEDIA:../.env\nMEDIA:{env}\nMEDIA:.env\nMEDIA:notes.txt"
@@ -169,7 +174,7 @@ fn log(home: &Path) -> String {
 async fn kill_9_between_storing_a_file_and_its_upload_delivers_one_document_with_the_same_bytes() {
     let home = tempfile::tempdir().unwrap();
     let original = binary(200_000, 42);
-    let source = workdir(home.path()).join("backup.tar");
+    let source = workdir_of(home.path(), "3001").join("backup.tar");
     std::fs::write(&source, &original).unwrap();
     let call = send_file(json!({"path": "backup.tar"}));
     let llm = FakeLlm::builder().tool_calls(&[(call.0, &call.1)]).reply("Sent the backup.").start().await;

@@ -24,6 +24,7 @@ use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, LoopResult,
 use super::runtime::chain::ProviderChain;
 use super::runtime::compress::{Compressor, estimate_tokens};
 use super::runtime::prompt::PromptBuilder;
+use super::tools::place::{Whose, turn_whose};
 use super::tools::send_file::{attach_media, split_media_lines};
 use super::tools::{Registry, ToolContext, ToolPolicy};
 use crate::clock::now_ms;
@@ -322,7 +323,19 @@ impl TurnRunner {
 
     /// The session's prompt builder: its platform and its facts, taken from `message`.
     fn session_prompts(&self, key: &SessionKey, message: &InboundMessage) -> PromptBuilder {
-        self.parts.prompts.for_session(SessionFacts::of(key, message))
+        self.parts
+            .prompts
+            .for_session(SessionFacts::of(key, message))
+            .for_whose(Whose::of(&message.chat, &message.sender.id))
+    }
+
+    /// The folder this turn's tools work in (`tools::place`: the person's in a DM, the chat's
+    /// otherwise), after noting whose a person's session is, for `sessions delete --user`.
+    async fn turn_workdir(&self, session_id: &str, job: &TurnJob, origin: &TurnOrigin) -> Result<PathBuf, StoreError> {
+        if let Whose::Person { user, .. } = Whose::of(&job.message.chat, &job.message.sender.id) {
+            self.parts.store.note_person(session_id, &user).await?;
+        }
+        Ok(turn_whose(&job.message, origin).workdir(&self.parts.workdir))
     }
 
     fn compressor(&self, session_id: &str, key: &SessionKey, message: &InboundMessage) -> Compressor {
@@ -449,12 +462,13 @@ impl TurnRunner {
             reply_to: reply_to.clone(),
             interactive,
         });
+        let workdir = self.turn_workdir(&session.id, job, &origin).await?;
         let ctx = ToolContext {
             session_id: session.id.clone(),
             session_key: job.key.key.clone(),
             chat: job.message.chat.clone(),
             user_id: job.message.sender.id.clone(),
-            workdir: self.parts.workdir.clone(),
+            workdir,
             data_dir: self.parts.data_dir.clone(),
             store: store.clone(),
             human,
@@ -671,8 +685,9 @@ impl TurnRunner {
         };
         let outbox = &self.parts.outbox;
         let mut routed = self.parts.routing.route(outbox, &job.message, origin, &text, kind).await;
-        let (workdir, data_dir) = (&self.parts.workdir, &self.parts.data_dir);
-        attach_media(outbox, workdir, data_dir, &routed.chat, &mut routed.messages, media).await;
+        let workdir = turn_whose(&job.message, origin).workdir(&self.parts.workdir);
+        let data_dir = &self.parts.data_dir;
+        attach_media(outbox, &workdir, data_dir, &routed.chat, &mut routed.messages, media).await;
         routed
     }
 }

@@ -19,6 +19,10 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
     for note in loaded.config.advice(&loaded.env) {
         println!("note: {note}");
     }
+    let workdir = loaded.paths.workdir(&loaded.config.tools);
+    for note in crate::agent::tools::memory::upgrade_notes(&loaded.config.memory, &loaded.paths.home, &workdir) {
+        println!("note: {note}");
+    }
     if problems.is_empty() {
         let source = if loaded.paths.config.exists() {
             loaded.paths.config.display().to_string()

@@ -1,5 +1,7 @@
-//! `hermesd sessions list | show | search | export | prune`: read the store directly (works
-//! while the daemon runs; SQLite WAL lets readers and the daemon's writer coexist).
+//! `hermesd sessions list | show | search | export | prune | delete`: read the store directly
+//! (works while the daemon runs; SQLite WAL lets readers and the daemon's writer coexist).
+
+mod delete;
 
 use std::process::ExitCode;
 
@@ -50,6 +52,12 @@ pub enum SessionsCommand {
         #[arg(long, value_name = "AGE")]
         older_than: String,
     },
+    /// Erase one person: their sessions, memory, files and direct-message media.
+    Delete {
+        /// The person as `PLATFORM:ID`, e.g. `telegram:123456789` or `api:alice`.
+        #[arg(long, value_name = "PLATFORM:ID")]
+        user: String,
+    },
 }
 
 /// How `sessions export` writes.
@@ -66,6 +74,16 @@ fn time(ms: i64) -> String {
 }
 
 pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
+    let person = match &command {
+        SessionsCommand::Delete { user } => match delete::parse_person(user) {
+            Ok(person) => Some(person),
+            Err(e) => {
+                eprintln!("hermesd: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
     let store = match super::open_store(&loaded).await {
         Ok(store) => store,
         Err(code) => return code,
@@ -129,6 +147,15 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
                 .timestamp_millis()
                 .saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
             prune(&store, before).await.map(|n| println!("deleted {n} sessions inactive since before {}", time(before)))
+        }
+        SessionsCommand::Delete { .. } => {
+            let (platform, user) = person.expect("parsed before the store was opened");
+            let workdir = loaded.paths.workdir(&loaded.config.tools);
+            delete::erase(&store, &loaded.paths.home, &workdir, &platform, &user).await.map(|lines| {
+                for line in lines {
+                    println!("{line}");
+                }
+            })
         }
         SessionsCommand::Search { query, session, limit } => {
             store.search(&query, session.as_deref(), limit).await.map(|hits| {

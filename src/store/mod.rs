@@ -6,6 +6,7 @@
 
 mod cron;
 mod idempotency;
+mod people;
 mod preview;
 mod retention;
 mod search;
@@ -456,6 +457,7 @@ pub trait AccessStore: Send + Sync {
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
+pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
 pub use usage::{UsageRecord, UsageScope, UsageStore};
@@ -511,6 +513,7 @@ pub trait Store:
     + SearchStore
     + PreviewStore
     + UsageStore
+    + PersonStore
 {
 }
 
@@ -526,5 +529,6 @@ impl<T> Store for T where
         + SearchStore
         + PreviewStore
         + UsageStore
+    + PersonStore
 {
 }

@@ -8,14 +8,14 @@ use crate::support::{FakeLlm, client, config_for, start_daemon};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_gets_a_file_as_a_link_served_under_the_api_key() {
     let home = tempfile::tempdir().unwrap();
-    let work = home.path().join("workspace");
+    let work = home.path().join("workspace/users/api/ann");
     std::fs::create_dir_all(&work).unwrap();
     let pdf = super::binary(30_000, 8);
     std::fs::write(work.join("report.pdf"), &pdf).unwrap();
     let llm = FakeLlm::builder().reply("Here it is.\nMEDIA:report.pdf").start().await;
     let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", "sekret-key-123")]).await;
     let http = client();
-    let body = json!({"model": "hermes-agent", "messages": [{"role": "user", "content": "the report"}]});
+    let body = json!({"model": "hermes-agent", "user": "ann", "messages": [{"role": "user", "content": "the report"}]});
     let response = http
         .post(format!("{}/v1/chat/completions", d.base))
         .bearer_auth("sekret-key-123")

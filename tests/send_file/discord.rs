@@ -13,7 +13,7 @@ const TOKEN: &str = "discord-test-token";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discord_gets_files_as_attachments_with_their_bytes() {
     let home = tempfile::tempdir().unwrap();
-    let work = home.path().join("workspace");
+    let work = home.path().join("workspace/users/discord/1001");
     std::fs::create_dir_all(&work).unwrap();
     let pdf = super::binary(40_000, 1);
     let png = super::binary(2_000, 2);

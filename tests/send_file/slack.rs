@@ -14,12 +14,6 @@ const APP_TOKEN: &str = "xapp-test-app-token";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slack_gets_files_through_the_external_upload_flow() {
     let home = tempfile::tempdir().unwrap();
-    let work = home.path().join("workspace");
-    std::fs::create_dir_all(&work).unwrap();
-    let pdf = super::binary(60_000, 5);
-    let jpg = super::binary(4_000, 6);
-    std::fs::write(work.join("report.pdf"), &pdf).unwrap();
-    std::fs::write(work.join("photo.jpg"), &jpg).unwrap();
     let call = json!({"path": "report.pdf", "caption": "the *report*"}).to_string();
     let llm = FakeLlm::builder().tool_calls(&[("send_file", &call)]).reply("Done.\nMEDIA:photo.jpg").start().await;
     let slack = FakeSlack::start(BOT_TOKEN, APP_TOKEN).await;
@@ -28,6 +22,13 @@ async fn slack_gets_files_through_the_external_upload_flow() {
     let d = start_daemon(home.path(), &config_for(&llm, &table), &env).await;
     let event = slack.user_message("C1", "U1", "<@UBOT> files please", None);
     let asked = event["ts"].as_str().unwrap().to_owned();
+    // A channel message opens a thread: its turns work in that thread's folder.
+    let work = home.path().join("workspace/chats/slack/C1").join(hermesd::agent::tools::place::fs_name(&asked));
+    std::fs::create_dir_all(&work).unwrap();
+    let pdf = super::binary(60_000, 5);
+    let jpg = super::binary(4_000, 6);
+    std::fs::write(work.join("report.pdf"), &pdf).unwrap();
+    std::fs::write(work.join("photo.jpg"), &jpg).unwrap();
     slack.push_event(event);
     assert!(eventually(Duration::from_secs(15), || slack.shared_files().len() == 2).await, "{:?}", slack.posted());
     let files = slack.shared_files();

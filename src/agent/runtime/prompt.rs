@@ -9,7 +9,9 @@ use chrono::NaiveDate;
 
 use crate::agent::context::SessionFacts;
 use crate::agent::skills::Skills;
-use crate::agent::tools::memory::memory_snapshot;
+use crate::agent::tools::memory::MemoryPlace;
+use crate::agent::tools::place::Whose;
+use crate::config::MemoryConfig;
 use crate::cron::scan::{ScanRefusal, scan_prompt};
 
 /// Identity used when `agent.system_prompt` is not set.
@@ -18,7 +20,7 @@ Answer clearly and concisely; the user may be on a phone, so prefer short paragr
 When a task needs several steps, use your tools, check their results, and finish with a direct answer.";
 
 /// Project files read into the context tier, in order; the first few that exist are used.
-const CONTEXT_FILES: &[&str] = &["AGENTS.md", "HERMES.md", ".hermes.md", "CLAUDE.md"];
+pub const CONTEXT_FILES: &[&str] = &["AGENTS.md", "HERMES.md", ".hermes.md", "CLAUDE.md"];
 /// Largest context tier, in chars; longer files are cut with a note.
 const CONTEXT_CAP: usize = 20_000;
 /// The operator's persona file in `HERMESD_HOME` (Hermes' name and format).
@@ -38,6 +40,10 @@ pub struct PromptBuilder {
     platform: Option<String>,
     /// The facts of the session the prompt is for.
     facts: Option<SessionFacts>,
+    /// `[memory]`: whose memory files a prompt carries.
+    memory: MemoryConfig,
+    /// Whose session the prompt is for; `None`: nobody's (only the shared memory).
+    whose: Option<Whose>,
 }
 
 impl PromptBuilder {
@@ -51,7 +57,31 @@ impl PromptBuilder {
             skills: None,
             platform: None,
             facts: None,
+            memory: MemoryConfig::default(),
+            whose: None,
         }
+    }
+
+    /// This builder with `[memory]` settings.
+    pub fn with_memory(mut self, memory: MemoryConfig) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// The `[memory]` settings prompts follow.
+    pub fn memory(&self) -> &MemoryConfig {
+        &self.memory
+    }
+
+    /// The tools' workdir (the root of every turn's own folder; project files are read here).
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// This builder for a session of `whose`: its memory part carries that person's files
+    /// only when the session is theirs alone (`Whose::person`), else only the shared file.
+    pub fn for_whose(&self, whose: Whose) -> Self {
+        Self { whose: Some(whose), ..self.clone() }
     }
 
     /// This builder listing `skills` in the stable tier.
@@ -109,7 +139,7 @@ impl PromptBuilder {
             prompt.push_str("\n\n# Project context\n");
             prompt.push_str(&context);
         }
-        let memory = memory_snapshot(&self.data_dir);
+        let memory = MemoryPlace::resolve(&self.memory, &self.data_dir, self.whose.as_ref()).snapshot();
         if !memory.trim().is_empty() {
             prompt.push_str("\n\n");
             prompt.push_str(memory.trim());
@@ -279,5 +309,28 @@ mod tests {
         assert!(prompt.contains("## AGENTS.md\n[left out: prompt tries to override"), "{prompt}");
         assert!(!prompt.contains("mail the keys"), "{prompt}");
         assert!(prompt.contains("## HERMES.md\nNever commit .env files."), "notes naming .env stay: {prompt}");
+    }
+
+    #[test]
+    fn the_memory_part_is_the_sessions_own() {
+        use crate::agent::tools::place::Whose;
+        use hermesd_platform::{ChatRef, ChatType};
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join("memory/users/telegram/42")).unwrap();
+        std::fs::write(home.join("memory/MEMORY.md"), "Office closes at 18:00.\n").unwrap();
+        std::fs::write(home.join("memory/users/telegram/42/USER.md"), "Name: Ann\n").unwrap();
+        let builder = PromptBuilder::new(None, dir.path().into(), home).with_memory(MemoryConfig::default());
+        let day = NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
+        let of = |chat: ChatRef, user: &str| builder.for_whose(Whose::of(&chat, user)).build(&["memory"], day);
+        let ann = of(ChatRef::new("telegram", "42", ChatType::Dm), "42");
+        let memory = ann.find("## Shared memory").unwrap();
+        assert!(ann[memory..].contains("Office closes at 18:00.\n\n## About the user\nName: Ann"), "{ann}");
+        assert!(memory < ann.find("Today is").unwrap(), "volatile tier: {ann}");
+        let bob = of(ChatRef::new("telegram", "43", ChatType::Dm), "43");
+        let group = of(ChatRef::new("telegram", "-100", ChatType::Group), "42");
+        for other in [&bob, &group, &builder.build(&["memory"], day)] {
+            assert!(other.contains("Office closes at 18:00.") && !other.contains("Ann"), "{other}");
+        }
     }
 }

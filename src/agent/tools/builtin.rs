@@ -55,14 +55,20 @@ pub fn builtin(
     let approval = tools.approval_timeout.get();
     let mut registry = Registry::default();
     registry.set_redaction(extras.redaction.clone());
-    registry.register(Arc::new(MemoryTool::new(tools.memory_chars, tools.user_chars)));
+    registry.register(Arc::new(
+        MemoryTool::new(tools.memory_chars, tools.user_chars).with_config(prompts.memory().clone()),
+    ));
     registry.register(Arc::new(SessionSearchTool::new(extras.summary.clone())));
     registry.register(Arc::new(TodoTool::new()));
     registry.register(Arc::new(ReadFileTool::new()));
     registry.register(Arc::new(WriteFileTool::new(approval)));
     registry.register(Arc::new(SearchFilesTool::new()));
     registry.register(Arc::new(PatchTool::new(approval)));
-    registry.register(Arc::new(TerminalTool::new(approval, extras.sandbox.clone()).confined_by(&tools.terminal)));
+    registry.register(Arc::new(
+        TerminalTool::new(approval, extras.sandbox.clone())
+            .confined_by(&tools.terminal)
+            .beneath_root(prompts.workdir()),
+    ));
     registry.register(Arc::new(web.clone()));
     if let Some(search) = extras.web_search {
         registry.register(Arc::new(search));

@@ -109,8 +109,16 @@ pub(super) struct Target {
 }
 
 pub(super) fn open_workdir(ctx: &ToolContext) -> Result<Workdir, ToolError> {
+    ensure_workdir(ctx)?;
     Workdir::open(&ctx.workdir)
         .map_err(|e| ToolError::Failed(format!("cannot open the workdir {}: {e}", ctx.workdir.display())))
+}
+
+/// Create the turn's own folder (`tools::place`) on first use: a turn that never touches files
+/// leaves no folder behind.
+pub(super) fn ensure_workdir(ctx: &ToolContext) -> Result<(), ToolError> {
+    std::fs::create_dir_all(&ctx.workdir)
+        .map_err(|e| ToolError::Failed(format!("cannot create the workdir {}: {e}", ctx.workdir.display())))
 }
 
 /// Resolve `raw` beneath the workdir: relative to it, or absolute inside it; `~/` is the home

@@ -1,19 +1,27 @@
 //! The `memory` tool: the agent's own notes (`MEMORY.md`) and what it has learned about the user
-//! (`USER.md`), both under `<data_dir>/memory/` and rendered into the system prompt's volatile
-//! tier. It must never let a file grow past its cap nor leave a half-written file behind.
+//! (`USER.md`), rendered into the system prompt's volatile tier. Whose files a call edits is
+//! `scope.rs`'s decision (per person by default); the tool must never let a file grow past its
+//! cap, leave a half-written file behind, or touch another person's files.
 //!
 //! File format: entries separated by lines holding only `§`; surrounding blank lines are ignored.
 
+mod scope;
+mod upgrade;
+
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+pub use scope::{MEMORY_DIR, MemoryPlace, shared_file};
+pub use upgrade::upgrade_notes;
+
 use super::files::{parse_args, write_atomic};
+use super::place::Whose;
 use super::{Tool, ToolContext, ToolError, ToolSpec};
+use crate::config::MemoryConfig;
 
 /// Default cap on `MEMORY.md`, in characters.
 pub const DEFAULT_MEMORY_CAP: usize = 2_200;
@@ -26,14 +34,23 @@ const SEPARATOR: &str = "§";
 pub struct MemoryTool {
     memory_cap: usize,
     user_cap: usize,
+    /// `[memory]`: whose files a call edits.
+    config: MemoryConfig,
     /// Sessions share the files; edits are read-modify-write, so one at a time.
     lock: tokio::sync::Mutex<()>,
 }
 
 impl MemoryTool {
-    /// A memory tool with caps (in characters) on `MEMORY.md` and `USER.md`.
+    /// A memory tool with caps (in characters) on `MEMORY.md` and `USER.md`, in the default
+    /// `[memory]` scope (per person).
     pub fn new(memory_cap: usize, user_cap: usize) -> Self {
-        Self { memory_cap, user_cap, lock: tokio::sync::Mutex::new(()) }
+        Self { memory_cap, user_cap, config: MemoryConfig::default(), lock: tokio::sync::Mutex::new(()) }
+    }
+
+    /// This tool under `config` (`[memory]`).
+    pub fn with_config(mut self, config: MemoryConfig) -> Self {
+        self.config = config;
+        self
     }
 }
 
@@ -82,11 +99,13 @@ impl Tool for MemoryTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "memory".into(),
-            description: "Keep durable notes across sessions. target \"memory\" is your own notes (MEMORY.md: \
-                          lessons, conventions, environment facts); target \"user\" is facts about the user \
-                          (USER.md: preferences, name, projects). Both are small and capped: keep entries short. \
-                          Actions: read; add (content); replace (old = a unique part of an entry, content = the \
-                          new entry); remove (old). Both files already appear in your system prompt."
+            description: "Keep durable notes across sessions with this person. target \"memory\" is your own notes \
+                          (MEMORY.md: lessons, conventions, environment facts); target \"user\" is facts about the \
+                          user (USER.md: preferences, name, projects). Both belong to the person you are talking \
+                          with, are small and capped: keep entries short. Actions: read; add (content); replace \
+                          (old = a unique part of an entry, content = the new entry); remove (old). Both files \
+                          already appear in your system prompt. The shared memory there is the operator's and \
+                          read-only."
                 .into(),
             parameters: json!({
                 "type": "object",
@@ -112,8 +131,9 @@ impl Tool for MemoryTool {
             Target::Memory => (args.target.file(), self.memory_cap),
             Target::User => (args.target.file(), self.user_cap),
         };
+        let place = MemoryPlace::resolve(&self.config, &ctx.data_dir, Some(&Whose::of(&ctx.chat, &ctx.user_id)));
+        let path = place.file(args.target).map_err(|why| ToolError::Denied(why.to_owned()))?.to_path_buf();
         let _guard = self.lock.lock().await;
-        let path = memory_dir(&ctx.data_dir).join(file);
         let text = match tokio::fs::read_to_string(&path).await {
             Ok(text) => text,
             Err(e) if e.kind() == ErrorKind::NotFound => String::new(),
@@ -155,17 +175,16 @@ impl Tool for MemoryTool {
                 thousands(cap)
             )));
         }
-        let dir = memory_dir(&ctx.data_dir);
-        tokio::fs::create_dir_all(&dir).await.map_err(|e| ToolError::Failed(format!("cannot create {file}: {e}")))?;
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| ToolError::Failed(format!("cannot create {file}: {e}")))?;
+        }
         write_atomic(&path, render(&entries).as_bytes())
             .await
             .map_err(|e| ToolError::Failed(format!("cannot write {file}: {e}")))?;
         Ok(format!("{verb} {file} ({}/{} chars, {} entries)", thousands(after), thousands(cap), entries.len()))
     }
-}
-
-fn memory_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("memory")
 }
 
 /// The entry the model gave, checked: present, not blank, no separator line inside.
@@ -248,24 +267,6 @@ fn thousands(n: usize) -> String {
         out.push(digit);
     }
     out
-}
-
-/// Both memory files rendered for the system prompt's volatile tier: a `## Memory` section and an
-/// `## About the user` section, each only when its file has entries; empty when both are empty.
-/// Unreadable files count as empty (the prompt must still be built).
-pub fn memory_snapshot(data_dir: &Path) -> String {
-    let section = |target: Target, heading: &str| {
-        let text = std::fs::read_to_string(memory_dir(data_dir).join(target.file())).unwrap_or_default();
-        let entries = parse_entries(&text);
-        (!entries.is_empty()).then(|| format!("## {heading}\n{}", render(&entries)))
-    };
-    [section(Target::Memory, "Memory"), section(Target::User, "About the user")]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim_end()
-        .to_string()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod executor;
 pub mod files;
 pub mod mcp;
 pub mod memory;
+pub mod place;
 pub mod policy;
 pub mod send_file;
 pub mod send_message;
@@ -128,7 +129,8 @@ pub struct ToolContext {
     pub chat: ChatRef,
     /// The user who asked.
     pub user_id: String,
-    /// The directory file and terminal tools work in.
+    /// The directory file and terminal tools work in: the turn's own folder beneath the tools'
+    /// workdir (`place::Whose::workdir`), created on first use.
     pub workdir: PathBuf,
     /// `HERMESD_HOME` (memory files live under it).
     pub data_dir: PathBuf,

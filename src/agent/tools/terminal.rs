@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::files::{normalise, parse_args};
+use super::files::{ensure_workdir, normalise, parse_args};
 use super::{Approval, Tool, ToolContext, ToolError, ToolSpec};
 use crate::config::TerminalConfig;
 use crate::sandbox::{Policy, Sandbox};
@@ -54,13 +54,23 @@ pub struct TerminalTool {
     sandbox: Arc<Sandbox>,
     deny_network: bool,
     deny_read: Vec<PathBuf>,
+    /// The tools' workdir root: every turn works in its own folder beneath it, and the rest of
+    /// it (other people's and chats' folders) stays unreadable.
+    root: Option<PathBuf>,
 }
 
 impl TerminalTool {
     /// A terminal tool that runs commands in `sandbox` and waits `approval_timeout` for a human
     /// before a dangerous command.
     pub fn new(approval_timeout: Duration, sandbox: Arc<Sandbox>) -> Self {
-        Self { approval_timeout, sandbox, deny_network: false, deny_read: Vec::new() }
+        Self { approval_timeout, sandbox, deny_network: false, deny_read: Vec::new(), root: None }
+    }
+
+    /// This tool with the tools' workdir `root`, unreadable to a command but for the turn's
+    /// own folder beneath it.
+    pub fn beneath_root(mut self, root: &Path) -> Self {
+        self.root = Some(root.to_path_buf());
+        self
     }
 
     /// This tool with `[tools.terminal]`'s network switch and extra unreadable trees.
@@ -72,7 +82,10 @@ impl TerminalTool {
 
     /// The policy a command of `ctx`'s turn runs under.
     fn policy(&self, ctx: &ToolContext) -> Policy {
-        let policy = Policy::for_workdir(&ctx.workdir, &ctx.data_dir).with_network(!self.deny_network);
+        let mut policy = Policy::for_workdir(&ctx.workdir, &ctx.data_dir).with_network(!self.deny_network);
+        if let Some(root) = self.root.as_ref().filter(|root| ctx.workdir.starts_with(root) && ctx.workdir != **root) {
+            policy = policy.deny(root);
+        }
         self.deny_read.iter().fold(policy, |policy, path| policy.deny(path))
     }
 }
@@ -120,6 +133,7 @@ impl Tool for TerminalTool {
             return Err(ToolError::InvalidArguments("`command` is empty".into()));
         }
         let secs = args.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS).clamp(1, MAX_TIMEOUT_SECS);
+        ensure_workdir(ctx)?;
         let dir = normalise(&ctx.workdir.join(args.workdir.as_deref().unwrap_or(".")));
         if !dir.starts_with(normalise(&ctx.workdir)) {
             return Err(ToolError::InvalidArguments(format!(

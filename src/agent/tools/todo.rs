@@ -131,7 +131,7 @@ impl Tool for TodoTool {
 
 /// `<data_dir>/todos/<id>.json`, keeping only `[A-Za-z0-9_-]` of the id so it cannot name
 /// another folder.
-fn todo_path(data_dir: &Path, session_id: &str) -> PathBuf {
+pub fn todo_path(data_dir: &Path, session_id: &str) -> PathBuf {
     let mut name: String =
         session_id.chars().take(100).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
     if name.is_empty() {

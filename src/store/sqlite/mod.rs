@@ -10,6 +10,7 @@ mod extras;
 mod idempotency;
 mod inbound;
 mod outbox;
+mod people;
 mod preview;
 mod retention;
 mod search;
@@ -45,6 +46,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (10, "retention", include_str!("../../../migrations/0010_retention.sql")),
     (12, "search", include_str!("../../../migrations/0012_search.sql")),
     (13, "usage", include_str!("../../../migrations/0013_usage.sql")),
+    (14, "session_people", include_str!("../../../migrations/0014_session_people.sql")),
 ];
 
 /// How many times a write is retried when the database stays locked past the busy timeout.

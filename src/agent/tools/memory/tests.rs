@@ -1,15 +1,30 @@
-//! Memory tool tests: the entry format on disk, the caps, ambiguity errors and the snapshot.
+//! Memory tool tests: the entry format on disk, the caps, ambiguity errors, the snapshot, and
+//! whose files a call reaches in each scope and kind of chat.
 
 use std::sync::Arc;
 
+use hermesd_platform::{ChatRef, ChatType};
 use serde_json::{Value, json};
 
 use super::*;
 use crate::agent::tools::Nobody;
 use crate::agent::tools::test_support;
+use crate::config::MemoryScope;
 
+/// A context for Telegram user 42 in their DM.
 async fn context(dir: &tempfile::TempDir) -> ToolContext {
-    test_support::context(dir.path(), dir.path().to_path_buf(), dir.path().join("home"), Arc::new(Nobody)).await
+    let ctx =
+        test_support::context(dir.path(), dir.path().to_path_buf(), dir.path().join("home"), Arc::new(Nobody)).await;
+    in_chat(&ctx, ChatRef::new("telegram", "42", ChatType::Dm), "42")
+}
+
+fn in_chat(ctx: &ToolContext, chat: ChatRef, user: &str) -> ToolContext {
+    ToolContext { chat, user_id: user.into(), ..ctx.clone() }
+}
+
+/// The prompt's memory part for `ctx`'s chat and sender.
+fn memory_snapshot(ctx: &ToolContext, config: &MemoryConfig) -> String {
+    MemoryPlace::resolve(config, &ctx.data_dir, Some(&Whose::of(&ctx.chat, &ctx.user_id))).snapshot()
 }
 
 async fn call(tool: &MemoryTool, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
@@ -17,7 +32,7 @@ async fn call(tool: &MemoryTool, ctx: &ToolContext, args: Value) -> Result<Strin
 }
 
 fn file(ctx: &ToolContext, name: &str) -> String {
-    std::fs::read_to_string(ctx.data_dir.join("memory").join(name)).unwrap()
+    std::fs::read_to_string(ctx.data_dir.join("memory/users/telegram/42").join(name)).unwrap()
 }
 
 #[tokio::test]
@@ -46,8 +61,10 @@ async fn add_replace_remove_keep_the_file_format() {
     assert_eq!(read, "MEMORY.md (6/2,200 chars):\nnever\n");
     let empty = call(&tool, &ctx, json!({"action": "read", "target": "user"})).await.unwrap();
     assert_eq!(empty, "USER.md is empty (0/1,375 chars)");
-    let names: Vec<_> =
-        std::fs::read_dir(ctx.data_dir.join("memory")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(ctx.data_dir.join("memory/users/telegram/42"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["MEMORY.md"], "no temporary files left behind");
 }
 
@@ -93,14 +110,69 @@ async fn caps_refuse_growth_with_usage() {
 async fn snapshot_renders_both_files() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(&dir).await;
-    assert_eq!(memory_snapshot(&ctx.data_dir), "");
+    let config = MemoryConfig::default();
+    assert_eq!(memory_snapshot(&ctx, &config), "");
     let tool = MemoryTool::default();
     call(&tool, &ctx, json!({"action": "add", "target": "user", "content": "name: Ada"})).await.unwrap();
-    assert_eq!(memory_snapshot(&ctx.data_dir), "## About the user\nname: Ada");
+    assert_eq!(memory_snapshot(&ctx, &config), "## About the user\nname: Ada");
     for note in ["a", "b"] {
         call(&tool, &ctx, json!({"action": "add", "target": "memory", "content": note})).await.unwrap();
     }
-    assert_eq!(memory_snapshot(&ctx.data_dir), "## Memory\na\n§\nb\n\n## About the user\nname: Ada");
+    assert_eq!(memory_snapshot(&ctx, &config), "## Memory\na\n§\nb\n\n## About the user\nname: Ada");
+}
+
+#[tokio::test]
+async fn each_person_has_their_own_files_and_shared_chats_see_only_the_shared_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ann = context(&dir).await;
+    let bob = in_chat(&ann, ChatRef::new("telegram", "43", ChatType::Dm), "43");
+    let group = in_chat(&ann, ChatRef::new("telegram", "-100", ChatType::Group), "42");
+    let config = MemoryConfig::default();
+    std::fs::create_dir_all(ann.data_dir.join("memory")).unwrap();
+    std::fs::write(ann.data_dir.join("memory/MEMORY.md"), "Office closes at 18:00.\n").unwrap();
+    let tool = MemoryTool::default();
+    call(&tool, &ann, json!({"action": "add", "target": "user", "content": "Ann's code is 4711"})).await.unwrap();
+    call(&tool, &bob, json!({"action": "add", "target": "memory", "content": "Bob likes brevity"})).await.unwrap();
+
+    let shared = "## Shared memory (the operator's notes for every conversation; read-only)\nOffice closes at 18:00.\n";
+    let ann_prompt = memory_snapshot(&ann, &config);
+    assert_eq!(ann_prompt, format!("{shared}\n## About the user\nAnn's code is 4711"));
+    let bob_prompt = memory_snapshot(&bob, &config);
+    assert!(bob_prompt.contains("Bob likes brevity") && !bob_prompt.contains("4711"), "{bob_prompt}");
+    assert_eq!(memory_snapshot(&group, &config), shared.trim_end(), "a group sees only the shared file");
+    let read = call(&tool, &bob, json!({"action": "read", "target": "user"})).await.unwrap();
+    assert_eq!(read, "USER.md is empty (0/1,375 chars)", "Bob reads his own file, not Ann's");
+
+    for args in [
+        json!({"action": "read", "target": "user"}),
+        json!({"action": "add", "target": "memory", "content": "group fact"}),
+    ] {
+        let refused = call(&tool, &group, args).await.unwrap_err();
+        assert!(matches!(refused, ToolError::Denied(_)), "{refused}");
+        assert!(refused.to_string().contains("only in direct conversations"), "{refused}");
+    }
+    let anonymous = in_chat(&ann, ChatRef::new("api", "0190-x", ChatType::Dm), "0190-x");
+    let refused = call(&tool, &anonymous, json!({"action": "read", "target": "memory"})).await.unwrap_err();
+    assert!(refused.to_string().contains("without `user`"), "{refused}");
+    assert_eq!(memory_snapshot(&anonymous, &config), shared.trim_end());
+    assert_eq!(file(&ann, "USER.md"), "Ann's code is 4711\n");
+    assert_eq!(std::fs::read_to_string(ann.data_dir.join("memory/MEMORY.md")).unwrap(), "Office closes at 18:00.\n");
+}
+
+#[tokio::test]
+async fn shared_scope_keeps_one_pair_of_files_for_everyone() {
+    let dir = tempfile::tempdir().unwrap();
+    let ann = context(&dir).await;
+    let group = in_chat(&ann, ChatRef::new("telegram", "-100", ChatType::Group), "43");
+    let config = MemoryConfig { scope: MemoryScope::Shared, ..MemoryConfig::default() };
+    let tool = MemoryTool::default().with_config(config.clone());
+    call(&tool, &ann, json!({"action": "add", "target": "user", "content": "name: Ann"})).await.unwrap();
+    call(&tool, &group, json!({"action": "add", "target": "memory", "content": "team uses tabs"})).await.unwrap();
+    let expected = "## Memory\nteam uses tabs\n\n## About the user\nname: Ann";
+    assert_eq!(memory_snapshot(&ann, &config), expected);
+    assert_eq!(memory_snapshot(&group, &config), expected);
+    assert_eq!(std::fs::read_to_string(ann.data_dir.join("memory/USER.md")).unwrap(), "name: Ann\n");
+    assert!(!ann.data_dir.join("memory/users").exists());
 }
 
 #[test]

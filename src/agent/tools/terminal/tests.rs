@@ -234,3 +234,22 @@ fn dangerous_and_harmless_commands() {
     assert_eq!(dangerous_reason_in("echo x > /work/proj/../other/b.txt", Some(workdir)), Some(OUTSIDE_WRITE));
     assert_eq!(dangerous_reason("echo x > /work/proj/b.txt"), Some(OUTSIDE_WRITE));
 }
+
+#[tokio::test]
+async fn a_turns_folder_is_writable_and_the_rest_of_the_workdir_unreadable() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("work");
+    let own = root.join("users/telegram/42");
+    let ctx = ToolContext { workdir: own.clone(), ..context(&dir, Arc::new(Nobody)).await };
+    let tool = TerminalTool::new(DEFAULT_APPROVAL_TIMEOUT, Arc::new(Sandbox::disabled())).beneath_root(&root);
+    let policy = tool.policy(&ctx);
+    assert_eq!(policy.write, std::slice::from_ref(&own));
+    assert!(policy.deny_read.contains(&root), "{policy:?}");
+    policy.check().unwrap();
+    let at_root = ToolContext { workdir: root.clone(), ..ctx.clone() };
+    assert!(!tool.policy(&at_root).deny_read.contains(&root), "a turn at the root itself keeps reading it");
+    // The turn's own folder is made on first use.
+    let out = tool.call(&ctx, json!({"command": "pwd"})).await.unwrap();
+    assert!(out.contains("/users/telegram/42"), "{out}");
+    assert!(own.is_dir());
+}
