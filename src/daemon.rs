@@ -217,6 +217,7 @@ impl Daemon {
                     inactivity: config.agent.inactivity_timeout.get(),
                     progress: config.agent.progress,
                 },
+                flush: crate::agent::flush::FlushSettings::from_config(&config.memory),
             },
         ));
         let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
@@ -268,6 +269,7 @@ impl Daemon {
             let scheduler = Scheduler::new(store.clone(), ingress.clone(), &paths.home, config.cron.tick.get());
             tasks.spawn(scheduler.run(platform_cancel.clone()));
         }
+        tasks.spawn(router.clone().sweep_sessions(config.sessions.sweep_interval.get(), platform_cancel.clone()));
         tasks.spawn(crate::retention::run(
             store.clone(),
             crate::retention::Folders::under(&paths.home),

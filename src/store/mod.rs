@@ -6,6 +6,7 @@
 
 mod cron;
 mod idempotency;
+mod lifecycle;
 mod preview;
 mod retention;
 mod sqlite;
@@ -454,6 +455,7 @@ pub trait AccessStore: Send + Sync {
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
+pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
 pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
 
@@ -505,6 +507,7 @@ pub trait Store:
     + IdempotencyStore
     + RetentionStore
     + PreviewStore
+    + LifecycleStore
 {
 }
 
@@ -518,5 +521,6 @@ impl<T> Store for T where
         + IdempotencyStore
         + RetentionStore
         + PreviewStore
+    + LifecycleStore
 {
 }
