@@ -75,7 +75,7 @@ impl Router {
             text.push_str(" after stopping the running turn");
         }
         text.push('.');
-        if old.is_some_and(|old| old.message_count != 0) {
+        if old.is_some() {
             text.push_str(&format!(" The previous one is archived — {prefix}resume to return to it."));
         }
         text
