@@ -236,3 +236,25 @@ async fn sessions_and_resume_round_trip_with_titles_from_the_summary_model() {
     assert_eq!(titles.count(), 2);
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compress_flushes_memory_before_summarising() {
+    let llm = FakeLlm::builder().flush_step(Step::ToolCalls(vec![("memory".into(), SAVE_TEA.into())])).start().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon(home.path(), &llm, &platform, "").await;
+    for i in 0..12 {
+        assert_eq!(say(&platform, &format!("m{i}"), &format!("fact {i}"), i + 1).await, format!("echo: fact {i}"));
+    }
+    assert!(say(&platform, "c", "/compress", 13).await.starts_with("History summarised"));
+    let flushes = llm.flush_requests();
+    assert_eq!(flushes.len(), 2, "the memory call, then DONE");
+    let said = users(&flushes[0]);
+    assert!(said.iter().any(|t| t == "fact 0") && said.iter().any(|t| t == "fact 11"), "{said:?}");
+    assert!(said.last().unwrap().contains("compressed"), "{said:?}");
+    // The summary call came after the flush and saw the same history; the next turn sees both.
+    assert_eq!(say(&platform, "d", "still there?", 14).await, "echo: still there?");
+    let last = llm.requests().last().unwrap().clone();
+    assert!(system(&last).contains("Ann drinks green tea, no sugar"), "compaction rebuilt the prompt after the flush");
+    d.daemon.stop().await;
+}
