@@ -66,7 +66,17 @@ async fn session_commands_retry_undo_title_model_usage_and_help() {
 
     let help = say(&platform, "h", "/help", 1).await;
     for name in [
-        "/retry", "/undo", "/model", "/title", "/sethome", "/queue", "/steer", "/usage", "/compress", "/sessions", "/resume",
+        "/retry",
+        "/undo",
+        "/model",
+        "/title",
+        "/sethome",
+        "/queue",
+        "/steer",
+        "/usage",
+        "/compress",
+        "/sessions",
+        "/resume",
     ] {
         assert!(help.contains(name), "{help}");
     }

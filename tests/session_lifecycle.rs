@@ -69,7 +69,10 @@ async fn new_flushes_memory_once_then_the_fresh_session_remembers() {
     let home = tempfile::tempdir().unwrap();
     let d = daemon(home.path(), &llm, &platform, "[memory]\nflush_notice = true").await;
 
-    assert_eq!(say(&platform, "a", "I take my green tea without sugar", 1).await, "echo: I take my green tea without sugar");
+    assert_eq!(
+        say(&platform, "a", "I take my green tea without sugar", 1).await,
+        "echo: I take my green tea without sugar"
+    );
     let reply = say(&platform, "n", "/new", 2).await;
     assert!(reply.starts_with("Started a new session") && reply.contains("/resume"), "{reply}");
 
@@ -81,7 +84,11 @@ async fn new_flushes_memory_once_then_the_fresh_session_remembers() {
     assert_eq!(said[0], "I take my green tea without sugar");
     assert!(said.last().unwrap().starts_with("[Memory flush]"), "{said:?}");
     assert_eq!(flush["messages"][0]["role"], "system", "on the session's own system prompt");
-    assert!(eventually(WAIT, || platform.texts().iter().any(|t| t == "💾 memory updated")).await, "{:?}", platform.texts());
+    assert!(
+        eventually(WAIT, || platform.texts().iter().any(|t| t == "💾 memory updated")).await,
+        "{:?}",
+        platform.texts()
+    );
 
     // The next message runs in the fresh session, whose prompt already holds what was saved.
     let n = platform.sent().len() + 1;
@@ -148,7 +155,8 @@ async fn the_sweep_flushes_an_expired_session_and_the_next_message_is_told() {
     assert!(eventually(WAIT, || llm.flush_requests().len() == 2).await, "the sweep flushed");
     let mut archived = 0;
     for _ in 0..250 {
-        (archived,) = sqlx::query_as::<_, (i64,)>("SELECT COUNT(*) FROM session_resets").fetch_one(&pool).await.unwrap();
+        (archived,) =
+            sqlx::query_as::<_, (i64,)>("SELECT COUNT(*) FROM session_resets").fetch_one(&pool).await.unwrap();
         if archived == 1 {
             break;
         }
@@ -206,7 +214,10 @@ async fn sessions_and_resume_round_trip_with_titles_from_the_summary_model() {
     assert!(say(&platform, "n", "/new", 2).await.starts_with("Started a new session"));
     assert_eq!(say(&platform, "b", "time for tea", 3).await, "echo: time for tea");
     assert!(eventually(WAIT, || titles.count() == 2).await);
-    assert_eq!(users(&titles.requests()[0]), ["User: let us plan the launch\n\nAssistant: echo: let us plan the launch"]);
+    assert_eq!(
+        users(&titles.requests()[0]),
+        ["User: let us plan the launch\n\nAssistant: echo: let us plan the launch"]
+    );
 
     // The titles land in the background; ask until both are there.
     let mut listing = String::new();

@@ -205,8 +205,7 @@ impl Flusher {
         if !self.settings.enabled {
             return FlushOutcome::Skipped("flush is off");
         }
-        let policy = ToolPolicy::new(self.tools.toolsets_for(&target.key.platform))
-            .narrow(&ToolPolicy::new([MEMORY]));
+        let policy = ToolPolicy::new(self.tools.toolsets_for(&target.key.platform)).narrow(&ToolPolicy::new([MEMORY]));
         let tools = self.registry.allowed(&policy);
         if tools.get(MEMORY).is_none() {
             return FlushOutcome::Skipped("no memory tool on this platform");

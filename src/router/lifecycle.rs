@@ -119,10 +119,7 @@ impl Router {
             return format!("That is the current session: {}.", describe(chosen));
         }
         match store.resume_session(&key.key, &chosen.id, now_ms()).await {
-            Ok(true) => format!(
-                "Resumed {}. The session you left stays in {prefix}sessions.",
-                describe(chosen)
-            ),
+            Ok(true) => format!("Resumed {}. The session you left stays in {prefix}sessions.", describe(chosen)),
             Ok(false) => "That session is gone; /sessions lists the ones left.".to_owned(),
             Err(e) => format!("Could not resume the session: {e}"),
         }
@@ -139,7 +136,11 @@ enum Unchosen {
 /// The session `/resume words` names among `sessions` (newest first): a number from
 /// `/sessions`, else the newest whose title holds every word; no words: the newest that is
 /// not `current`.
-fn choose<'a>(sessions: &'a [SessionInfo], current: Option<&str>, words: &[String]) -> Result<&'a SessionInfo, Unchosen> {
+fn choose<'a>(
+    sessions: &'a [SessionInfo],
+    current: Option<&str>,
+    words: &[String],
+) -> Result<&'a SessionInfo, Unchosen> {
     if words.is_empty() {
         return sessions.iter().find(|s| Some(s.id.as_str()) != current).ok_or(Unchosen::NoPrevious);
     }

@@ -94,6 +94,8 @@ impl Router {
     /// Whether a turn of `key` runs or waits in its mailbox.
     fn busy(&self, key: &str) -> bool {
         let actors = self.inner.actors.lock().expect("router lock poisoned");
-        actors.get(key).is_some_and(|a| a.state.is_running() || a.state.waiting.load(std::sync::atomic::Ordering::SeqCst) > 0)
+        actors
+            .get(key)
+            .is_some_and(|a| a.state.is_running() || a.state.waiting.load(std::sync::atomic::Ordering::SeqCst) > 0)
     }
 }

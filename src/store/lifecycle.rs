@@ -57,7 +57,8 @@ pub trait LifecycleStore: Send + Sync {
     async fn resume_session(&self, key: &str, session_id: &str, now: i64) -> StoreResult<bool>;
     /// Routes whose session was last active before `before`, oldest first, after the
     /// `(updated_at, session id)` cursor `after`; at most `limit`.
-    async fn stale_routes(&self, before: i64, after: Option<(i64, String)>, limit: u32) -> StoreResult<Vec<StaleRoute>>;
+    async fn stale_routes(&self, before: i64, after: Option<(i64, String)>, limit: u32)
+    -> StoreResult<Vec<StaleRoute>>;
     /// Archive the key's session: drop its route and remember `reason` for the key's next
     /// message — only while the key still points at `session_id` and the session is still last
     /// active at `updated_at` (a turn that ran meanwhile wins). True when it was archived.

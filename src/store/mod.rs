@@ -521,6 +521,6 @@ impl<T> Store for T where
         + IdempotencyStore
         + RetentionStore
         + PreviewStore
-    + LifecycleStore
+        + LifecycleStore
 {
 }

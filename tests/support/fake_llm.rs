@@ -273,7 +273,9 @@ struct Brief {
 /// Whether a request belongs to a memory flush turn (its instruction is among the messages).
 fn is_flush(body: &Value) -> bool {
     body["messages"].as_array().is_some_and(|messages| {
-        messages.iter().any(|m| m["role"] == "user" && m["content"].as_str().is_some_and(|c| c.contains("[Memory flush]")))
+        messages
+            .iter()
+            .any(|m| m["role"] == "user" && m["content"].as_str().is_some_and(|c| c.contains("[Memory flush]")))
     })
 }
 

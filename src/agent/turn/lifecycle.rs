@@ -61,11 +61,8 @@ impl TurnRunner {
     /// Every reset policy configured (the default and each override).
     pub fn reset_policies(&self) -> Vec<ResetPolicy> {
         let sessions = &self.settings.sessions;
-        let mut policies = vec![ResetPolicy {
-            reset: sessions.reset,
-            idle_minutes: sessions.idle_minutes,
-            at_hour: sessions.at_hour,
-        }];
+        let mut policies =
+            vec![ResetPolicy { reset: sessions.reset, idle_minutes: sessions.idle_minutes, at_hour: sessions.at_hour }];
         policies.extend(sessions.overrides.iter().map(|o| ResetPolicy {
             reset: o.reset,
             idle_minutes: o.idle_minutes.unwrap_or(sessions.idle_minutes),
@@ -133,7 +130,10 @@ impl TurnRunner {
             }
         };
         let (chat, user_id) = spoke.unwrap_or_else(|| {
-            let chat = ChatRef { thread_id: key.thread_id.clone(), ..ChatRef::new(&key.platform, &key.chat_id, key.chat_type) };
+            let chat = ChatRef {
+                thread_id: key.thread_id.clone(),
+                ..ChatRef::new(&key.platform, &key.chat_id, key.chat_type)
+            };
             (chat, key.user_id.clone().unwrap_or_else(|| key.chat_id.clone()))
         });
         FlushTarget { session_id: session_id.to_owned(), key: key.clone(), chat, user_id, admin: false }
@@ -249,7 +249,10 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_summary_model_the_first_message_names_the_session() {
-        assert_eq!(title_for(None, "how do I  rotate the deploy key?", "like this").await, "how do I rotate the deploy key?");
+        assert_eq!(
+            title_for(None, "how do I  rotate the deploy key?", "like this").await,
+            "how do I rotate the deploy key?"
+        );
         assert_eq!(title_for(None, "", "a photo").await, "Untitled");
     }
 

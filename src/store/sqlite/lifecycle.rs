@@ -59,7 +59,12 @@ impl LifecycleStore for SqliteStore {
         .await
     }
 
-    async fn stale_routes(&self, before: i64, after: Option<(i64, String)>, limit: u32) -> StoreResult<Vec<StaleRoute>> {
+    async fn stale_routes(
+        &self,
+        before: i64,
+        after: Option<(i64, String)>,
+        limit: u32,
+    ) -> StoreResult<Vec<StaleRoute>> {
         let (after_at, after_id) = after.unwrap_or((i64::MIN, String::new()));
         let rows = sqlx::query(
             "SELECT r.session_key, s.id, s.updated_at, s.platform, s.chat_id, s.chat_type, s.thread_id, s.user_id \
@@ -133,6 +138,14 @@ impl LifecycleStore for SqliteStore {
     }
 
     async fn take_reset(&self, key: &str) -> StoreResult<Option<ResetReason>> {
+        // Most keys without a route are simply new: a read answers them without the writer.
+        let pending: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM session_resets WHERE session_key = ?")
+            .bind(key)
+            .fetch_optional(&self.readers)
+            .await?;
+        if pending.is_none() {
+            return Ok(None);
+        }
         let reason: Option<(String,)> = retry_busy(|| async move {
             sqlx::query_as("DELETE FROM session_resets WHERE session_key = ? RETURNING reason")
                 .bind(key)
