@@ -269,3 +269,19 @@ async fn compress_flushes_memory_before_summarising() {
     assert!(system(&last).contains("Ann drinks green tea, no sugar"), "compaction rebuilt the prompt after the flush");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_flush_when_it_is_off_or_the_platform_has_no_memory_tool() {
+    for extra in ["[memory]\nflush = false", "[tools.platforms]\nrec = [\"todo\"]"] {
+        let llm = FakeLlm::echo().await;
+        let platform = RecordingPlatform::new(4096);
+        let home = tempfile::tempdir().unwrap();
+        let d = daemon(home.path(), &llm, &platform, extra).await;
+        assert_eq!(say(&platform, "a", "remember this", 1).await, "echo: remember this");
+        assert!(say(&platform, "n", "/new", 2).await.starts_with("Started a new session"));
+        assert_eq!(say(&platform, "b", "next", 3).await, "echo: next");
+        assert!(llm.flush_requests().is_empty(), "{extra}: {:?}", llm.flush_requests());
+        assert_eq!(users(llm.requests().last().unwrap()), ["next"], "{extra}");
+        d.daemon.stop().await;
+    }
+}
