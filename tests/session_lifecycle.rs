@@ -165,17 +165,19 @@ async fn the_sweep_flushes_an_expired_session_and_the_next_message_is_told() {
     assert_eq!(archived, 1, "the route was archived with its reason");
     assert_eq!(platform.sent().len(), 1, "nothing is said until the user writes");
 
-    assert_eq!(say(&platform, "b", "morning", 3).await, "echo: morning");
+    // The first thing the user sends — a command here — is answered after the notice.
+    assert!(say(&platform, "t", "/title", 3).await.contains("no title"));
     let texts = platform.texts();
     assert_eq!(texts[1], "The previous conversation was archived after 1 h idle — /resume to return to it.");
+    assert_eq!(say(&platform, "b", "morning", 4).await, "echo: morning", "told once");
     let request = llm.requests().last().unwrap().clone();
     assert_eq!(users(&request), ["morning"]);
     assert!(system(&request).contains("Ann drinks green tea, no sugar"));
     assert_eq!(llm.flush_requests().len(), 2, "flushed once");
 
     // /resume goes back to the archived conversation.
-    assert!(say(&platform, "r", "/resume", 4).await.starts_with("Resumed"));
-    assert_eq!(say(&platform, "c", "and tomorrow?", 5).await, "echo: and tomorrow?");
+    assert!(say(&platform, "r", "/resume", 5).await.starts_with("Resumed"));
+    assert_eq!(say(&platform, "c", "and tomorrow?", 6).await, "echo: and tomorrow?");
     assert_eq!(users(llm.requests().last().unwrap()), ["green tea, always", "and tomorrow?"]);
     d.daemon.stop().await;
 }

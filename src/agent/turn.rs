@@ -254,9 +254,13 @@ impl TurnRunner {
     }
 
     /// The session `key` points at now, starting one when there is none or the reset policy
-    /// says the old one expired (its memory flushed first).
+    /// says the old one expired (its memory flushed first, the chat told).
     pub async fn resolve_session(&self, key: &SessionKey) -> Result<SessionInfo, StoreError> {
-        Ok(self.resolve_with_reset(key).await?.0)
+        let (session, reset) = self.resolve_with_reset(key).await?;
+        if let Some(reason) = reset {
+            self.tell_reset_to_key(key, reason).await;
+        }
+        Ok(session)
     }
 
     /// Run one turn to its end. Store failures are logged and reported to the user when the

@@ -111,10 +111,20 @@ impl TurnRunner {
         if !tells_resets(&job.key.platform) {
             return;
         }
-        let prefix = if job.key.platform == "slack" { '!' } else { '/' };
-        let text = reset_notice(reason, self.reset_policy(&job.key), prefix);
+        let text = reset_notice(reason, self.reset_policy(&job.key), command_prefix(&job.key));
         let turn_id = format!("evt:{}:reset", job.seq);
         self.parts.outbox.notify(&job.message.chat, &text, Some(&job.message.message_id), &turn_id).await;
+    }
+
+    /// The same for a chat command that found the reset (its answer follows on the same lane).
+    pub(super) async fn tell_reset_to_key(&self, key: &SessionKey, reason: ResetReason) {
+        if !tells_resets(&key.platform) {
+            return;
+        }
+        let text = reset_notice(reason, self.reset_policy(key), command_prefix(key));
+        let chat = key_chat(key);
+        let turn_id = format!("reset:{}", uuid::Uuid::now_v7());
+        self.parts.outbox.notify(&chat, &text, None, &turn_id).await;
     }
 
     /// Who a flush of `session_id` saves memory for: the last person who spoke in it (else the
@@ -129,13 +139,8 @@ impl TurnRunner {
                 None
             }
         };
-        let (chat, user_id) = spoke.unwrap_or_else(|| {
-            let chat = ChatRef {
-                thread_id: key.thread_id.clone(),
-                ..ChatRef::new(&key.platform, &key.chat_id, key.chat_type)
-            };
-            (chat, key.user_id.clone().unwrap_or_else(|| key.chat_id.clone()))
-        });
+        let (chat, user_id) =
+            spoke.unwrap_or_else(|| (key_chat(key), key.user_id.clone().unwrap_or_else(|| key.chat_id.clone())));
         FlushTarget { session_id: session_id.to_owned(), key: key.clone(), chat, user_id, admin: false }
     }
 
@@ -154,6 +159,16 @@ impl TurnRunner {
             }
         });
     }
+}
+
+/// The chat a session key talks in.
+fn key_chat(key: &SessionKey) -> ChatRef {
+    ChatRef { thread_id: key.thread_id.clone(), ..ChatRef::new(&key.platform, &key.chat_id, key.chat_type) }
+}
+
+/// The command prefix of the key's platform (`!` on Slack).
+fn command_prefix(key: &SessionKey) -> char {
+    if key.platform == "slack" { '!' } else { '/' }
 }
 
 /// A flush target for a session whose turn `message` belongs to.
