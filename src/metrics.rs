@@ -25,6 +25,10 @@ pub const ERRORS_TOTAL: &str = "hermesd_errors_total";
 pub const RETENTION_PRUNED_TOTAL: &str = "hermesd_retention_pruned_total";
 /// Stored rows set aside at start because they no longer decode, by table (`inbound_events`).
 pub const QUARANTINED_TOTAL: &str = "hermesd_quarantined_rows_total";
+/// Memory flush turns by outcome (`saved`, `nothing_saved`, `skipped`, `failed`).
+pub const MEMORY_FLUSHES_TOTAL: &str = "hermesd_memory_flushes_total";
+/// Sessions the reset policy archived, by reason (`idle`, `daily`) and by whom (`sweep`, `turn`).
+pub const SESSION_RESETS_TOTAL: &str = "hermesd_session_resets_total";
 
 const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
 

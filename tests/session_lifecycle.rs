@@ -174,6 +174,13 @@ async fn the_sweep_flushes_an_expired_session_and_the_next_message_is_told() {
     assert_eq!(users(&request), ["morning"]);
     assert!(system(&request).contains("Ann drinks green tea, no sugar"));
     assert_eq!(llm.flush_requests().len(), 2, "flushed once");
+    let metrics = support::client().get(format!("{}/metrics", d.base)).send().await.unwrap().text().await.unwrap();
+    for needle in [
+        "hermesd_session_resets_total{reason=\"idle\",by=\"sweep\"} 1",
+        "hermesd_memory_flushes_total{outcome=\"saved\"} 1",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle} in\n{metrics}");
+    }
 
     // /resume goes back to the archived conversation.
     assert!(say(&platform, "r", "/resume", 5).await.starts_with("Resumed"));

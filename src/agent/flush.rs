@@ -20,6 +20,7 @@ use super::runtime::chain::{ChainError, ProviderChain};
 use super::runtime::sanitize::sanitize;
 use super::tools::{CallOutcome, ExecutorLimits, Nobody, Registry, ToolContext, ToolPolicy, run_calls};
 use crate::config::{MemoryConfig, ToolsConfig};
+use crate::metrics::{MEMORY_FLUSHES_TOTAL, Metrics};
 use crate::outbox::Outbox;
 use crate::store::{SessionKey, Store, StoreError};
 
@@ -177,6 +178,8 @@ pub struct Flusher {
     pub settings: FlushSettings,
     /// Flushes running now.
     pub gate: FlushGate,
+    /// Counts flushes by outcome.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Flusher {
@@ -189,6 +192,13 @@ impl Flusher {
     /// whatever it was.
     pub async fn flush(&self, target: &FlushTarget, cause: FlushCause) -> FlushOutcome {
         let outcome = self.try_flush(target, cause).await;
+        let label = match &outcome {
+            FlushOutcome::Skipped(_) => "skipped",
+            FlushOutcome::Done { saved: true } => "saved",
+            FlushOutcome::Done { saved: false } => "nothing_saved",
+            FlushOutcome::Failed(_) => "failed",
+        };
+        self.metrics.inc(MEMORY_FLUSHES_TOTAL, &[("outcome", label)]);
         match &outcome {
             FlushOutcome::Skipped(why) => tracing::debug!(session = %target.session_id, why, "memory flush skipped"),
             FlushOutcome::Done { saved } => {

@@ -201,6 +201,7 @@ impl TurnRunner {
             data_dir: parts.data_dir.clone(),
             settings: settings.flush,
             gate: Default::default(),
+            metrics: parts.metrics.clone(),
         });
         Self { parts, settings, flusher, tasks: TaskTracker::new() }
     }

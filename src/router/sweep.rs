@@ -83,7 +83,12 @@ impl Router {
         runner.flusher().flush(&target, FlushCause::Reset).await;
         let store = runner.store();
         match store.archive_route(&stale.key.key, &stale.session_id, stale.updated_at, reason, now_ms()).await {
-            Ok(archived) => archived,
+            Ok(archived) => {
+                if archived {
+                    runner.count_reset(reason, "sweep");
+                }
+                archived
+            }
             Err(e) => {
                 tracing::warn!(error = %e, session = %stale.session_id, "archive an expired session");
                 false

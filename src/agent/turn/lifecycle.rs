@@ -16,6 +16,7 @@ use crate::agent::auxiliary::Summarizer;
 use crate::agent::flush::{FlushCause, FlushTarget, Flusher};
 use crate::clock::now_ms;
 use crate::config::ResetPolicy;
+use crate::metrics::SESSION_RESETS_TOTAL;
 use crate::router::session_key::expired_by;
 use crate::store::{ResetReason, SessionInfo, SessionKey, StoreError};
 
@@ -96,7 +97,9 @@ impl TurnRunner {
                             None => flusher.gate.wait(&key.key, flusher.timeout()).await,
                         }
                     }
-                    Ok((store.start_session(key, now).await?, Some(reason)))
+                    let session = store.start_session(key, now).await?;
+                    self.count_reset(reason, "turn");
+                    Ok((session, Some(reason)))
                 }
             },
             None => {
@@ -104,6 +107,11 @@ impl TurnRunner {
                 Ok((store.start_session(key, now).await?, reason))
             }
         }
+    }
+
+    /// Count a session the reset policy archived (`by`: `sweep` or `turn`).
+    pub fn count_reset(&self, reason: ResetReason, by: &str) {
+        self.parts.metrics.inc(SESSION_RESETS_TOTAL, &[("reason", reason.as_str()), ("by", by)]);
     }
 
     /// Tell the chat of `job`, before its answer, that its previous conversation was archived.
