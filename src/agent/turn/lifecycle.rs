@@ -38,7 +38,8 @@ pub fn conversational(platform: &str) -> bool {
     !ONE_SHOT.contains(&platform)
 }
 
-/// Whether a reset on `platform` is told in the chat (API clients read only answers).
+/// Whether `platform` is a chat people read: resets are told there and sessions titled (API
+/// clients read only answers).
 fn tells_resets(platform: &str) -> bool {
     conversational(platform) && platform != crate::platforms::api::NAME
 }
@@ -153,9 +154,10 @@ impl TurnRunner {
     }
 
     /// Title a session that has none after its first reply, in the background: by the summary
-    /// model when one is configured, else from the first message.
+    /// model when one is configured, else from the first message. Chat platforms only: an API
+    /// client may open a session per request, and its turns stay free of the extra work.
     pub(super) fn name_later(&self, session: &SessionInfo, job: &TurnJob, answer: &str) {
-        if session.title.is_some() || !conversational(&job.key.platform) {
+        if session.title.is_some() || !tells_resets(&job.key.platform) {
             return;
         }
         let (store, summary) = (self.parts.store.clone(), self.parts.summary.clone());
