@@ -233,6 +233,7 @@ impl Daemon {
                     inactivity: config.agent.inactivity_timeout.get(),
                     progress: config.agent.progress,
                 },
+                flush: crate::agent::flush::FlushSettings::from_config(&config.memory),
             },
         ));
         let router = Router::new(
@@ -282,6 +283,7 @@ impl Daemon {
             let scheduler = Scheduler::new(store.clone(), ingress.clone(), &paths.home, config.cron.tick.get());
             tasks.spawn(scheduler.run(platform_cancel.clone()));
         }
+        tasks.spawn(router.clone().sweep_sessions(config.sessions.sweep_interval.get(), platform_cancel.clone()));
         tasks.spawn(crate::retention::run(
             store.clone(),
             crate::retention::Folders::under(&paths.home),

@@ -33,6 +33,10 @@ pub const MODEL_CALLS_TOTAL: &str = "hermesd_model_calls_total";
 pub const MODEL_COST_USD_TOTAL: &str = "hermesd_model_cost_usd_total";
 /// Stored rows set aside at start because they no longer decode, by table (`inbound_events`).
 pub const QUARANTINED_TOTAL: &str = "hermesd_quarantined_rows_total";
+/// Memory flush turns by outcome (`saved`, `nothing_saved`, `skipped`, `failed`).
+pub const MEMORY_FLUSHES_TOTAL: &str = "hermesd_memory_flushes_total";
+/// Sessions the reset policy archived, by reason (`idle`, `daily`) and by whom (`sweep`, `turn`).
+pub const SESSION_RESETS_TOTAL: &str = "hermesd_session_resets_total";
 
 const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
 

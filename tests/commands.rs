@@ -65,7 +65,19 @@ async fn session_commands_retry_undo_title_model_usage_and_help() {
     let d = daemon(home.path(), &llm, &small, &platform).await;
 
     let help = say(&platform, "h", "/help", 1).await;
-    for name in ["/retry", "/undo", "/model", "/title", "/sethome", "/queue", "/steer", "/usage", "/compress"] {
+    for name in [
+        "/retry",
+        "/undo",
+        "/model",
+        "/title",
+        "/sethome",
+        "/queue",
+        "/steer",
+        "/usage",
+        "/compress",
+        "/sessions",
+        "/resume",
+    ] {
         assert!(help.contains(name), "{help}");
     }
     assert_eq!(say(&platform, "r0", "/retry", 2).await, "There is nothing to retry yet.");
@@ -81,7 +93,8 @@ async fn session_commands_retry_undo_title_model_usage_and_help() {
     assert_eq!(say(&platform, "r1", "/retry", 7).await, "echo: third");
     assert_eq!(users(&llm.requests()[3]), ["first", "third"]);
 
-    assert!(say(&platform, "t0", "/title", 8).await.contains("no title"));
+    // Without a summary model, the first message named the session after its first reply.
+    assert_eq!(say(&platform, "t0", "/title", 8).await, "Title: first");
     assert_eq!(say(&platform, "t1", "/title Rocket  plans", 9).await, "Title set: Rocket plans");
     let status = say(&platform, "s", "/status", 10).await;
     assert!(status.contains("\"Rocket plans\"") && status.contains("model: main-model"), "{status}");

@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod auxiliary;
 pub mod context;
+pub mod flush;
 pub mod heartbeat;
 pub mod media;
 pub mod message;

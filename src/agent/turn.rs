@@ -6,16 +6,20 @@
 //! Invariant: every turn ends with a reply the user sees — the answer, a summary, "stopped", or
 //! a clear error. Only a shutdown leaves a turn unanswered; its event then runs at the next start.
 
+pub mod lifecycle;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hermesd_platform::{InboundMessage, OutboundKind};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::approvals::{Approvals, ChatHuman};
 use super::context::{SessionFacts, framed_text, is_shared};
+use super::flush::{FlushSettings, Flusher};
 use super::heartbeat::{self, HeartbeatSettings};
 use super::media::Media;
 use super::message::{Message, Role};
@@ -32,7 +36,6 @@ use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
 use crate::delivery::turns::{NOT_FOR_CRON, Routed, Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
-use crate::router::session_key::is_expired;
 use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
 use crate::usage::{Payer, TurnUsage};
 
@@ -175,18 +178,36 @@ pub struct RunnerSettings {
     pub compression_threshold: f64,
     /// Heartbeat timings.
     pub heartbeat: HeartbeatSettings,
+    /// The memory-only flush turn (`[memory]`).
+    pub flush: FlushSettings,
 }
 
 /// Runs turns; shared by every session actor.
 pub struct TurnRunner {
     parts: RunnerParts,
     settings: RunnerSettings,
+    /// Memory flushes before context is lost (`lifecycle.rs`).
+    flusher: Arc<Flusher>,
+    /// Background work of turns (session titles).
+    tasks: TaskTracker,
 }
 
 impl TurnRunner {
     /// A runner.
     pub fn new(parts: RunnerParts, settings: RunnerSettings) -> Self {
-        Self { parts, settings }
+        let flusher = Arc::new(Flusher {
+            store: parts.store.clone(),
+            chain: parts.chain.clone(),
+            registry: parts.registry.clone(),
+            outbox: parts.outbox.clone(),
+            tools: settings.tools.clone(),
+            workdir: parts.workdir.clone(),
+            data_dir: parts.data_dir.clone(),
+            settings: settings.flush,
+            gate: Default::default(),
+            metrics: parts.metrics.clone(),
+        });
+        Self { parts, settings, flusher, tasks: TaskTracker::new() }
     }
 
     /// The primary model's name (for `/status`).
@@ -243,14 +264,13 @@ impl TurnRunner {
     }
 
     /// The session `key` points at now, starting one when there is none or the reset policy
-    /// says the old one expired.
+    /// says the old one expired (its memory flushed first, the chat told).
     pub async fn resolve_session(&self, key: &SessionKey) -> Result<SessionInfo, StoreError> {
-        let now = now_ms();
-        let policy = self.settings.sessions.policy_for(&key.platform, key.chat_type);
-        match self.parts.store.route(&key.key).await? {
-            Some(session) if !is_expired(policy, session.updated_at, now) => Ok(session),
-            _ => self.parts.store.start_session(key, now).await,
+        let (session, reset) = self.resolve_with_reset(key).await?;
+        if let Some(reason) = reset {
+            self.tell_reset_to_key(key, reason).await;
         }
+        Ok(session)
     }
 
     /// Run one turn to its end. Store failures are logged and reported to the user when the
@@ -346,6 +366,7 @@ impl TurnRunner {
             threshold: self.settings.compression_threshold,
             prompts: self.session_prompts(key, message),
             toolsets: tools.toolsets(),
+            flush: Some((self.flusher.clone(), lifecycle::target_of(session_id, key, message, false))),
         }
     }
 
@@ -356,7 +377,10 @@ impl TurnRunner {
         shutdown: &CancellationToken,
     ) -> Result<(), StoreError> {
         let store = &self.parts.store;
-        let session = self.resolve_session(&job.key).await?;
+        let (session, reset) = self.resolve_with_reset(&job.key).await?;
+        if let Some(reason) = reset {
+            self.tell_reset(job, reason).await;
+        }
         let origin = self.parts.routing.origin(&job.message).await?;
         let at = Finishing { job, session_id: &session.id, origin: &origin, stop };
         if session.suspended {
@@ -588,6 +612,9 @@ impl TurnRunner {
             usage: result.usage,
         };
         self.finish(&at, &text, kind, ending).await?;
+        if state == EventState::Done {
+            self.name_later(&session, job, &result.text);
+        }
         self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
         self.parts.metrics.observe_turn(job.accepted_at.elapsed());
         Ok(())

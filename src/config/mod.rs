@@ -507,11 +507,21 @@ pub struct SessionsConfig {
     pub group_per_user: bool,
     /// Per platform / chat type policies; the most specific match wins.
     pub overrides: Vec<ResetOverride>,
+    /// How often the background sweep archives sessions the reset policy expired (flushing
+    /// their memory first), so the user is told on their next message.
+    pub sweep_interval: HumanDuration,
 }
 
 impl Default for SessionsConfig {
     fn default() -> Self {
-        Self { reset: ResetMode::None, idle_minutes: 1440, at_hour: 4, group_per_user: true, overrides: Vec::new() }
+        Self {
+            reset: ResetMode::None,
+            idle_minutes: 1440,
+            at_hour: 4,
+            group_per_user: true,
+            overrides: Vec::new(),
+            sweep_interval: HumanDuration::secs(60),
+        }
     }
 }
 

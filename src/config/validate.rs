@@ -110,6 +110,9 @@ impl Config {
         if idle_needed(sessions.reset) && sessions.idle_minutes == 0 {
             problems.push("sessions.idle_minutes: must be at least 1 with an idle reset".into());
         }
+        if sessions.sweep_interval.get() < std::time::Duration::from_secs(1) {
+            problems.push("sessions.sweep_interval: must be at least 1s".into());
+        }
         if self.store.readers == 0 {
             problems.push("store.readers: must be at least 1".into());
         }
@@ -351,6 +354,13 @@ mod tests {
 
     fn env(vars: &[(&str, &str)]) -> Env {
         Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>())
+    }
+
+    #[test]
+    fn the_session_sweep_needs_an_interval() {
+        let mut config = Config::default();
+        config.sessions.sweep_interval = super::super::HumanDuration::secs(0);
+        assert_eq!(config.validate(&env(&[])), ["sessions.sweep_interval: must be at least 1s"]);
     }
 
     #[test]

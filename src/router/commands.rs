@@ -7,9 +7,17 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 #[command(disable_help_subcommand = true)]
 pub enum ChatCommand {
-    /// Start a fresh session (the old one stays searchable)
+    /// Start a fresh session (stops a running turn; the old one stays in /sessions)
     #[command(alias = "reset")]
     New,
+    /// List this chat's recent sessions
+    Sessions,
+    /// Return to an earlier session: its number in /sessions or words of its title (default: the previous one)
+    Resume {
+        /// A number from /sessions, or words of the title.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
     /// Stop the running turn
     Stop,
     /// Show this session, its queue and the model
@@ -166,6 +174,13 @@ mod tests {
         assert_eq!(parse("/reasoning", '/'), Parsed::Command(ChatCommand::Reasoning { mode: None }));
         assert!(matches!(parse("/reasoning maybe", '/'), Parsed::Invalid(_)));
         assert_eq!(parse("/standup tomorrow", '/'), Parsed::NotACommand);
+        assert_eq!(parse("/sessions", '/'), Parsed::Command(ChatCommand::Sessions));
+        assert_eq!(parse("/resume", '/'), Parsed::Command(ChatCommand::Resume { words: vec![] }));
+        assert_eq!(
+            parse("!resume rocket plans", '!'),
+            Parsed::Command(ChatCommand::Resume { words: vec!["rocket".into(), "plans".into()] })
+        );
+        assert_eq!(parse("/resume 2", '/'), Parsed::Command(ChatCommand::Resume { words: vec!["2".into()] }));
         let names = names();
         assert!(names.iter().any(|n| n == "reset") && names.iter().any(|n| n == "skills"), "{names:?}");
     }
@@ -190,6 +205,8 @@ mod tests {
             "/usage",
             "/reasoning",
             "/skills",
+            "/sessions",
+            "/resume",
             "/help",
         ] {
             assert!(text.contains(name), "{text}");

@@ -41,13 +41,10 @@ impl Router {
                 }
                 None => "Nothing is running.".to_owned(),
             },
-            ChatCommand::New => match self.inner.runner.store().start_session(key, now_ms()).await {
-                Ok(session) => format!("Started a new session ({}).", short(&session.id)),
-                Err(e) => {
-                    tracing::error!(error = %e, "start session for /new");
-                    "Could not start a new session; see the hermesd logs.".to_owned()
-                }
-            },
+            ChatCommand::New => self.new_session(key, message, state.clone(), prefix).await,
+            ChatCommand::Sessions => self.list_sessions(key, prefix).await,
+            ChatCommand::Resume { .. } if running => BUSY.to_owned(),
+            ChatCommand::Resume { words } => self.resume(key, &words, prefix).await,
             ChatCommand::Status => self.status(key, state.as_deref()).await,
             ChatCommand::Compress if running => BUSY.to_owned(),
             ChatCommand::Compress => self.inner.runner.compress_now(key, message).await,

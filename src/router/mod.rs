@@ -8,9 +8,11 @@ mod actor;
 mod batch;
 pub mod commands;
 mod control;
+mod lifecycle;
 pub mod session_key;
 mod skills;
 mod usage;
+mod sweep;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -309,7 +311,13 @@ impl Router {
     pub async fn drain(&self, deadline: Duration) {
         self.begin_drain();
         self.inner.tracker.close();
-        if tokio::time::timeout(deadline, self.inner.tracker.wait()).await.is_err() {
+        let background = self.inner.runner.background();
+        background.close();
+        let all = async {
+            self.inner.tracker.wait().await;
+            background.wait().await;
+        };
+        if tokio::time::timeout(deadline, all).await.is_err() {
             tracing::info!("drain deadline reached; persisting running turns");
             self.inner.abort_turns.cancel();
             self.inner.tracker.wait().await;

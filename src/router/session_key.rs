@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use hermesd_platform::{ChatRef, ChatType, Sender};
 
 use crate::config::{ResetMode, ResetPolicy};
-use crate::store::SessionKey;
+use crate::store::{ResetReason, SessionKey};
 
 /// `agent:main:{platform}:{chat_type}:{chat_id}[:{thread_id}][:{user_id}]`. Groups and channels
 /// are isolated per user when `group_per_user`; threads are shared by everyone in them.
@@ -33,22 +33,58 @@ pub fn session_key(chat: &ChatRef, sender: &Sender, group_per_user: bool) -> Ses
 
 /// Whether a session last active at `last_active_ms` has expired under `policy` at `now_ms`.
 pub fn is_expired(policy: ResetPolicy, last_active_ms: i64, now_ms: i64) -> bool {
-    let idle = || now_ms - last_active_ms > i64::from(policy.idle_minutes) * 60_000;
-    let daily = || {
-        let Some(now) = DateTime::<Utc>::from_timestamp_millis(now_ms) else { return false };
-        let Some(today) = now.date_naive().and_hms_opt(u32::from(policy.at_hour.min(23)), 0, 0) else {
-            return false;
-        };
-        let today = today.and_utc();
-        let boundary = if today <= now { today } else { today - ChronoDuration::days(1) };
-        last_active_ms < boundary.timestamp_millis()
+    expired_by(policy, last_active_ms, now_ms).is_some()
+}
+
+/// Why a session last active at `last_active_ms` has expired under `policy` at `now_ms`, if it
+/// has (idle first: with both, the idle time is the more telling cause).
+pub fn expired_by(policy: ResetPolicy, last_active_ms: i64, now_ms: i64) -> Option<ResetReason> {
+    let idle = || last_active_ms < idle_cutoff(policy, now_ms);
+    let daily = || daily_boundary(policy, now_ms).is_some_and(|boundary| last_active_ms < boundary);
+    let (idle_on, daily_on) = match policy.reset {
+        ResetMode::None => (false, false),
+        ResetMode::Idle => (true, false),
+        ResetMode::Daily => (false, true),
+        ResetMode::Both => (true, true),
     };
-    match policy.reset {
-        ResetMode::None => false,
-        ResetMode::Idle => idle(),
-        ResetMode::Daily => daily(),
-        ResetMode::Both => idle() || daily(),
+    if idle_on && idle() {
+        Some(ResetReason::Idle)
+    } else if daily_on && daily() {
+        Some(ResetReason::Daily)
+    } else {
+        None
     }
+}
+
+/// Sessions last active before this are idle-expired (`now - last > idle`).
+fn idle_cutoff(policy: ResetPolicy, now_ms: i64) -> i64 {
+    now_ms - i64::from(policy.idle_minutes) * 60_000
+}
+
+/// The most recent daily reset time at or before `now_ms`.
+fn daily_boundary(policy: ResetPolicy, now_ms: i64) -> Option<i64> {
+    let now = DateTime::<Utc>::from_timestamp_millis(now_ms)?;
+    let today = now.date_naive().and_hms_opt(u32::from(policy.at_hour.min(23)), 0, 0)?.and_utc();
+    let boundary = if today <= now { today } else { today - ChronoDuration::days(1) };
+    Some(boundary.timestamp_millis())
+}
+
+/// The bound below which a session's last activity may have expired under one of `policies`
+/// (none expires at or after it); `None` when no policy resets. The sweep looks only below it.
+pub fn stale_bound(policies: impl IntoIterator<Item = ResetPolicy>, now_ms: i64) -> Option<i64> {
+    policies
+        .into_iter()
+        .filter_map(|policy| {
+            let idle = idle_cutoff(policy, now_ms);
+            let daily = daily_boundary(policy, now_ms);
+            match policy.reset {
+                ResetMode::None => None,
+                ResetMode::Idle => Some(idle),
+                ResetMode::Daily => daily,
+                ResetMode::Both => Some(daily.map_or(idle, |d| d.max(idle))),
+            }
+        })
+        .max()
 }
 
 #[cfg(test)]
@@ -90,5 +126,24 @@ mod tests {
         // Last active 03:00 today: before it.
         assert!(is_expired(policy(ResetMode::Daily, 1), now - 7 * hour, now));
         assert!(is_expired(policy(ResetMode::Both, 10_000), now - 7 * hour, now));
+    }
+
+    #[test]
+    fn the_cause_of_a_reset_and_the_sweep_bound() {
+        let hour = 3_600_000;
+        let policy = |reset, idle_minutes| ResetPolicy { reset, idle_minutes, at_hour: 4 };
+        let now = DateTime::parse_from_rfc3339("2026-01-02T10:00:00Z").unwrap().timestamp_millis();
+        assert_eq!(expired_by(policy(ResetMode::Both, 60), now - 2 * hour, now), Some(ResetReason::Idle));
+        assert_eq!(expired_by(policy(ResetMode::Both, 10_000), now - 7 * hour, now), Some(ResetReason::Daily));
+        assert_eq!(expired_by(policy(ResetMode::Both, 60), now - hour / 2, now), None);
+        // 04:00 today is the daily boundary; an idle hour is later, so it bounds a mix.
+        let four = now - 6 * hour;
+        assert_eq!(stale_bound([policy(ResetMode::Daily, 1)], now), Some(four));
+        assert_eq!(stale_bound([policy(ResetMode::Daily, 1), policy(ResetMode::Idle, 60)], now), Some(now - hour));
+        assert_eq!(stale_bound([policy(ResetMode::Both, 60 * 24)], now), Some(four));
+        assert_eq!(stale_bound([policy(ResetMode::None, 1)], now), None);
+        // Before 04:00 the boundary is yesterday's.
+        let early = now - 8 * hour;
+        assert_eq!(stale_bound([policy(ResetMode::Daily, 1)], early), Some(early - 22 * hour));
     }
 }

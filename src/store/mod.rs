@@ -7,6 +7,7 @@
 mod cron;
 mod idempotency;
 mod people;
+mod lifecycle;
 mod preview;
 mod retention;
 mod search;
@@ -458,6 +459,7 @@ pub trait AccessStore: Send + Sync {
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
 pub use people::{PersonDeletion, PersonSession, PersonStore};
+pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
 pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
 pub use usage::{UsageRecord, UsageScope, UsageStore};
@@ -514,6 +516,7 @@ pub trait Store:
     + PreviewStore
     + UsageStore
     + PersonStore
+    + LifecycleStore
 {
 }
 
@@ -530,5 +533,6 @@ impl<T> Store for T where
         + PreviewStore
         + UsageStore
     + PersonStore
+        + LifecycleStore
 {
 }

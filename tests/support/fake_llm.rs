@@ -2,7 +2,9 @@
 //! (a reply, tool calls, a delay, an HTTP error with Retry-After, garbage, a cut stream) or
 //! echoes the last user message when the script is empty. Requests with `"stream": true` get a
 //! real SSE stream. Compression summary requests are answered automatically without using the
-//! script. Every request body is recorded, image parts included (`image_urls`).
+//! script. Memory flush turns (their instruction holds `[Memory flush]`) are answered from
+//! a script of their own (else "DONE") and recorded apart (`flush_requests`), so they never
+//! shift what other tests see. Every request body is recorded, image parts included (`image_urls`).
 //! `POST /v1/audio/transcriptions` answers `{"text": <transcript>}` and records each upload.
 
 use std::collections::VecDeque;
@@ -61,6 +63,10 @@ struct Shared {
     /// Cached prompt tokens reported by chat completions (`prompt_tokens_details.cached_tokens`;
     /// 0: the field is left out).
     cached_tokens: u64,
+    /// Answers to memory flush requests, in order ("DONE" when empty).
+    flush_script: Mutex<VecDeque<(Duration, Step)>>,
+    /// Memory flush request bodies.
+    flushes: Mutex<Vec<Value>>,
 }
 
 /// One `/audio/transcriptions` request as received.
@@ -82,6 +88,7 @@ impl Upload {
 /// Builds a fake LLM.
 pub struct FakeLlmBuilder {
     script: VecDeque<(Duration, Step)>,
+    flush_script: VecDeque<(Duration, Step)>,
     latency: Duration,
     keep: bool,
     transcript: String,
@@ -100,6 +107,7 @@ impl FakeLlm {
     pub fn builder() -> FakeLlmBuilder {
         FakeLlmBuilder {
             script: VecDeque::new(),
+            flush_script: VecDeque::new(),
             latency: Duration::ZERO,
             keep: true,
             transcript: "transcribed audio".into(),
@@ -147,6 +155,16 @@ impl FakeLlm {
         self.shared.audio.lock().unwrap().clone()
     }
 
+    /// Memory flush request bodies received so far (not in `requests` or `count`).
+    pub fn flush_requests(&self) -> Vec<Value> {
+        self.shared.flushes.lock().unwrap().clone()
+    }
+
+    /// Append an answer to the next memory flush request while running.
+    pub fn push_flush(&self, step: Step) {
+        self.shared.flush_script.lock().unwrap().push_back((Duration::ZERO, step));
+    }
+
     /// Append steps while running.
     pub fn push(&self, delay: Duration, step: Step) {
         self.shared.script.lock().unwrap().push_back((delay, step));
@@ -182,6 +200,18 @@ impl FakeLlmBuilder {
     /// A step of any kind.
     pub fn step(mut self, delay: Duration, step: Step) -> Self {
         self.script.push_back((delay, step));
+        self
+    }
+
+    /// Answer the next memory flush request with `step` (flushes answer "DONE" by default).
+    pub fn flush_step(mut self, step: Step) -> Self {
+        self.flush_script.push_back((Duration::ZERO, step));
+        self
+    }
+
+    /// Answer the next memory flush request with `step` after `delay` (a slow model).
+    pub fn flush_step_after(mut self, delay: Duration, step: Step) -> Self {
+        self.flush_script.push_back((delay, step));
         self
     }
 
@@ -221,6 +251,8 @@ impl FakeLlmBuilder {
             transcript: self.transcript,
             audio: Mutex::new(Vec::new()),
             cached_tokens: self.cached_tokens,
+            flush_script: Mutex::new(self.flush_script),
+            flushes: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
@@ -250,7 +282,31 @@ struct Brief {
     stream: bool,
 }
 
+/// Whether a request belongs to a memory flush turn (its instruction is among the messages).
+fn is_flush(body: &Value) -> bool {
+    body["messages"].as_array().is_some_and(|messages| {
+        messages
+            .iter()
+            .any(|m| m["role"] == "user" && m["content"].as_str().is_some_and(|c| c.contains("[Memory flush]")))
+    })
+}
+
 async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
+    if let Ok(parsed) = serde_json::from_slice::<Value>(&body)
+        && is_flush(&parsed)
+    {
+        shared.flushes.lock().unwrap().push(parsed.clone());
+        let (delay, step) =
+            shared.flush_script.lock().unwrap().pop_front().unwrap_or((Duration::ZERO, Step::Reply("DONE".into())));
+        tokio::time::sleep(delay).await;
+        let (text, calls) = match step {
+            Step::ToolCalls(calls) => (String::new(), calls),
+            Step::Reply(text) => (text, vec![]),
+            Step::Status(code, body, _) => return (StatusCode::from_u16(code).unwrap(), body).into_response(),
+            other => (format!("{other:?}"), vec![]),
+        };
+        return completion_json(&parsed, &text, &calls);
+    }
     let body: Value = if shared.keep {
         let Ok(body) = serde_json::from_slice::<Value>(&body) else {
             return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
@@ -666,3 +722,27 @@ mod fake_messages {
 
 #[allow(unused_imports)]
 pub use fake_messages::{CACHE_READ, CACHE_WRITE};
+
+/// A non-streamed completion answering a memory flush request: `text`, or `calls` (ids unique
+/// per request, so a flush turn's calls never collide).
+fn completion_json(body: &Value, text: &str, calls: &[(String, String)]) -> Response {
+    let turn = body["messages"].as_array().map_or(0, Vec::len);
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| json!({"id": format!("flush_{turn}_{i}"), "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    let mut message = json!({ "role": "assistant", "content": text });
+    if !tool_calls.is_empty() {
+        message["tool_calls"] = json!(tool_calls);
+    }
+    let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
+    Json(json!({
+        "id": "cmpl-fake-flush",
+        "object": "chat.completion",
+        "model": body["model"],
+        "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
+        "usage": { "prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15 },
+    }))
+    .into_response()
+}

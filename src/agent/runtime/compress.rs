@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::chain::{ChainError, ChainState, ProviderChain};
 use super::prompt::PromptBuilder;
+use crate::agent::flush::{FlushCause, FlushTarget, Flusher};
 use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, ToolSchema};
 use crate::clock::now_ms;
@@ -68,6 +69,9 @@ pub struct Compressor {
     pub prompts: PromptBuilder,
     /// The toolset of each of the session's tools (part of the rebuilt prompt).
     pub toolsets: Vec<&'static str>,
+    /// The memory flush turn run before the stored history is summarised (`None`: none, as
+    /// for a delegated child, which has no stored history).
+    pub flush: Option<(Arc<Flusher>, FlushTarget)>,
 }
 
 impl Compressor {
@@ -88,6 +92,10 @@ impl Compressor {
         let stored = self.store.load_transcript(&self.session_id).await?;
         let context = chain.current(state).context_length();
         let Some((start, end)) = plan(&stored, context, forced) else { return Ok(None) };
+        if let Some((flusher, target)) = &self.flush {
+            // The summary keeps the thread, not the details: the model saves those first.
+            flusher.flush(target, FlushCause::Compression).await;
+        }
         let middle = &stored[start..end];
         let request = ChatRequest {
             messages: vec![Message::text(Role::System, SUMMARISER), Message::text(Role::User, summary_prompt(middle))],

@@ -42,7 +42,7 @@ use crate::redact::Redaction;
 use crate::store::Store;
 
 pub use builtin::{ExtraTools, builtin};
-pub use executor::{ExecutorLimits, run_calls};
+pub use executor::{CallOutcome, ExecutorLimits, run_calls};
 pub use policy::ToolPolicy;
 
 /// What a tool is, as the model and the runtime see it.

@@ -9,6 +9,7 @@ mod cron;
 mod extras;
 mod idempotency;
 mod inbound;
+mod lifecycle;
 mod outbox;
 mod people;
 mod preview;
@@ -44,6 +45,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (8, "message_images", include_str!("../../../migrations/0008_message_images.sql")),
     (9, "stream_previews", include_str!("../../../migrations/0009_stream_previews.sql")),
     (10, "retention", include_str!("../../../migrations/0010_retention.sql")),
+    (11, "session_lifecycle", include_str!("../../../migrations/0011_session_lifecycle.sql")),
     (12, "search", include_str!("../../../migrations/0012_search.sql")),
     (13, "usage", include_str!("../../../migrations/0013_usage.sql")),
     (14, "session_people", include_str!("../../../migrations/0014_session_people.sql")),

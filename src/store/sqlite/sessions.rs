@@ -11,7 +11,7 @@ use crate::store::{
     Compaction, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd,
 };
 
-const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, \
+pub(super) const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, \
      s.system_prompt, s.last_prompt_tokens, s.model, \
      (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.archived = 0) AS message_count";
 
@@ -19,7 +19,7 @@ const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.upd
 const ROUTE_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, s.system_prompt, \
      s.last_prompt_tokens, s.model, -1 AS message_count";
 
-fn session_from_row(row: &SqliteRow) -> SessionInfo {
+pub(super) fn session_from_row(row: &SqliteRow) -> SessionInfo {
     SessionInfo {
         id: row.get("id"),
         key: row.get("session_key"),
