@@ -89,6 +89,20 @@ async fn new_flushes_memory_once_then_the_fresh_session_remembers() {
         "{:?}",
         platform.texts()
     );
+    // The flush's two model calls are Ann's spending, not a turn of hers.
+    let store = hermesd::store::SqliteStore::open(&home.path().join("state.db"), WAIT, 1).await.unwrap();
+    let today = hermesd::usage::utc_day(hermesd::clock::now_ms());
+    let spent = hermesd::store::UsageStore::usage_between(
+        &store,
+        hermesd::store::UsageScope::User,
+        "rec",
+        "ann",
+        &today,
+        &today,
+    )
+    .await
+    .unwrap();
+    assert_eq!((spent.turns, spent.tokens.calls), (1, 3), "one turn's call and the flush's two: {spent:?}");
 
     // The next message runs in the fresh session, whose prompt already holds what was saved.
     let n = platform.sent().len() + 1;

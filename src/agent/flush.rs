@@ -15,14 +15,15 @@ use hermesd_platform::ChatRef;
 use tokio_util::sync::CancellationToken;
 
 use super::message::{Message, Role, ToolCall};
-use super::provider::{ChatRequest, ProviderError};
-use super::runtime::chain::{ChainError, ProviderChain};
+use super::provider::{ChatRequest, ProviderError, ToolSchema};
+use super::runtime::chain::{ChainError, ChainState, ProviderChain};
 use super::runtime::sanitize::sanitize;
 use super::tools::{CallOutcome, ExecutorLimits, Nobody, Registry, ToolContext, ToolPolicy, run_calls};
 use crate::config::{MemoryConfig, ToolsConfig};
 use crate::metrics::{MEMORY_FLUSHES_TOTAL, Metrics};
 use crate::outbox::Outbox;
 use crate::store::{SessionKey, Store, StoreError};
+use crate::usage::{Accounting, Payer, TurnUsage};
 
 /// Model calls a flush may make (each may save several entries).
 const MAX_CALLS: usize = 3;
@@ -113,6 +114,8 @@ enum FlushError {
     Model(#[from] ChainError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("no end within {0} s")]
+    TimedOut(u64),
 }
 
 /// Flushes running now, by session key: the key's next turn waits (up to the deadline) for the
@@ -180,6 +183,8 @@ pub struct Flusher {
     pub gate: FlushGate,
     /// Counts flushes by outcome.
     pub metrics: Arc<Metrics>,
+    /// Charges the flush's model calls to the person (never counted as a turn).
+    pub accounting: Arc<Accounting>,
 }
 
 impl Flusher {
@@ -225,8 +230,10 @@ impl Flusher {
             Ok(None) => return FlushOutcome::Skipped("nothing new since the last flush"),
             Err(e) => return FlushOutcome::Failed(e.to_string()),
         };
-        let turn = self.converse(target, cause, &tools, policy);
-        let saved = match tokio::time::timeout(self.settings.timeout, turn).await {
+        // The model calls end at the deadline (and are still charged); the rest is a backstop.
+        let deadline = tokio::time::Instant::now() + self.settings.timeout;
+        let turn = self.converse(target, cause, &tools, policy, deadline);
+        let saved = match tokio::time::timeout_at(deadline + Duration::from_secs(1), turn).await {
             Ok(Ok(saved)) => saved,
             Ok(Err(FlushError::Model(ChainError::Provider(ProviderError::NotConfigured)))) => {
                 return FlushOutcome::Skipped("no model configured");
@@ -252,6 +259,7 @@ impl Flusher {
         cause: FlushCause,
         tools: &Registry,
         policy: ToolPolicy,
+        deadline: tokio::time::Instant,
     ) -> Result<bool, FlushError> {
         let session = self.store.session(&target.session_id).await?;
         let chain = match session.as_ref().and_then(|s| s.model.as_deref()) {
@@ -285,6 +293,33 @@ impl Flusher {
         };
         let schemas: Arc<[_]> = tools.schemas().into();
         let mut state = chain.start_turn();
+        let calls = self.calls(&chain, &mut state, messages, &schemas, tools, &ctx);
+        let result = tokio::time::timeout_at(deadline, calls)
+            .await
+            .unwrap_or(Err(FlushError::TimedOut(self.settings.timeout.as_secs())));
+        // Its model calls are the person's spending, whatever became of the turn.
+        let payer = Payer {
+            platform: target.chat.platform.clone(),
+            user: target.user_id.clone(),
+            chat: target.chat.chat_id.clone(),
+            capped: true,
+        };
+        let usage = TurnUsage::of(&state);
+        self.accounting.record(&payer, &target.session_id, &usage, false, crate::clock::now_ms()).await;
+        result
+    }
+
+    /// The flush turn's model calls: memory calls until the model answers.
+    async fn calls(
+        &self,
+        chain: &ProviderChain,
+        state: &mut ChainState,
+        mut messages: Vec<Message>,
+        schemas: &Arc<[ToolSchema]>,
+        tools: &Registry,
+        ctx: &ToolContext,
+    ) -> Result<bool, FlushError> {
+        let cancel = &ctx.cancel;
         let mut saved = false;
         for _ in 0..MAX_CALLS {
             let request = ChatRequest {
@@ -293,12 +328,12 @@ impl Flusher {
                 stable_prefix: 1,
                 ..ChatRequest::default()
             };
-            let mut reply = chain.call(&mut state, &request, None, &cancel).await?.message;
+            let mut reply = chain.call(state, &request, None, cancel).await?.message;
             if reply.tool_calls.is_empty() {
                 break;
             }
             let calls = std::mem::take(&mut reply.tool_calls);
-            let outcomes = run_calls(tools, &ctx, &calls, ExecutorLimits::default()).await;
+            let outcomes = run_calls(tools, ctx, &calls, ExecutorLimits::default()).await;
             saved |= calls.iter().zip(&outcomes).any(|(call, outcome)| changed_memory(call, outcome));
             reply.tool_calls = calls;
             messages.push(reply);
@@ -352,6 +387,7 @@ mod tests {
             name: MEMORY.into(),
             content: content.into(),
             error,
+            images: Vec::new(),
             elapsed: Duration::ZERO,
         }
     }

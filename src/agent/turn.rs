@@ -206,6 +206,7 @@ impl TurnRunner {
             settings: settings.flush,
             gate: Default::default(),
             metrics: parts.metrics.clone(),
+            accounting: parts.accounting.clone(),
         });
         Self { parts, settings, flusher, tasks: TaskTracker::new() }
     }

@@ -11,8 +11,8 @@ mod control;
 mod lifecycle;
 pub mod session_key;
 mod skills;
-mod usage;
 mod sweep;
+mod usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -6,8 +6,8 @@
 
 mod cron;
 mod idempotency;
-mod people;
 mod lifecycle;
+mod people;
 mod preview;
 mod retention;
 mod search;
@@ -458,12 +458,12 @@ pub trait AccessStore: Send + Sync {
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
-pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
+pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
 pub use retention::RetentionStore;
-pub use usage::{UsageRecord, UsageScope, UsageStore};
 pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
+pub use usage::{UsageRecord, UsageScope, UsageStore};
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
 #[async_trait]
@@ -532,7 +532,7 @@ impl<T> Store for T where
         + SearchStore
         + PreviewStore
         + UsageStore
-    + PersonStore
+        + PersonStore
         + LifecycleStore
 {
 }

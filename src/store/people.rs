@@ -35,6 +35,8 @@ pub struct PersonDeletion {
     pub routes: u64,
     /// Cron jobs the person created from a chat, with their run records.
     pub cron_jobs: u64,
+    /// Days of the person's own usage record (`/usage`, `[limits]`).
+    pub usage_days: u64,
 }
 
 /// People's sessions.

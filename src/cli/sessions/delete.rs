@@ -46,13 +46,14 @@ pub(crate) async fn erase(
     let done = store.delete_person(platform, user).await?;
     let mut lines = vec![format!(
         "{platform}:{user}: deleted {} sessions ({} messages, {} inbound events, {} reply chunks, {} routes) \
-         and {} cron jobs",
+         , {} cron jobs and {} days of usage",
         done.sessions.len(),
         done.messages,
         done.events,
         done.outbound,
         done.routes,
-        done.cron_jobs
+        done.cron_jobs,
+        done.usage_days
     )];
     for session in &done.sessions {
         lines.push(format!("  session {} ({})", session.id, session.key));

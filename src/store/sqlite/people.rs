@@ -106,7 +106,25 @@ impl PersonStore for SqliteStore {
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
+                sqlx::query("DELETE FROM session_resets WHERE session_id = ?").bind(id).execute(&mut *tx).await?;
                 sqlx::query("DELETE FROM sessions WHERE id = ?").bind(id).execute(&mut *tx).await?;
+            }
+            done.usage_days =
+                sqlx::query("DELETE FROM usage_daily WHERE scope = 'user' AND platform = ? AND subject = ?")
+                    .bind(platform)
+                    .bind(user)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            // A direct conversation's own day rows are the person's too.
+            for session in sessions.iter().filter(|s| s.dm) {
+                done.usage_days +=
+                    sqlx::query("DELETE FROM usage_daily WHERE scope = 'chat' AND platform = ? AND subject = ?")
+                        .bind(platform)
+                        .bind(&session.chat_id)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
             }
             tx.commit().await?;
             done.sessions = sessions;
@@ -229,7 +247,26 @@ mod tests {
         assert_eq!(found, [ann.clone(), ann_in_group.clone()], "the first person noted keeps the session");
         assert!(store.person_sessions("telegram", "U1").await.unwrap().is_empty(), "ids are per platform");
 
+        for (subject, scope) in [("U1", "user"), ("U2", "user"), ("D1", "chat"), ("D2", "chat"), ("G1", "chat")] {
+            sqlx::query("INSERT INTO usage_daily (scope, platform, subject, day, turns) VALUES (?, 'discord', ?, '2026-11-24', 1)")
+                .bind(scope)
+                .bind(subject)
+                .execute(&store.writer)
+                .await
+                .unwrap();
+        }
+        sqlx::query(
+            "INSERT INTO session_resets (session_key, session_id, reason, reset_at) VALUES ('k', ?, 'idle', 0)",
+        )
+        .bind(&ann)
+        .execute(&store.writer)
+        .await
+        .unwrap();
+
         let done = store.delete_person("discord", "U1").await.unwrap();
+        assert_eq!(done.usage_days, 2, "Ann's own usage and her DM's go; Bob's and the group's stay");
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM usage_daily").await, 3);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM session_resets").await, 0);
         assert_eq!(done.sessions.len(), 2);
         assert!(done.sessions[0].dm && !done.sessions[1].dm);
         assert_eq!((done.messages, done.events, done.outbound, done.routes), (4, 3, 2, 2));
