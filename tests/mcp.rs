@@ -315,6 +315,18 @@ fn gone(pid: i32) -> bool {
     }
 }
 
+/// A daemon with `config` (which configures the fixture server `fix`), once its 8 tools are in.
+async fn start_with_fixture(home: &Path, config: &str) -> support::TestDaemon {
+    let env_vars: Vec<(String, String)> =
+        ["PATH", "HOME"].iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
+    let env: Vec<(&str, &str)> = env_vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let options = DaemonOptions { mcp_shim: Some(PathBuf::from(BIN)), ..Default::default() };
+    let test = support::start_daemon_with(home, config, &env, options).await;
+    let registered = eventually(Duration::from_secs(20), || test.daemon.mcp.tool_count() == 8).await;
+    assert!(registered, "{:?}", test.daemon.mcp.report());
+    test
+}
+
 #[tokio::test]
 async fn the_model_calls_an_mcp_tool_and_sees_its_answer() {
     let home = tempfile::tempdir().unwrap();
@@ -322,13 +334,7 @@ async fn the_model_calls_an_mcp_tool_and_sees_its_answer() {
         FakeLlm::builder().tool_calls(&[("mcp_fix_echo", r#"{"text":"from the model"}"#)]).reply("done").start().await;
     let mcp = stdio_server("mcp.servers.fix", "");
     let config = support::config_for(&llm, &format!("[tools]\ntoolsets = [\"memory\", \"mcp\"]\n\n{mcp}"));
-    let env_vars: Vec<(String, String)> =
-        ["PATH", "HOME"].iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
-    let env: Vec<(&str, &str)> = env_vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let options = DaemonOptions { mcp_shim: Some(PathBuf::from(BIN)), ..Default::default() };
-    let test = support::start_daemon_with(home.path(), &config, &env, options).await;
-    let registered = eventually(Duration::from_secs(20), || test.daemon.mcp.tool_count() == 8).await;
-    assert!(registered, "{:?}", test.daemon.mcp.report());
+    let test = start_with_fixture(home.path(), &config).await;
 
     let (status, body) = ask(&test.base, Some("mcp-1"), "use the echo tool").await;
     assert_eq!((status, answer(&body)), (200, "done"));
@@ -360,13 +366,7 @@ async fn a_model_with_vision_is_shown_the_image_an_mcp_tool_returned() {
         "timeout = \"30s\"\nvision = true\n",
         1,
     );
-    let env_vars: Vec<(String, String)> =
-        ["PATH", "HOME"].iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
-    let env: Vec<(&str, &str)> = env_vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let options = DaemonOptions { mcp_shim: Some(PathBuf::from(BIN)), ..Default::default() };
-    let test = support::start_daemon_with(home.path(), &config, &env, options).await;
-    let registered = eventually(Duration::from_secs(20), || test.daemon.mcp.tool_count() == 8).await;
-    assert!(registered, "{:?}", test.daemon.mcp.report());
+    let test = start_with_fixture(home.path(), &config).await;
 
     let (status, body) = ask(&test.base, Some("mcp-image"), "what does the image tool show?").await;
     assert_eq!((status, answer(&body)), (200, "a tiny png"));

@@ -212,7 +212,7 @@ async fn a_stream_with_include_usage_ends_with_a_usage_chunk_and_without_it_has_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_compress_commands_summary_call_is_charged_without_counting_a_turn() {
+async fn a_compress_commands_model_calls_are_charged_without_counting_a_turn() {
     let llm = FakeLlm::echo().await;
     let home = tempfile::tempdir().unwrap();
     let d = start_daemon(home.path(), &config_for(&llm, ""), &[]).await;
@@ -222,13 +222,14 @@ async fn a_compress_commands_summary_call_is_charged_without_counting_a_turn() {
     let (_, body) = ask(&d.base, Some("long"), "/compress").await;
     assert!(support::answer(&body).starts_with("History summarised"), "{body}");
     assert_eq!(llm.count(), 15, "14 turns and one summary call");
+    assert_eq!(llm.flush_requests().len(), 1, "and the memory flush before it");
     let (_, body) = ask(&d.base, Some("long"), "/usage").await;
     let usage = support::answer(&body);
     assert!(
-        usage.contains("150 prompt (0 read from the cache, 0 written to it) · 75 completion · 15 model calls"),
+        usage.contains("160 prompt (0 read from the cache, 0 written to it) · 80 completion · 16 model calls"),
         "{usage}"
     );
-    assert!(usage.contains("you today (UTC): 14 turns · 225 tokens (150 prompt, 75 completion)"), "{usage}");
+    assert!(usage.contains("you today (UTC): 14 turns · 240 tokens (160 prompt, 80 completion)"), "{usage}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
