@@ -7,9 +7,12 @@
 //! a clear error. Only a shutdown leaves a turn unanswered; its event then runs at the next start.
 
 pub mod lifecycle;
+mod signals;
+
+pub use signals::{SteerBox, StopSignal};
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use hermesd_platform::{InboundMessage, OutboundKind};
@@ -66,71 +69,6 @@ pub enum StopReason {
     Interrupted,
     /// No step for `agent.inactivity_timeout`.
     Inactive,
-}
-
-/// Messages sent to steer a running turn. The loop folds them in after its next tool call; the
-/// ones it took are closed with the turn, the rest run as turns of their own afterwards.
-#[derive(Debug, Default)]
-pub struct SteerBox {
-    waiting: Mutex<Vec<TurnJob>>,
-    taken: Mutex<Vec<i64>>,
-}
-
-impl SteerBox {
-    /// Queue a message for the running turn.
-    pub fn push(&self, job: TurnJob) {
-        self.waiting.lock().expect("steer lock poisoned").push(job);
-    }
-
-    /// Everything waiting, as one user message; remembers which events it took.
-    pub fn take(&self) -> Option<Message> {
-        let jobs = std::mem::take(&mut *self.waiting.lock().expect("steer lock poisoned"));
-        if jobs.is_empty() {
-            return None;
-        }
-        self.taken.lock().expect("steer lock poisoned").extend(jobs.iter().map(|j| j.seq));
-        let text = jobs.iter().map(|j| framed_text(&j.message, is_shared(&j.key))).collect::<Vec<_>>().join("\n");
-        Some(Message::text(Role::User, format!("[The user adds while you work] {text}")))
-    }
-
-    /// Events folded into the turn so far.
-    pub fn taken(&self) -> Vec<i64> {
-        self.taken.lock().expect("steer lock poisoned").clone()
-    }
-
-    /// Messages the turn never took; they run as turns of their own.
-    pub fn leftovers(&self) -> Vec<TurnJob> {
-        std::mem::take(&mut *self.waiting.lock().expect("steer lock poisoned"))
-    }
-}
-
-/// A running turn's stop switch, plus the box steering messages wait in.
-#[derive(Debug, Default)]
-pub struct StopSignal {
-    token: CancellationToken,
-    reason: Mutex<Option<StopReason>>,
-    /// Set once the turn's reply is stored: from then on the session counts as idle, even while
-    /// the turn's task winds down (so a message sent right after the reply is not "queued").
-    answered: std::sync::atomic::AtomicBool,
-    /// Messages sent to steer this turn.
-    pub steer: SteerBox,
-}
-
-impl StopSignal {
-    /// Ask the turn to stop at its next safe point.
-    pub fn stop(&self, reason: StopReason) {
-        self.reason.lock().expect("stop lock poisoned").get_or_insert(reason);
-        self.token.cancel();
-    }
-
-    /// Whether the turn's reply is stored.
-    pub fn is_answered(&self) -> bool {
-        self.answered.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    fn reason(&self) -> Option<StopReason> {
-        *self.reason.lock().expect("stop lock poisoned")
-    }
 }
 
 /// Everything turns need that does not change between them.
