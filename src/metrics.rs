@@ -37,6 +37,13 @@ pub const QUARANTINED_TOTAL: &str = "hermesd_quarantined_rows_total";
 pub const MEMORY_FLUSHES_TOTAL: &str = "hermesd_memory_flushes_total";
 /// Sessions the reset policy archived, by reason (`idle`, `daily`) and by whom (`sweep`, `turn`).
 pub const SESSION_RESETS_TOTAL: &str = "hermesd_session_resets_total";
+/// Chats holding a pacer in the outbox now (a gauge read when `/metrics` is rendered).
+pub const PACERS: &str = "hermesd_pacers";
+/// Tokio tasks alive in the runtime that renders `/metrics` (the daemon's one runtime).
+pub const TASKS: &str = "hermesd_tasks";
+
+/// A gauge read at render time from the part that owns the value (no copy to keep in step).
+type Probe = Box<dyn Fn() -> i64 + Send + Sync>;
 
 const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
 
@@ -74,6 +81,8 @@ pub struct Metrics {
     pub turns_running: AtomicI64,
     /// Session actors alive now.
     pub active_sessions: AtomicI64,
+    /// Gauges read when rendering, by name (`PACERS`); a few, registered at wiring.
+    probes: Mutex<Vec<(&'static str, Probe)>>,
 }
 
 impl Metrics {
@@ -123,6 +132,14 @@ impl Metrics {
         self.model_cost_picos.load(Ordering::Relaxed)
     }
 
+    /// Render gauge `name` from `probe` at every `/metrics` (a later probe of the same name
+    /// replaces the earlier). The probe must be cheap and must not take this registry's locks.
+    pub fn gauge_probe(&self, name: &'static str, probe: impl Fn() -> i64 + Send + Sync + 'static) {
+        let mut probes = self.probes.lock().expect("metrics lock poisoned");
+        probes.retain(|(n, _)| *n != name);
+        probes.push((name, Box::new(probe)));
+    }
+
     /// The value of a counter (tests and `/status`).
     pub fn counter(&self, name: &'static str, labels: &str) -> u64 {
         let counters = self.counters.lock().expect("metrics lock poisoned");
@@ -165,6 +182,12 @@ impl Metrics {
         ] {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", gauge.load(Ordering::Relaxed));
         }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let _ = writeln!(out, "# TYPE {TASKS} gauge\n{TASKS} {}", runtime.metrics().num_alive_tasks());
+        }
+        for (name, probe) in self.probes.lock().expect("metrics lock poisoned").iter() {
+            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", probe());
+        }
         out
     }
 }
@@ -196,5 +219,42 @@ mod tests {
         assert!(!text.contains("kind=\"cache_read\""), "{text}");
         assert!(text.contains("hermesd_model_calls_total{priced=\"no\"} 1"), "{text}");
         assert!(text.contains("hermesd_model_cost_usd_total 1.500000000000"), "{text}");
+    }
+
+    #[test]
+    fn probed_gauges_are_read_at_render_time() {
+        let m = Metrics::default();
+        let held = std::sync::Arc::new(AtomicI64::new(3));
+        let probe = held.clone();
+        m.gauge_probe(PACERS, move || probe.load(Ordering::Relaxed));
+        assert!(m.render().contains("hermesd_pacers 3\n"), "{}", m.render());
+        held.store(7, Ordering::Relaxed);
+        assert!(m.render().contains("hermesd_pacers 7\n"), "{}", m.render());
+        m.gauge_probe(PACERS, || 1);
+        assert_eq!(m.render().lines().filter(|l| l.starts_with("hermesd_pacers ")).count(), 1, "a probe of the same name replaces the old one");
+        assert!(!m.render().contains("hermesd_tasks"), "outside a runtime there is no task count");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_task_gauge_counts_alive_tasks() {
+        let m = Metrics::default();
+        let tasks = |text: &str| -> i64 {
+            let line = text.lines().find_map(|l| l.strip_prefix("hermesd_tasks ")).expect("a task gauge");
+            line.parse().expect("a number")
+        };
+        let before = tasks(&m.render());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let handles: Vec<_> = (0..5)
+            .map(|_| {
+                let stop = stop.clone();
+                tokio::spawn(async move { stop.cancelled().await })
+            })
+            .collect();
+        assert_eq!(tasks(&m.render()), before + 5);
+        stop.cancel();
+        for handle in handles {
+            handle.await.expect("task ends");
+        }
+        assert_eq!(tasks(&m.render()), before);
     }
 }

@@ -79,6 +79,11 @@ impl Outbox {
     ) -> Self {
         let redaction = Redaction::default();
         let pacers = Arc::new(Pacers::default());
+        // Weak: the registry must not keep an outbox's pacers alive.
+        let probed = Arc::downgrade(&pacers);
+        metrics.gauge_probe(crate::metrics::PACERS, move || {
+            probed.upgrade().map_or(0, |pacers| i64::try_from(pacers.len()).unwrap_or(i64::MAX))
+        });
         let streaming = Arc::default();
         Self { store, platforms, pacers, metrics, tracker, cancel, redaction, streaming, data_dir: None }
     }

@@ -240,6 +240,11 @@ impl FakeTelegram {
         self.shared.lock().sent.clone()
     }
 
+    /// Delivered messages from the `from`-th on (a poller reading only what is new).
+    pub fn sent_since(&self, from: usize) -> Vec<Sent> {
+        self.shared.lock().sent.get(from..).map(<[Sent]>::to_vec).unwrap_or_default()
+    }
+
     /// Delivered messages in one chat.
     pub fn sent_to(&self, chat_id: i64) -> Vec<Sent> {
         self.sent().into_iter().filter(|s| s.chat_id == chat_id).collect()
