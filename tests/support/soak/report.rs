@@ -169,6 +169,14 @@ fn figures(out: &mut String, cycles: &[&Sample], end: f64, answers: &Answers) {
     let _ = writeln!(out, "| answers/s | {} |", rates.join(" | "));
     let latencies: Vec<String> = (0..4).map(|q| latency(f64::from(q))).collect();
     let _ = writeln!(out, "| API p50 / p99 ms (clear of outages) | {} |", latencies.join(" | "));
+    let mut hit: Vec<f64> = answers.api_latency.iter().filter(|l| l.2).map(|l| l.1).collect();
+    if let (Some(p50), Some(max)) = (quantile(&mut hit, 0.5), quantile(&mut hit, 1.0)) {
+        let _ = writeln!(
+            out,
+            "\nAPI answers overlapping an outage: {} (p50 {p50:.1} s, slowest {max:.1} s: the turn waited out the model's absence).",
+            hit.len()
+        );
+    }
     let total = cycles.last().map_or(0, |s| s.turns);
     let _ = writeln!(
         out,
