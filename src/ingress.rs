@@ -56,6 +56,7 @@ impl HostIngress {
         }
         match self.store.accept_idempotent(&event, claim, now_ms()).await {
             Ok(IdempotentAccept::New { seq }) => {
+                crate::failpoint!("ingress.accepted");
                 self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "new")]);
                 self.router.dispatch(seq, event).await;
                 Ok(IdempotentAccept::New { seq })
@@ -96,6 +97,7 @@ impl Ingress for HostIngress {
         }
         match self.store.accept_inbound(&event, now_ms()).await {
             Ok(AcceptOutcome::New { seq }) => {
+                crate::failpoint!("ingress.accepted");
                 self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "new")]);
                 tracing::debug!(platform, seq, "event accepted");
                 self.router.dispatch(seq, event).await;

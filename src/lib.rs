@@ -11,6 +11,7 @@ pub mod config;
 pub mod cron;
 pub mod daemon;
 pub mod delivery;
+pub mod failpoint;
 pub mod http;
 pub mod http_client;
 pub mod ingress;

@@ -316,6 +316,7 @@ impl TurnRunner {
         shutdown: &CancellationToken,
     ) -> Result<(), StoreError> {
         let store = &self.parts.store;
+        crate::failpoint!("turn.start");
         let (session, reset) = self.resolve_with_reset(&job.key).await?;
         if let Some(reason) = reset {
             self.tell_reset(job, reason).await;
@@ -361,6 +362,7 @@ impl TurnRunner {
         let user =
             self.parts.media.user_message(&job.message, user_text(&job.message, is_shared(&job.key)), vision).await;
         store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
+        crate::failpoint!("turn.begun");
 
         let mut system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
@@ -499,6 +501,7 @@ impl TurnRunner {
         };
         drop(watcher);
         watcher_task.abort();
+        crate::failpoint!("turn.answered");
         before_loop.add_to(&mut result.usage, &mut result.cost);
         self.account(job, &payer, &session.id, &result).await;
         if let Some(platform) = &platform {
@@ -599,6 +602,7 @@ impl TurnRunner {
             usage: ending.usage,
         };
         let ids = self.parts.store.finish_turn(job.seq, session_id, &end, now_ms()).await?;
+        crate::failpoint!("turn.stored");
         stop.answered.store(true, std::sync::atomic::Ordering::SeqCst);
         self.parts.routing.record(&routed).await;
         let turn_id = format!("evt:{}", job.seq);

@@ -24,9 +24,17 @@ pub const EXIT_CONFIG: u8 = 78;
 /// Exit code: temporary failure, restart me.
 pub const EXIT_TEMPFAIL: u8 = 75;
 
+/// `hermesd --version`: the version and the test-only features compiled in (a build with
+/// failpoints must never be mistaken for a release).
+const LONG_VERSION: &str = if crate::failpoint::ENABLED {
+    concat!(env!("CARGO_PKG_VERSION"), " (failpoints)")
+} else {
+    env!("CARGO_PKG_VERSION")
+};
+
 /// hermesd — a durable multi-platform messaging gateway for an AI agent.
 #[derive(Debug, Parser)]
-#[command(name = "hermesd", version, about)]
+#[command(name = "hermesd", version, long_version = LONG_VERSION, about)]
 pub struct Cli {
     /// Config file (default: $HERMESD_HOME/config.toml).
     #[arg(long, global = true, value_name = "PATH")]

@@ -1,5 +1,6 @@
 //! `/healthz` (the process answers), `/readyz` (store open, platforms started, not draining;
-//! MCP servers are reported as details but never make it wait) and `/metrics` (Prometheus text).
+//! MCP servers are reported as details but never make it wait; store write faults are named)
+//! and `/metrics` (Prometheus text).
 
 use std::sync::atomic::Ordering;
 
@@ -19,6 +20,11 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let mut problems = Vec::new();
     if let Err(e) = state.store.ping().await {
         problems.push(format!("store: {e}"));
+    }
+    // Writes failing right now (a lock held elsewhere, a full disk, I/O errors): the daemon
+    // keeps retrying them, and says so here.
+    if let Some(problem) = state.store.write_problem() {
+        problems.push(format!("store: {problem}"));
     }
     if !state.ready.platforms_started.load(Ordering::SeqCst) {
         problems.push("platforms: starting".to_owned());

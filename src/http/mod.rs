@@ -3,6 +3,8 @@
 //! drive (`/v1/*`, `/admin/*`) sit behind the browser guard; signed routes do not.
 
 mod admin;
+#[cfg(feature = "failpoints")]
+mod failpoints;
 mod api;
 mod api_media;
 mod files;
@@ -113,6 +115,10 @@ pub fn router(state: AppState, http: &HttpConfig) -> Router {
         app = app.merge(hooks);
     }
     let mut browser = Router::new().route("/admin/send", post(admin::send).options(guard::preflight));
+    #[cfg(feature = "failpoints")]
+    {
+        browser = browser.route("/admin/failpoints", post(failpoints::arm));
+    }
     if state.api.is_some() {
         let mut v1 = Router::new()
             .route("/v1/chat/completions", post(api::chat_completions).options(guard::preflight))

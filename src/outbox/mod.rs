@@ -337,6 +337,7 @@ impl Outbox {
                     global.acquire().await;
                 } => {}
             }
+            crate::failpoint!("outbox.send");
             let result = tokio::select! {
                 _ = self.cancel.cancelled() => return false,
                 r = self.send_or_fill(&platform, pacer, &row, &mut preview) => r,
@@ -344,7 +345,9 @@ impl Outbox {
             attempts += 1;
             let error = match result {
                 Ok((sent, filled)) => {
+                    crate::failpoint!("outbox.sent");
                     self.record_receipt(&row, &sent, filled).await;
+                    crate::failpoint!("outbox.receipt");
                     self.metrics.inc(OUTBOUND_TOTAL, &[("platform", &platform_label), ("outcome", "sent")]);
                     return true;
                 }

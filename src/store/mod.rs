@@ -5,6 +5,7 @@
 //! A PostgreSQL backend for scale-out is a second implementation of the same traits.
 
 mod cron;
+pub mod health;
 mod idempotency;
 mod lifecycle;
 mod people;
@@ -461,6 +462,7 @@ pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, Stor
 pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
 pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
+pub use health::HealthStore;
 pub use retention::RetentionStore;
 pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
 pub use usage::{UsageRecord, UsageScope, UsageStore};
@@ -517,6 +519,7 @@ pub trait Store:
     + UsageStore
     + PersonStore
     + LifecycleStore
+    + HealthStore
 {
 }
 
@@ -534,5 +537,6 @@ impl<T> Store for T where
         + UsageStore
         + PersonStore
         + LifecycleStore
+        + HealthStore
 {
 }

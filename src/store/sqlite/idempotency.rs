@@ -18,7 +18,7 @@ impl IdempotencyStore for SqliteStore {
         now: i64,
     ) -> StoreResult<IdempotentAccept> {
         let payload = &to_json(event);
-        retry_busy(|| async move {
+        self.write(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             let found = sqlx::query(
                 "SELECT fingerprint, state, status, body, created_at FROM idempotency_keys \

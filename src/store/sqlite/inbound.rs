@@ -70,7 +70,7 @@ impl InboundStore for SqliteStore {
     async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome> {
         let payload = &to_json(event);
         let (platform, event_id) = (event.platform(), event.event_id());
-        retry_busy(|| async move {
+        self.write(|| async move {
             let done = sqlx::query(
                 "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?, ?, ?, ?) \
                  ON CONFLICT (platform, event_id) DO NOTHING",
@@ -137,7 +137,7 @@ impl InboundStore for SqliteStore {
         turn_id: &str,
         now: i64,
     ) -> StoreResult<()> {
-        retry_busy(|| async move {
+        self.write(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             sqlx::query("UPDATE inbound_events SET state = ?, error = ?, finished_at = ? WHERE seq = ?")
                 .bind(state.as_str())
@@ -153,7 +153,7 @@ impl InboundStore for SqliteStore {
     }
 
     async fn requeue_event(&self, seq: i64) -> StoreResult<()> {
-        retry_busy(|| async move {
+        self.write(|| async move {
             sqlx::query(
                 "UPDATE inbound_events SET state = 'accepted', attempts = MAX(attempts - 1, 0) \
                  WHERE seq = ? AND state = 'running'",
@@ -175,7 +175,7 @@ impl InboundStore for SqliteStore {
     }
 
     async fn save_cursor(&self, platform: &str, cursor: &str, now: i64) -> StoreResult<()> {
-        retry_busy(|| async move {
+        self.write(|| async move {
             sqlx::query(
                 "INSERT INTO platform_cursors (platform, cursor, updated_at) VALUES (?, ?, ?) \
                  ON CONFLICT (platform) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at",

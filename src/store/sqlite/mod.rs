@@ -7,6 +7,7 @@ mod access;
 pub(crate) mod backup;
 mod cron;
 mod extras;
+mod health;
 mod idempotency;
 mod inbound;
 mod lifecycle;
@@ -24,7 +25,6 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rand::Rng;
 use sqlx::SqlStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
@@ -51,14 +51,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (14, "session_people", include_str!("../../../migrations/0014_session_people.sql")),
 ];
 
-/// How many times a write is retried when the database stays locked past the busy timeout.
-const BUSY_RETRIES: u32 = 5;
-
 /// The SQLite store.
 #[derive(Clone)]
 pub struct SqliteStore {
     writer: SqlitePool,
     readers: SqlitePool,
+    /// What the durable-path writes last saw (`/readyz`).
+    health: std::sync::Arc<super::health::WriteHealth>,
+    /// The page cap a test armed on the writer (`store.max_page_count`; 0: none).
+    #[cfg(feature = "failpoints")]
+    page_limit: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl SqliteStore {
@@ -102,7 +104,13 @@ impl SqliteStore {
         }
         migrator().run(&writer).await?;
         let readers = SqlitePoolOptions::new().max_connections(readers).connect_with(base.read_only(true)).await?;
-        Ok(Self { writer, readers })
+        Ok(Self {
+            writer,
+            readers,
+            health: Default::default(),
+            #[cfg(feature = "failpoints")]
+            page_limit: Default::default(),
+        })
     }
 
     /// Close both pools, checkpointing the WAL.
@@ -145,33 +153,15 @@ async fn check_schema_version(pool: &SqlitePool) -> StoreResult<Option<i64>> {
     }
 }
 
-/// Run a write, retrying with jitter while another process keeps the database locked.
-async fn retry_busy<T, F, Fut>(mut op: F) -> StoreResult<T>
+/// Run a write, retrying with jitter while another process keeps the database locked (or the
+/// disk is full, or I/O fails) for as long as `health::retry_write` allows. Writes on the
+/// durable path use `SqliteStore::write`, which also records the fault for `/readyz`.
+async fn retry_busy<T, F, Fut>(op: F) -> StoreResult<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, sqlx::Error>>,
 {
-    let mut attempt = 0;
-    loop {
-        match op().await {
-            Err(e) if is_busy(&e) && attempt < BUSY_RETRIES => {
-                attempt += 1;
-                let jitter = rand::rng().random_range(10..50u64 * u64::from(attempt));
-                tracing::debug!(attempt, "database busy, retrying");
-                tokio::time::sleep(Duration::from_millis(jitter)).await;
-            }
-            other => return other.map_err(StoreError::from),
-        }
-    }
-}
-
-fn is_busy(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Database(db) => {
-            matches!(db.code().as_deref(), Some("5" | "6" | "517" | "261"))
-        }
-        _ => false,
-    }
+    health::retry_write(None, op).await
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {

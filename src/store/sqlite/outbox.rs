@@ -69,7 +69,7 @@ impl SqliteStore {
 #[async_trait]
 impl OutboxStore for SqliteStore {
     async fn enqueue_outbound(&self, turn_id: &str, messages: &[OutboundMessage], now: i64) -> StoreResult<Vec<i64>> {
-        retry_busy(|| async move {
+        self.write(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             let ids = insert_outbound(&mut tx, turn_id, messages, now).await?;
             tx.commit().await?;
@@ -99,7 +99,7 @@ impl OutboxStore for SqliteStore {
     }
 
     async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64) -> StoreResult<()> {
-        retry_busy(|| async move {
+        self.write(|| async move {
             sqlx::query(
                 "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?, sent_at = ?, \
                  attempts = attempts + 1 WHERE id = ?",
@@ -116,7 +116,7 @@ impl OutboxStore for SqliteStore {
 
     async fn mark_attempt_failed(&self, id: i64, error: &str, give_up: bool) -> StoreResult<()> {
         let state = if give_up { "failed" } else { "pending" };
-        retry_busy(|| async move {
+        self.write(|| async move {
             sqlx::query("UPDATE outbound_messages SET attempts = attempts + 1, error = ?, state = ? WHERE id = ?")
                 .bind(error)
                 .bind(state)

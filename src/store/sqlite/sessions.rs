@@ -193,7 +193,7 @@ impl SessionStore for SqliteStore {
         // Two statements without a transaction: each is idempotent on a rerun (the user message is
         // written once per event), so a crash between them loses nothing, and the turn start
         // costs two round trips to the writer instead of four.
-        let attempts: i64 = retry_busy(|| async move {
+        let attempts: i64 = self.write(|| async move {
             let mut conn = self.writer.acquire().await?;
             let (attempts,): (i64,) = sqlx::query_as(
                 "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ? \
@@ -215,7 +215,7 @@ impl SessionStore for SqliteStore {
         let TurnEnd { messages, reply, state, error, prompt_tokens, also_done, usage } = *end;
         let prompt_tokens = prompt_tokens.and_then(|t| i64::try_from(t).ok());
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        retry_busy(|| async move {
+        self.write(|| async move {
             let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
             for message in messages {
                 // The turn's own user message was written by `begin_turn` under this event; user
