@@ -12,6 +12,9 @@ pub mod cron;
 pub mod daemon;
 pub mod delivery;
 pub mod failpoint;
+/// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
+#[cfg(any(fuzzing, test))]
+pub mod fuzzing;
 pub mod http;
 pub mod http_client;
 pub mod ingress;

@@ -166,4 +166,7 @@ fn encode_hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests;

@@ -7,6 +7,9 @@ use unicode_segmentation::GraphemeCursor;
 
 use crate::LengthUnit;
 
+#[cfg(any(fuzzing, test))]
+pub(crate) mod check;
+
 /// Below this limit fence markers would crowd out the text, so fences are left as they are.
 const MIN_FENCE_LIMIT: usize = 16;
 /// Appended to a chunk that ends inside a code block.

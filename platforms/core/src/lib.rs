@@ -7,6 +7,9 @@
 mod backoff;
 pub mod chunk;
 pub mod conformance;
+/// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
+#[cfg(any(fuzzing, test))]
+pub mod fuzzing;
 pub mod media;
 mod model;
 mod platform;

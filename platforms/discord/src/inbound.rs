@@ -224,4 +224,7 @@ fn file_requests(message: &Message) -> Vec<FileRequest> {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests;

@@ -6,6 +6,9 @@
 
 mod backfill;
 mod config;
+/// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
+#[cfg(any(fuzzing, test))]
+pub mod fuzzing;
 mod gateway;
 mod health;
 mod inbound;

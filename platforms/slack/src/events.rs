@@ -54,8 +54,8 @@ pub(crate) fn verify(secret: &str, request: &WebhookRequest, now: i64) -> Result
 }
 
 /// The `x-slack-signature` value Slack would send for `body` at `timestamp`.
-#[cfg(test)]
-fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
+#[cfg(any(fuzzing, test))]
+pub(crate) fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     let mut mac = keyed(secret);
     mac.update(format!("v0:{timestamp}:").as_bytes());
     mac.update(body);
@@ -146,6 +146,9 @@ async fn interaction(platform: &SlackPlatform, ctx: &PlatformContext, body: &[u8
 fn respond(status: u16, body: &str) -> WebhookResponse {
     WebhookResponse { status, body: body.to_owned() }
 }
+
+#[cfg(test)]
+mod props;
 
 #[cfg(test)]
 mod tests {

@@ -72,7 +72,12 @@ fn inline(text: &str) -> String {
     out
 }
 
-/// `[label](url)` → `<url|label>`; everything else escaped.
+/// The URL schemes a `[label](url)` may link to. Anything else inside `<…>` Slack reads as markup
+/// of its own: `<!channel|x>` pings everyone, `<@U1|x>` mentions a user, `<#C1|x>` links a
+/// channel, so such a "link" from the model stays text.
+const LINK_SCHEMES: [&str; 3] = ["https://", "http://", "mailto:"];
+
+/// `[label](url)` → `<url|label>` for web and mail URLs; everything else escaped.
 fn links(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -84,7 +89,7 @@ fn links(text: &str) -> String {
             let (label, url) = (&after[..close], &url_part[..end]);
             let ok = !label.is_empty()
                 && !label.contains(['[', ']'])
-                && !url.is_empty()
+                && LINK_SCHEMES.iter().any(|scheme| url.starts_with(scheme))
                 && !url.contains(char::is_whitespace);
             ok.then(|| (label, url, open + 1 + close + 2 + end + 1))
         });
@@ -145,6 +150,9 @@ pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
+#[cfg(any(fuzzing, test))]
+pub(crate) mod mrkdwn_check;
+
 #[cfg(test)]
 mod props;
 
@@ -157,6 +165,24 @@ mod tests {
         // Found by the property tests: a closing fence line went out raw, so a mention after it
         // would ping.
         assert_eq!(markdown_to_mrkdwn("```\ncode\n```<@U1>"), "```\ncode\n```&lt;@U1&gt;");
+    }
+
+    #[test]
+    fn links_to_mentions_channels_and_broadcasts_stay_text() {
+        // Found by the fuzz target (tests/fuzz, slack_markdown): `[x](!channel)` became
+        // `<!channel|x>`, which pings the whole channel; `@` and `#` targets mention a user or
+        // a channel the same way.
+        let table = [
+            ("[hi](!channel)", "[hi](!channel)"),
+            ("[x](@U123)", "[x](@U123)"),
+            ("[general](#C1)", "[general](#C1)"),
+            ("[team](!subteam^S1)", "[team](!subteam^S1)"),
+            ("[run](javascript:alert(1))", "[run](javascript:alert(1))"),
+        ];
+        for (markdown, want) in table {
+            assert_eq!(markdown_to_mrkdwn(markdown), want, "{markdown:?}");
+            assert!(mrkdwn_check::check_mrkdwn(&markdown_to_mrkdwn(markdown)).is_ok(), "{markdown:?}");
+        }
     }
 
     #[test]
@@ -174,7 +200,8 @@ mod tests {
             ("```rust\nlet a = 1 < 2; // **x**\n```", "```\nlet a = 1 &lt; 2; // **x**\n```"),
             ("2 * 3 * 4 and a lone ** marker", "2 * 3 * 4 and a lone ** marker"),
             ("[not a link] (x) and [empty]()", "[not a link] (x) and [empty]()"),
-            ("[a] b [c](d)", "[a] b <d|c>"),
+            ("[a] b [c](https://d.io)", "[a] b <https://d.io|c>"),
+            ("[c](d) and [m](mailto:a@b.io)", "[c](d) and <mailto:a@b.io|m>"),
             ("an unpaired ` backtick *here*", "an unpaired ` backtick _here_"),
         ];
         for (markdown, want) in table {

@@ -338,4 +338,7 @@ fn file_requests(event: &RawEvent) -> Vec<FileRequest> {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests;

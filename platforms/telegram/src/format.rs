@@ -196,6 +196,9 @@ fn link(out: &mut String, s: &[char], i: usize) -> Option<usize> {
     Some(url_end + 1)
 }
 
+#[cfg(any(fuzzing, test))]
+pub(crate) mod html_check;
+
 #[cfg(test)]
 mod props;
 

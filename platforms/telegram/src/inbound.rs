@@ -321,4 +321,7 @@ fn file_requests(message: &Message) -> Vec<FileRequest> {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests;

@@ -7,6 +7,9 @@
 mod config;
 mod draft;
 mod format;
+/// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
+#[cfg(any(fuzzing, test))]
+pub mod fuzzing;
 mod health;
 mod inbound;
 mod media;

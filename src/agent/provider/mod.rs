@@ -4,6 +4,9 @@
 
 mod anthropic;
 mod chat_completions;
+/// The SSE decoder's contract for the fuzz target (tests/fuzz).
+#[cfg(any(fuzzing, test))]
+pub(crate) mod fuzz;
 mod responses;
 mod sse;
 

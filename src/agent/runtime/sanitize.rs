@@ -111,7 +111,10 @@ pub fn repair_arguments(text: &str) -> String {
         return trimmed.to_owned();
     }
     let unfenced = trimmed.trim_start_matches("```json").trim_start_matches("```").trim_end_matches("```").trim();
-    if let (Some(start), Some(end)) = (unfenced.find('{'), unfenced.rfind('}')) {
+    // The last `}` may come before the first `{` (`} x {`): then there is no object to cut out.
+    if let (Some(start), Some(end)) = (unfenced.find('{'), unfenced.rfind('}'))
+        && start < end
+    {
         let candidate = &unfenced[start..=end];
         if serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(candidate).is_ok() {
             return candidate.to_owned();
@@ -210,5 +213,15 @@ mod tests {
         assert_eq!(repair_arguments(r#"sure: {"a":1} done"#), r#"{"a":1}"#);
         assert_eq!(repair_arguments("[1]"), "{}");
         assert_eq!(repair_arguments("{broken"), "{}");
+    }
+
+    #[test]
+    fn a_closing_brace_before_the_first_opening_one_is_no_object() {
+        // Found by the fuzz target (tests/fuzz, tool_arguments): slicing from the first `{` to
+        // the last `}` panicked when the `}` came first, on text any model may send.
+        for text in ["}{", "} x {", "```json\n}\n{```", r#"}"path":"a.txt"{"#] {
+            assert_eq!(repair_arguments(text), "{}", "{text:?}");
+        }
+        assert_eq!(repair_arguments(r#"} {"a":1}"#), r#"{"a":1}"#);
     }
 }

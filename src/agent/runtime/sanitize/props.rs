@@ -19,6 +19,8 @@ fn arguments() -> impl Strategy<Value = String> {
         Just("[1, 2]".to_owned()),
         Just("null".to_owned()),
         "\\PC{0,40}",
+        // Stray braces in any order (a `}` before the first `{` once panicked).
+        "[{}a-z\" :]{0,16}",
     ]
 }
 
