@@ -110,6 +110,14 @@ pub fn render(i: &Inputs<'_>) -> String {
     let status = i.status.map_or_else(|| "killed after the timeout".to_owned(), |s| s.to_string());
     let _ = writeln!(out, "\nShutdown: SIGTERM to exit {:.1} s ({status}).", i.stop_took.as_secs_f64());
     let _ = writeln!(out, "CSV ({} rows): {}", i.samples.len(), p.csv.display());
+    if !super::verdict::judges_store_flat(end, &p.limits) {
+        let _ = writeln!(
+            out,
+            "The store's flatness after retention is judged only in runs of {:.0} min or more (the shortest \
+             retention age is 1 h); shorter runs judge its growth per answer.",
+            (p.limits.retention_settled_s + 1800.0) / 60.0
+        );
+    }
     let pass = i.checks.iter().all(|c| c.pass);
     let _ = writeln!(out, "\nsoak verdict: {}", if pass { "PASS" } else { "FAIL" });
     out

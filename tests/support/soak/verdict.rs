@@ -39,6 +39,14 @@ pub struct Limits {
     pub latency_ratio: f64,
     /// …plus this many seconds.
     pub latency_slack_s: f64,
+    /// From this many seconds on retention prunes (its shortest age is 1 h, every minute) and
+    /// idle sessions are gone (`sessions prune` every cycle): a run lasting 30 min longer
+    /// also judges the store flat from there on.
+    pub retention_settled_s: f64,
+    /// The store's last-quarter peak may be this times its size when retention settled…
+    pub store_flat_ratio: f64,
+    /// …plus this many MB.
+    pub store_flat_slack_mb: f64,
     /// ERROR lines tolerated in the daemon's log.
     pub max_error_lines: usize,
     /// Cron jobs running (each may hold an actor).
@@ -62,6 +70,9 @@ impl Default for Limits {
             db_slack_per_turn: 2048.0,
             latency_ratio: 2.0,
             latency_slack_s: 0.25,
+            retention_settled_s: 3900.0,
+            store_flat_ratio: 1.1,
+            store_flat_slack_mb: 4.0,
             max_error_lines: 0,
             cron_jobs: 0,
         }
@@ -132,7 +143,7 @@ pub fn judge(samples: &[Sample], answers: &Answers, limits: &Limits) -> Vec<Chec
     let (second, last) = (quarter(1.0), quarter(3.0));
     let judged: Vec<&Sample> = cycles.iter().copied().filter(|s| s.t >= end / 4.0).collect();
     let quiet: Vec<&Sample> = cycles.iter().copied().filter(|s| s.phase == Phase::QuietEnd).collect();
-    vec![
+    let mut checks = vec![
         growth(
             "RSS flat (last vs second quarter peak)",
             &second,
@@ -169,7 +180,31 @@ pub fn judge(samples: &[Sample], answers: &Answers, limits: &Limits) -> Vec<Chec
             answers.clean_exit,
             format!("clean exit: {}", answers.clean_exit),
         ),
-    ]
+    ];
+    if judges_store_flat(end, limits) {
+        checks.push(store_flat(&cycles, &last, limits));
+    }
+    checks
+}
+
+/// Whether a run is long enough to judge the store flat after retention (see `Limits`).
+pub fn judges_store_flat(end: f64, limits: &Limits) -> bool {
+    end >= limits.retention_settled_s + 1800.0
+}
+
+fn store_flat(cycles: &[&Sample], last: &[&Sample], limits: &Limits) -> Check {
+    let name = "store flat once retention prunes";
+    let store = |s: &Sample| (s.db_bytes + s.wal_bytes) as f64 / 1e6;
+    let settled = cycles.iter().find(|s| s.t >= limits.retention_settled_s).map(|s| store(s));
+    match (settled, last.iter().map(|s| store(s)).reduce(f64::max)) {
+        (Some(at), Some(peak)) => {
+            let limit = at * limits.store_flat_ratio + limits.store_flat_slack_mb;
+            let detail =
+                format!("{at:.1} MB when retention settled, last quarter peak {peak:.1} MB, limit {limit:.1} MB");
+            check(name, peak <= limit, detail)
+        }
+        _ => check(name, false, "no samples after retention settled".into()),
+    }
 }
 
 fn peak(samples: &[&Sample], value: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {

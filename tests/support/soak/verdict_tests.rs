@@ -202,3 +202,33 @@ fn a_run_too_short_for_two_quiet_points_fails() {
     let failed = failing(&short, &answers, &limits);
     assert!(failed.contains(&"open fds back to baseline at quiet points"), "{failed:?}");
 }
+
+#[test]
+fn a_store_still_growing_after_retention_fails_a_long_run() {
+    // Two hours sampled every minute: growth stops at 65 min when retention prunes as fast as
+    // traffic writes; quiet points every 3 minutes.
+    let long = |growing_after: bool| -> Vec<Sample> {
+        let (samples, _, _) = healthy();
+        let template = samples[1].clone();
+        (0..=120u64)
+            .map(|m| {
+                let grown = if growing_after { m } else { m.min(65) };
+                Sample {
+                    t: m as f64 * 60.0,
+                    phase: if m % 3 == 0 && m > 0 { Phase::QuietEnd } else { Phase::Load },
+                    actors: Some(if m % 3 == 0 { 0.0 } else { 20.0 }),
+                    running: Some(if m % 3 == 0 { 0.0 } else { 2.0 }),
+                    db_bytes: 1_000_000 + grown * 500_000,
+                    turns: m * 1_000,
+                    ..template.clone()
+                }
+            })
+            .collect()
+    };
+    let (_, answers, limits) = healthy();
+    let answers = Answers { api_latency: (0..7200).map(|t| (f64::from(t), 0.02, false)).collect(), ..answers };
+    let checks = judge(&long(false), &answers, &limits);
+    assert_eq!(checks.len(), 13, "a two-hour run also judges the store after retention");
+    assert!(checks.iter().all(|c| c.pass), "{checks:#?}");
+    assert_eq!(failing(&long(true), &answers, &limits), vec!["store flat once retention prunes"]);
+}
