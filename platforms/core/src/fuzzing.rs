@@ -28,5 +28,4 @@ mod tests {
         }
         assert!(seen >= 3, "only {seen} seeds in {}", dir.display());
     }
-
 }

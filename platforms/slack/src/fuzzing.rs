@@ -54,7 +54,12 @@ pub fn envelope(data: &[u8]) {
 /// The bot's own and other bots' messages are never heard, the text is the message's own (less
 /// a leading mention of the bot), DMs are addressed, `require_mention` and `allowed_channels`
 /// hold, and the event id names the channel and message.
-fn check_message(outer: &RawEvent, rules: &Rules, in_thread: bool, normalised: Option<&Normalised>) -> Result<(), String> {
+fn check_message(
+    outer: &RawEvent,
+    rules: &Rules,
+    in_thread: bool,
+    normalised: Option<&Normalised>,
+) -> Result<(), String> {
     let Some(normalised) = normalised else { return Ok(()) };
     let InboundEvent::Message { event_id, message } = &normalised.event else {
         return Err("an event callback became an action".into());

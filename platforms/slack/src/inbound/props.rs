@@ -30,19 +30,36 @@ fn text() -> impl Strategy<Value = String> {
 /// An event callback of any kind the normaliser reads, from a person or a bot.
 fn callback() -> impl Strategy<Value = Value> {
     let kind = prop::sample::select(vec!["message", "app_mention", "reaction_added"]);
-    let subtype = prop::option::of(prop::sample::select(vec!["file_share", "bot_message", "message_changed", "channel_join"]));
-    let channel = prop::sample::select(vec![("C1", Some("channel")), ("C2", Some("group")), ("D1", Some("im")), ("D2", None), ("C3", None)]);
+    let subtype =
+        prop::option::of(prop::sample::select(vec!["file_share", "bot_message", "message_changed", "channel_join"]));
+    let channel = prop::sample::select(vec![
+        ("C1", Some("channel")),
+        ("C2", Some("group")),
+        ("D1", Some("im")),
+        ("D2", None),
+        ("C3", None),
+    ]);
     let user = prop::sample::select(vec![Some("U1"), Some("UBOT"), Some(""), None]);
     let thread = prop::option::of(prop::sample::select(vec!["1700000000.000100", "1690000000.000000"]));
     (kind, subtype, channel, user, any::<bool>(), text(), thread, any::<bool>()).prop_map(
         |(kind, subtype, (channel, channel_type), user, from_bot, text, thread, edited)| {
             let mut inner = json!({"type": "message", "text": text, "ts": "1700000000.000100"});
-            if let Some(user) = user { inner["user"] = json!(user); }
-            if from_bot { inner["bot_id"] = json!("B9"); }
-            if let Some(thread) = thread { inner["thread_ts"] = json!(thread); }
-            if edited { inner["edited"] = json!({"ts": "1700000005.000000"}); }
+            if let Some(user) = user {
+                inner["user"] = json!(user);
+            }
+            if from_bot {
+                inner["bot_id"] = json!("B9");
+            }
+            if let Some(thread) = thread {
+                inner["thread_ts"] = json!(thread);
+            }
+            if edited {
+                inner["edited"] = json!({"ts": "1700000005.000000"});
+            }
             let mut event = json!({"type": kind, "channel": channel});
-            if let Some(channel_type) = channel_type { event["channel_type"] = json!(channel_type); }
+            if let Some(channel_type) = channel_type {
+                event["channel_type"] = json!(channel_type);
+            }
             match subtype {
                 Some("message_changed") => {
                     event["subtype"] = json!("message_changed");
@@ -50,11 +67,15 @@ fn callback() -> impl Strategy<Value = Value> {
                 }
                 Some(other) => {
                     inner["subtype"] = json!(other);
-                    for (key, value) in inner.as_object().expect("an object") { event[key.as_str()] = value.clone(); }
+                    for (key, value) in inner.as_object().expect("an object") {
+                        event[key.as_str()] = value.clone();
+                    }
                     event["type"] = json!(kind);
                 }
                 None => {
-                    for (key, value) in inner.as_object().expect("an object") { event[key.as_str()] = value.clone(); }
+                    for (key, value) in inner.as_object().expect("an object") {
+                        event[key.as_str()] = value.clone();
+                    }
                     event["type"] = json!(kind);
                 }
             }
@@ -70,7 +91,8 @@ fn parse(body: &Value) -> Result<Callback, TestCaseError> {
 fn all_rules() -> Vec<(Rules, bool)> {
     let mut all = Vec::new();
     for bits in 0u8..8 {
-        let rules = Rules { require_mention: bits & 1 != 0, allowed_channels: Vec::new(), edited_messages: bits & 2 != 0 };
+        let rules =
+            Rules { require_mention: bits & 1 != 0, allowed_channels: Vec::new(), edited_messages: bits & 2 != 0 };
         all.push((rules, bits & 4 != 0));
     }
     all

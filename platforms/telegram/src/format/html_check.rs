@@ -55,4 +55,3 @@ pub(crate) fn check_html(html: &str) -> Result<String, String> {
         None => Ok(text),
     }
 }
-

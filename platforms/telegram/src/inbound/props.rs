@@ -14,9 +14,9 @@ fn bot() -> BotIdentity {
 }
 
 fn human() -> impl Strategy<Value = Value> {
-    (1u64..2000).prop_filter("not the bot", |id| *id != BOT_ID).prop_map(|id| {
-        json!({"id": id, "is_bot": false, "first_name": format!("P{id}"), "username": format!("p{id}")})
-    })
+    (1u64..2000)
+        .prop_filter("not the bot", |id| *id != BOT_ID)
+        .prop_map(|id| json!({"id": id, "is_bot": false, "first_name": format!("P{id}"), "username": format!("p{id}")}))
 }
 
 fn a_bot() -> impl Strategy<Value = Value> {
@@ -58,7 +58,8 @@ fn update() -> impl Strategy<Value = Value> {
     let reply = prop::option::of((prop_oneof![human(), a_bot()], text()));
     (kind, chat(), from, text(), reply, any::<bool>(), any::<bool>()).prop_map(
         |(kind, chat, from, text, reply, photo, topic)| {
-            let mut message = json!({"message_id": 7, "date": 1_700_000_000, "edit_date": 1_700_000_060, "chat": chat.clone()});
+            let mut message =
+                json!({"message_id": 7, "date": 1_700_000_000, "edit_date": 1_700_000_060, "chat": chat.clone()});
             message[if photo { "caption" } else { "text" }] = json!(text);
             if photo {
                 message["photo"] = json!([{"file_id": "p", "file_unique_id": "u", "width": 9, "height": 9}]);
@@ -67,7 +68,8 @@ fn update() -> impl Strategy<Value = Value> {
                 message["from"] = from;
             }
             if let Some((author, text)) = reply {
-                message["reply_to_message"] = json!({"message_id": 3, "date": 1_700_000_000, "chat": chat, "from": author, "text": text});
+                message["reply_to_message"] =
+                    json!({"message_id": 3, "date": 1_700_000_000, "chat": chat, "from": author, "text": text});
             }
             if topic {
                 message["is_topic_message"] = json!(true);
@@ -81,8 +83,8 @@ fn update() -> impl Strategy<Value = Value> {
 /// Parses as the adapter does, from text: teloxide reads an update's kind from borrowed
 /// strings, and from a `Value` it silently yields an unknown kind.
 fn parse(update: &Value) -> Result<Update, TestCaseError> {
-    let parsed: Update = serde_json::from_str(&update.to_string())
-        .map_err(|error| TestCaseError::fail(format!("{error}: {update}")))?;
+    let parsed: Update =
+        serde_json::from_str(&update.to_string()).map_err(|error| TestCaseError::fail(format!("{error}: {update}")))?;
     if matches!(parsed.kind, UpdateKind::Error(_)) {
         return Err(TestCaseError::fail(format!("not an update teloxide reads: {update}")));
     }
@@ -150,4 +152,3 @@ proptest! {
         prop_assert_eq!(addressed, command.unwrap_or(mentioned), "{:?}", text);
     }
 }
-
