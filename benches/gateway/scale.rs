@@ -164,8 +164,10 @@ async fn active_sessions(client: &reqwest::Client, base: &str) -> Option<i64> {
 /// Run both workloads, each on a fresh daemon.
 pub(crate) async fn run(settings: &Settings, client: &reqwest::Client, llm: &FakeLlm, ticks_per_s: f64) -> ScaleReport {
     let plan = Plan::new(settings.quick);
-    let memory = memory(&plan, client, llm).await;
-    let chats = chats(&plan, client, llm, ticks_per_s).await;
+    // `HERMESD_BENCH_SCALE=memory` or `=chats` runs only that one.
+    let only = std::env::var("HERMESD_BENCH_SCALE").unwrap_or_default();
+    let memory = if only == "chats" { Memory::default() } else { memory(&plan, client, llm).await };
+    let chats = if only == "memory" { Chats::default() } else { chats(&plan, client, llm, ticks_per_s).await };
     ScaleReport { plan, memory, chats }
 }
 
@@ -250,7 +252,10 @@ async fn chats(plan: &Plan, client: &reqwest::Client, llm: &FakeLlm, ticks_per_s
         }
         if i > 0 {
             let ms = ticks as f64 * 1000.0 / ticks_per_s / (end - seen) as f64;
-            eprintln!("scale: chats {seen}..{end}: {ms:.3} ms CPU per message ({:.0} s in)", started.elapsed().as_secs_f64());
+            eprintln!(
+                "scale: chats {seen}..{end}: {ms:.3} ms CPU per message ({:.0} s in)",
+                started.elapsed().as_secs_f64()
+            );
             result.steps.push((seen, end - seen, ms));
         }
         seen = end;
@@ -270,16 +275,41 @@ fn verdict(ok: bool) -> &'static str {
 
 impl ScaleReport {
     pub(crate) fn print(&self) {
-        let (p, m, c) = (&self.plan, &self.memory, &self.chats);
         println!("### scale (one run each, on daemons of their own)\n");
         println!("| scale workload | figure | value | target |");
         println!("|---|---|---:|---|");
+        // A workload left out (`HERMESD_BENCH_SCALE=memory|chats`) has no rows.
+        let (memory, chats) = (!self.memory.after.is_empty(), !self.chats.steps.is_empty());
+        if memory {
+            self.memory_rows();
+        }
+        if chats {
+            self.chats_rows();
+        }
+        println!();
+        if memory {
+            self.memory_targets();
+        }
+        if chats {
+            self.chats_target();
+        }
+        for error in [&self.memory.first_error, &self.chats.first_error].into_iter().flatten() {
+            println!("warning: scale request error: {error}");
+        }
+        println!();
+    }
+
+    fn memory_rows(&self) {
+        let (p, m) = (&self.plan, &self.memory);
         let sessions = format!("{} sessions, 1 message each, {IN_FLIGHT} in flight", p.sessions);
         println!("| {sessions} | idle RSS before (MB) | {:.1} | < {IDLE_TARGET_MB} |", m.idle_mb);
         println!("| {sessions} | send time (s) | {:.1} | |", m.send_s);
         println!("| {sessions} | actors alive at the last reply | {} | {} |", m.alive_actors, p.sessions);
         println!("| {sessions} | RSS with all alive (MB) | {:.1} | < {ALIVE_TARGET_MB} |", m.alive_mb);
-        println!("| {sessions} | peak RSS sampled / VmHWM (MB) | {:.1} / {:.1} | < {ALIVE_TARGET_MB} |", m.sampled_peak_mb, m.hwm_mb);
+        println!(
+            "| {sessions} | peak RSS sampled / VmHWM (MB) | {:.1} / {:.1} | < {ALIVE_TARGET_MB} |",
+            m.sampled_peak_mb, m.hwm_mb
+        );
         let exit = m.exit_after_s.map_or("never".to_owned(), |s| format!("{s:.1}"));
         println!("| {sessions} | last actor exited, s after the last reply (idle {}) | {exit} | |", p.session_idle);
         let under = m.first_under(AFTER_TARGET_MB).map_or("never".to_owned(), |s| format!("{s:.0}"));
@@ -287,20 +317,26 @@ impl ScaleReport {
         let samples: Vec<String> = m
             .after
             .iter()
-            .filter(|(t, _)| [0.0, 10.0, 30.0, 60.0, 90.0, 120.0].iter().any(|x| (t - x).abs() < 0.5) || *t < 0.5)
+            .filter(|(t, _)| *t < 0.5 || [10.0, 30.0, 60.0, 90.0, 120.0].iter().any(|x| (t - x).abs() < 0.5))
             .map(|(t, rss)| format!("{t:.0} s: {rss:.1}"))
             .collect();
         println!("| {sessions} | RSS after exit (MB) | {} | |", samples.join(", "));
         println!("| {sessions} | errors | {} | 0 |", m.errors);
+    }
+
+    fn chats_rows(&self) {
+        let (p, c) = (&self.plan, &self.chats);
         let chats = format!("{} distinct chats, 1 message each, {IN_FLIGHT} in flight", p.chats);
         for (from, n, ms) in &c.steps {
             println!("| {chats} | CPU ms/message, chats {from}..{} | {ms:.3} | |", from + n);
         }
-        let ratio = c.last() / c.first();
-        println!("| {chats} | last ÷ first window | {ratio:.2} | ≤ {CPU_RATIO_TARGET} |");
+        println!("| {chats} | last ÷ first window | {:.2} | ≤ {CPU_RATIO_TARGET} |", c.last() / c.first());
         println!("| {chats} | total time (s) / RSS at end (MB) | {:.0} / {:.1} | < 600 s |", c.total_s, c.rss_end_mb);
         println!("| {chats} | errors | {} | 0 |", c.errors);
-        println!();
+    }
+
+    fn memory_targets(&self) {
+        let (p, m) = (&self.plan, &self.memory);
         println!(
             "- {}: RSS with {} sessions alive: {:.1} MB (sampled peak {:.1}; target < {ALIVE_TARGET_MB} MB)",
             verdict(m.sampled_peak_mb < ALIVE_TARGET_MB && m.alive_actors == p.sessions as i64),
@@ -314,7 +350,16 @@ impl ScaleReport {
             p.watch_after.as_secs_f64(),
             m.last_after()
         );
-        println!("- {}: idle RSS of the default build: {:.1} MB (target < {IDLE_TARGET_MB} MB)", verdict(m.idle_mb < IDLE_TARGET_MB), m.idle_mb);
+        println!(
+            "- {}: idle RSS of the default build: {:.1} MB (target < {IDLE_TARGET_MB} MB)",
+            verdict(m.idle_mb < IDLE_TARGET_MB),
+            m.idle_mb
+        );
+    }
+
+    fn chats_target(&self) {
+        let (p, c) = (&self.plan, &self.chats);
+        let ratio = c.last() / c.first();
         println!(
             "- {}: CPU per message after {} chats ÷ after {}: {:.3} / {:.3} ms = {ratio:.2} (target ≤ {CPU_RATIO_TARGET}; {} s in all, target < 600 s)",
             verdict(ratio <= CPU_RATIO_TARGET && c.total_s < 600.0),
@@ -324,9 +369,5 @@ impl ScaleReport {
             c.first(),
             c.total_s.round()
         );
-        for error in [&m.first_error, &c.first_error].into_iter().flatten() {
-            println!("warning: scale request error: {error}");
-        }
-        println!();
     }
 }
