@@ -87,7 +87,9 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
         };
         let job = if queued.batchable {
             // Boxed, like the turn below: an idle actor's task then holds only what waiting needs.
-            match Box::pin(batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken)).await {
+            match Box::pin(batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken))
+                .await
+            {
                 Some((job, later)) => {
                     leftovers.extend(later);
                     job
