@@ -20,6 +20,9 @@
 //!   answering a `todo` tool call and then text (two model calls a turn): CPU per turn and per
 //!   model call;
 //! - store growth per turn (`state.db` + `state.db-wal`) over the 50-session workload;
+//! - scale (benches/gateway/scale.rs), each on a daemon of its own, one run: RSS with 10,000
+//!   sessions alive at once and for 2 minutes after their actors exited, and daemon CPU per
+//!   message for the first chats vs after 100,000 distinct chats;
 //! - in process, through the hermesd library: a forced compaction of a 2,000-message session
 //!   (median of 5 fresh sessions), `load_transcript` before and after, and FTS search latency.
 //!
@@ -30,6 +33,8 @@
 //! ```
 //!
 //! `HERMESD_BENCH_QUICK=1` runs each workload once with 5 messages per session (a smoke test).
+//! `HERMESD_BENCH_SCALE=only` runs only the scale workloads (`=memory`, `=chats`: one of them); `HERMESD_BENCH_BIN=<path>` runs
+//! another `hermesd` build (e.g. to compare allocators or versions).
 //! All traffic stays on 127.0.0.1; arguments cargo passes (`--bench`, filters) are ignored.
 
 #[path = "gateway/compress.rs"]
@@ -42,6 +47,8 @@ mod fake_llm;
 mod load;
 #[path = "gateway/report.rs"]
 mod report;
+#[path = "gateway/scale.rs"]
+mod scale;
 
 use std::time::Duration;
 
@@ -94,8 +101,13 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let llm = FakeLlm::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("build the bench runtime");
-    let report = runtime.block_on(run(&settings, &llm));
-    report.print(&settings);
+    // `HERMESD_BENCH_SCALE=only|memory|chats` runs just the scale workloads (they take minutes).
+    if std::env::var("HERMESD_BENCH_SCALE").is_err() {
+        let report = runtime.block_on(run(&settings, &llm));
+        report.print(&settings);
+    }
+    let scale = runtime.block_on(scale::run(&settings, &client(), &llm, ticks_per_second()));
+    scale.print();
 }
 
 fn client() -> reqwest::Client {

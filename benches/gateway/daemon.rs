@@ -28,12 +28,19 @@ pub(crate) struct Daemon {
 impl Daemon {
     /// Spawn on a fresh home and wait for `/readyz`; also returns the start-to-ready time.
     pub(crate) async fn start(client: &reqwest::Client, llm: &FakeLlm) -> (Self, Duration) {
+        Self::start_with(client, llm, "").await
+    }
+
+    /// Like `start`, with `agent_extra` (TOML lines) added to the config's `[agent]` table.
+    pub(crate) async fn start_with(client: &reqwest::Client, llm: &FakeLlm, agent_extra: &str) -> (Self, Duration) {
         let home = tempfile::tempdir().expect("create a daemon home");
         let port = free_port();
-        write_config(home.path(), port, llm);
+        write_config(home.path(), port, llm, agent_extra);
         let log = std::fs::File::create(home.path().join("hermesd.log")).expect("create the daemon log");
         let started = Instant::now();
-        let child = Command::new(BIN)
+        // `HERMESD_BENCH_BIN` runs another build of hermesd (e.g. an older one, to compare).
+        let bin = std::env::var("HERMESD_BENCH_BIN").unwrap_or_else(|_| BIN.to_owned());
+        let child = Command::new(bin)
             .arg("--home")
             .arg(home.path())
             .arg("run")
@@ -114,11 +121,11 @@ fn free_port() -> u16 {
     listener.local_addr().expect("probe listener address").port()
 }
 
-fn write_config(home: &Path, port: u16, llm: &FakeLlm) {
+fn write_config(home: &Path, port: u16, llm: &FakeLlm, agent_extra: &str) {
     let text = format!(
         "[http]\nlisten = \"127.0.0.1:{port}\"\n# The load comes from one address, far above any sane per-client limit.\nrate_limit_per_minute = 0\n\n\
          [model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"bench\"\n\n\
-         [agent]\nmax_concurrent_turns = 64\nmax_queued_per_session = 64\n",
+         [agent]\nmax_concurrent_turns = 64\nmax_queued_per_session = 64\n{agent_extra}",
         llm.base_url()
     );
     std::fs::write(home.join("config.toml"), text).expect("write the daemon config");

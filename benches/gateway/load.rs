@@ -45,7 +45,7 @@ impl Outcome {
 }
 
 /// One request: `Ok(latency)` when the answer is a 200 with "ok".
-async fn turn(client: &reqwest::Client, url: &str, session: &str, text: String) -> Result<Duration, String> {
+pub(crate) async fn turn(client: &reqwest::Client, url: &str, session: &str, text: String) -> Result<Duration, String> {
     let body = json!({ "model": "hermes-agent", "messages": [{ "role": "user", "content": text }] });
     let started = Instant::now();
     let response = client

@@ -14,8 +14,6 @@ use tokio::time::Instant;
 
 use crate::store::PendingOutbound;
 
-/// Pacer entries kept before idle ones are pruned.
-const PRUNE_ABOVE: usize = 4096;
 /// An entry idle this long (and not paused) may be pruned.
 const IDLE_PRUNE: Duration = Duration::from_secs(600);
 
@@ -129,13 +127,16 @@ impl ChatPacer {
     }
 }
 
-/// All chats' pacers, bounded by pruning idle ones.
+/// All chats' pacers, bounded by expiring idle ones in amortised O(1), without scans.
 ///
-/// Pruning scans every pacer, so it runs only when the map has doubled since the last scan (each
-/// scan is paid for by the insertions before it: amortised O(1) per call, whatever the number of
-/// chats) or, once above `PRUNE_ABOVE`, when `IDLE_PRUNE` has passed since the last scan (so a
-/// steady map still sheds its idle chats). The map never holds more than about twice the chats
-/// active in the last `IDLE_PRUNE`, or `PRUNE_ABOVE`.
+/// Every chat sits once in the map and once in an expiry queue ordered by when it was queued.
+/// Each call looks at no more than `EXPIRE_PER_CALL` entries at the front of the queue whose
+/// `IDLE_PRUNE` has passed: an idle, unheld pacer is dropped; one still in use goes to the back
+/// and is looked at again one `IDLE_PRUNE` later. So the work per call is constant whatever the
+/// number of chats, each chat is looked at once per `IDLE_PRUNE`, and a pacer lives at most
+/// about twice `IDLE_PRUNE` after its last use (while calls keep coming). The map and the queue
+/// give memory back once they fall to a quarter of their capacity (each shrink is paid for by
+/// the removals before it).
 #[derive(Debug, Default)]
 pub struct Pacers {
     inner: Mutex<PacerMap>,
@@ -143,27 +144,45 @@ pub struct Pacers {
 
 #[derive(Debug, Default)]
 struct PacerMap {
-    chats: HashMap<String, Arc<ChatPacer>>,
-    /// The size that triggers the next scan.
-    scan_above: usize,
-    /// When the last scan ran.
-    scanned_at: Option<Instant>,
+    chats: HashMap<Arc<str>, Arc<ChatPacer>>,
+    /// Every chat of `chats` once, oldest first: when it was queued, and its key.
+    expiry: VecDeque<(Instant, Arc<str>)>,
 }
 
+/// Queue entries looked at per call at most (more than the one chat a call can add, so a
+/// backlog of expired chats drains while new ones arrive).
+const EXPIRE_PER_CALL: usize = 4;
+/// Below this capacity the map and the queue are not worth shrinking.
+const SHRINK_ABOVE: usize = 64;
+
 impl PacerMap {
-    fn prune_due(&self, now: Instant) -> bool {
-        let len = self.chats.len();
-        len > self.scan_above.max(PRUNE_ABOVE)
-            || (len > PRUNE_ABOVE && self.scanned_at.is_none_or(|at| now.saturating_duration_since(at) > IDLE_PRUNE))
+    /// Look at up to `EXPIRE_PER_CALL` queue entries whose idle time has passed.
+    fn expire(&mut self, now: Instant) {
+        for _ in 0..EXPIRE_PER_CALL {
+            let due = self.expiry.front().is_some_and(|(at, _)| now.saturating_duration_since(*at) > IDLE_PRUNE);
+            if !due {
+                break;
+            }
+            let (_, key) = self.expiry.pop_front().expect("the front entry was just seen");
+            let keep = self.chats.get(&key).is_some_and(|p| Arc::strong_count(p) > 1 || !p.idle(now));
+            if keep {
+                self.expiry.push_back((now, key));
+            } else {
+                self.chats.remove(&key);
+            }
+        }
+        self.shrink();
     }
 
-    fn prune(&mut self, now: Instant) {
-        self.chats.retain(|_, p| Arc::strong_count(p) > 1 || !p.idle(now));
-        if self.chats.capacity() > 2 * self.chats.len().max(PRUNE_ABOVE) {
-            self.chats.shrink_to(self.chats.len().max(PRUNE_ABOVE));
+    /// Give memory back once a structure uses under a quarter of its capacity.
+    fn shrink(&mut self) {
+        let len = self.chats.len();
+        if self.chats.capacity() > SHRINK_ABOVE.max(4 * len) {
+            self.chats.shrink_to(2 * len);
         }
-        self.scan_above = 2 * self.chats.len();
-        self.scanned_at = Some(now);
+        if self.expiry.capacity() > SHRINK_ABOVE.max(4 * len) {
+            self.expiry.shrink_to(2 * len);
+        }
     }
 }
 
@@ -171,14 +190,17 @@ impl Pacers {
     /// The pacer for `chat_key`, created with `rate`/`burst` on first use.
     pub fn get(&self, chat_key: &str, rate: f64, burst: u32) -> Arc<ChatPacer> {
         let mut map = self.inner.lock().expect("pacers lock poisoned");
+        // Taken under the lock, so the queue's times never go backwards.
+        let now = Instant::now();
+        map.expire(now);
         if let Some(pacer) = map.chats.get(chat_key) {
             return pacer.clone();
         }
-        let now = Instant::now();
-        if map.prune_due(now) {
-            map.prune(now);
-        }
-        map.chats.entry(chat_key.to_owned()).or_insert_with(|| Arc::new(ChatPacer::new(rate, burst))).clone()
+        let key: Arc<str> = Arc::from(chat_key);
+        let pacer = Arc::new(ChatPacer::new(rate, burst));
+        map.chats.insert(key.clone(), pacer.clone());
+        map.expiry.push_back((now, key));
+        pacer
     }
 
     /// Chats with a pacer now.
@@ -191,10 +213,17 @@ impl Pacers {
         self.len() == 0
     }
 
-    /// The map size that triggers the next pruning scan.
+    /// Capacity of the map and of the expiry queue.
     #[cfg(test)]
-    fn scan_above(&self) -> usize {
-        self.inner.lock().expect("pacers lock poisoned").scan_above
+    fn capacity(&self) -> (usize, usize) {
+        let map = self.inner.lock().expect("pacers lock poisoned");
+        (map.chats.capacity(), map.expiry.capacity())
+    }
+
+    /// Entries of the expiry queue.
+    #[cfg(test)]
+    fn queued(&self) -> usize {
+        self.inner.lock().expect("pacers lock poisoned").expiry.len()
     }
 }
 
@@ -235,32 +264,71 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn idle_pacers_are_pruned() {
+    async fn idle_pacers_expire_as_calls_come() {
         let pacers = Pacers::default();
-        for i in 0..=PRUNE_ABOVE {
+        for i in 0..1000 {
             pacers.get(&format!("c{i}"), 1.0, 1);
         }
+        assert_eq!(pacers.len(), 1000, "nothing expires within the idle time");
         tokio::time::advance(IDLE_PRUNE + Duration::from_secs(1)).await;
-        let _held = pacers.get("kept", 1.0, 1);
-        assert!(pacers.len() < 10, "idle pacers pruned, got {}", pacers.len());
+        // Each call expires a few: 1,000 / (EXPIRE_PER_CALL - 1) new chats drain the old ones.
+        for i in 0..400 {
+            pacers.get(&format!("d{i}"), 1.0, 1);
+        }
+        assert_eq!(pacers.len(), 400, "all idle pacers expired, only the new chats stay");
+        assert_eq!(pacers.queued(), 400, "each chat is queued once");
+        let (map, queue) = pacers.capacity();
+        assert!(map <= 4 * 400 && queue <= 4 * 400, "capacity given back: map {map}, queue {queue}");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn busy_pacers_are_scanned_only_when_the_map_doubles() {
+    async fn calls_on_known_chats_also_expire_idle_ones() {
         let pacers = Pacers::default();
-        // Every chat stays in use (held), so no scan can remove any of them.
-        let held: Vec<_> = (0..=PRUNE_ABOVE).map(|i| pacers.get(&format!("c{i}"), 1.0, 1)).collect();
-        pacers.get("one more", 1.0, 1);
-        let next = pacers.scan_above();
-        assert_eq!(next, 2 * (PRUNE_ABOVE + 1), "a scan ran once the cap was passed, and set the next at twice");
-        // Until the map doubles (or the idle time passes), new chats trigger no scan.
-        for i in 0..PRUNE_ABOVE {
-            pacers.get(&format!("d{i}"), 1.0, 1);
+        for i in 0..100 {
+            pacers.get(&format!("c{i}"), 1.0, 1);
         }
-        assert_eq!(pacers.scan_above(), next, "no scan in between");
-        assert_eq!(pacers.len(), 2 * PRUNE_ABOVE + 2);
-        // Lookups of existing chats never scan.
-        assert!(Arc::ptr_eq(&pacers.get("c0", 1.0, 1), &held[0]));
+        tokio::time::advance(IDLE_PRUNE + Duration::from_secs(1)).await;
+        for _ in 0..30 {
+            pacers.get("c0", 1.0, 1);
+        }
+        assert!(pacers.len() <= 100 - 30 * (EXPIRE_PER_CALL - 1), "got {}", pacers.len());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pacers_in_use_paused_or_with_a_lane_are_kept() {
+        let pacers = Pacers::default();
+        let held = pacers.get("held", 1.0, 1);
+        pacers.get("paused", 1.0, 1).pause(Duration::from_secs(3000));
+        pacers.get("lane", 1.0, 1).lane.lock().expect("lane").0.push_back(("t".into(), None));
+        let used = pacers.get("used", 1.0, 1);
+        tokio::time::advance(IDLE_PRUNE - Duration::from_secs(10)).await;
+        assert!(used.try_acquire(), "used shortly before its check");
+        drop(used);
+        tokio::time::advance(Duration::from_secs(11)).await;
+        for _ in 0..10 {
+            pacers.get("other", 1.0, 1);
+        }
+        assert_eq!(pacers.len(), 5, "none of them expired");
+        // A pacer looked at and kept is looked at again one idle time later.
+        tokio::time::advance(IDLE_PRUNE + Duration::from_secs(1)).await;
+        for _ in 0..10 {
+            pacers.get("other", 1.0, 1);
+        }
+        assert_eq!(pacers.len(), 4, "the used one expired once idle long enough (other expired too, then came back)");
+        assert!(Arc::ptr_eq(&pacers.get("held", 1.0, 1), &held), "a held pacer is never replaced");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_looks_at_a_bounded_number_of_entries() {
+        let pacers = Pacers::default();
+        // Every chat stays in use (held), so every look finds it busy and queues it again.
+        let held: Vec<_> = (0..10_000).map(|i| pacers.get(&format!("c{i}"), 1.0, 1)).collect();
+        tokio::time::advance(IDLE_PRUNE + Duration::from_secs(1)).await;
+        pacers.get("one more", 1.0, 1);
+        let first = pacers.inner.lock().expect("lock").expiry.front().map(|(_, k)| k.to_string());
+        assert_eq!(first.as_deref(), Some(&*format!("c{EXPIRE_PER_CALL}")), "only the first few were looked at");
+        assert_eq!(pacers.len(), 10_001);
+        assert_eq!(pacers.queued(), 10_001);
         drop(held);
     }
 }

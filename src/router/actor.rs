@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::Inner;
-use super::batch::{self, Queued};
+use super::batch::{self, Mail, Queued};
 use crate::agent::turn::{StopReason, StopSignal, TurnJob};
 use crate::metrics::ERRORS_TOTAL;
 
@@ -50,7 +50,7 @@ impl ActorState {
     }
 }
 
-pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Receiver<Queued>, state: Arc<ActorState>) {
+pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Receiver<Mail>, state: Arc<ActorState>) {
     // Steering messages the last turn did not take, and a message that ended a batch without
     // joining it, run next, before the mailbox.
     let mut leftovers: VecDeque<Queued> = VecDeque::new();
@@ -74,6 +74,7 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
                     let mut actors = inner.actors.lock().expect("router lock poisoned");
                     if rx.is_empty() {
                         actors.remove(&key);
+                        super::shrink_actors(&mut actors);
                         inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
                         return;
                     }
@@ -82,10 +83,13 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
             };
             let Some(queued) = queued else { break };
             taken();
-            queued
+            *queued
         };
         let job = if queued.batchable {
-            match batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken).await {
+            // Boxed, like the turn below: an idle actor's task then holds only what waiting needs.
+            match Box::pin(batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken))
+                .await
+            {
                 Some((job, later)) => {
                     leftovers.extend(later);
                     job
@@ -95,7 +99,7 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
         } else {
             queued.job
         };
-        if !run_turn(&inner, &state, job, &mut leftovers).await {
+        if !Box::pin(run_turn(&inner, &state, job, &mut leftovers)).await {
             break;
         }
     }
@@ -109,6 +113,7 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
     // Remove only this actor's entry, never a successor spawned under the same key.
     if actors.get(&key).is_some_and(|a| Arc::ptr_eq(&a.state, &state)) {
         actors.remove(&key);
+        super::shrink_actors(&mut actors);
     }
     drop(actors);
     inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
@@ -140,4 +145,22 @@ async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftover
     leftovers.extend(stop.steer.leftovers().into_iter().map(|job| Queued { job, batchable: false }));
     drop(permit);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future `f` returns, without calling it.
+    fn output_size<A, B, C, D, F>(_f: impl Fn(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    #[test]
+    fn an_idle_actor_is_small() {
+        let size = output_size(actor_loop);
+        eprintln!("actor task future: {size} bytes; mailbox item: {} bytes", std::mem::size_of::<Mail>());
+        assert!(size <= 512, "an actor's task holds {size} bytes while it waits (box what only a turn needs)");
+        assert_eq!(std::mem::size_of::<Mail>(), std::mem::size_of::<usize>(), "the mailbox holds pointers");
+    }
 }

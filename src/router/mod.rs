@@ -32,7 +32,7 @@ use crate::config::BusyPolicy;
 use crate::metrics::Metrics;
 use crate::store::{EventState, SessionKey, StoreError};
 use actor::{ActorState, actor_loop};
-use batch::Queued;
+use batch::{Mail, Queued};
 use commands::Parsed;
 
 /// Router settings from `[agent]` and `[sessions]`.
@@ -54,7 +54,7 @@ pub struct RouterSettings {
 }
 
 struct Actor {
-    tx: mpsc::Sender<Queued>,
+    tx: mpsc::Sender<Mail>,
     state: Arc<ActorState>,
 }
 
@@ -222,7 +222,7 @@ impl Router {
             // Only a message that finds its session idle may wait for the next one; one that
             // arrives while a turn runs follows the busy policy.
             let batchable = !busy && batch::batches(&job.message.chat.platform, self.inner.settings.batch_window);
-            match actor.tx.try_send(Queued { job: job.clone(), batchable }) {
+            match actor.tx.try_send(Box::new(Queued { job: job.clone(), batchable })) {
                 Ok(()) => match (busy, policy) {
                     (false, _) => Followup::None,
                     (true, BusyPolicy::Interrupt) => {
@@ -327,6 +327,17 @@ impl Router {
     /// Turns running now.
     pub fn running_turns(&self) -> usize {
         self.inner.settings.max_concurrent_turns - self.inner.pool.available_permits()
+    }
+}
+
+/// Below this capacity the actors map is not worth shrinking.
+const SHRINK_ABOVE: usize = 64;
+
+/// Give the actors map's memory back once it uses under a quarter of its capacity (called where
+/// an actor removes itself; each shrink is paid for by the removals before it).
+fn shrink_actors(actors: &mut HashMap<String, Actor>) {
+    if actors.capacity() > SHRINK_ABOVE.max(4 * actors.len()) {
+        actors.shrink_to(2 * actors.len());
     }
 }
 

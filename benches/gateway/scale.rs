@@ -1,0 +1,373 @@
+//! Scale workloads: memory with 10,000 sessions alive at once and given back after they go idle,
+//! and daemon CPU per message as distinct chats pile up to 100,000.
+//!
+//! Each runs once on a daemon of its own (a run takes minutes; medians of 3 are not affordable
+//! here). Every session or chat is a distinct `X-Hermes-Session-Id` on the API: one session, one
+//! actor, one outbox pacer (the API's replies are delivered through the chat's pacer like any
+//! platform's). `HERMESD_BENCH_QUICK=1` shrinks both to a smoke test.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::time::Instant;
+
+use crate::Settings;
+use crate::daemon::{Daemon, cpu_ticks, status_mb};
+use crate::fake_llm::FakeLlm;
+use crate::load::turn;
+
+/// Requests in flight at once in both workloads.
+const IN_FLIGHT: usize = 200;
+/// RSS targets (MB): all sessions alive, after they exited, idle daemon.
+const ALIVE_TARGET_MB: f64 = 60.0;
+const AFTER_TARGET_MB: f64 = 30.0;
+const IDLE_TARGET_MB: f64 = 20.0;
+/// CPU per message after many chats ÷ after a few, at most.
+const CPU_RATIO_TARGET: f64 = 1.2;
+
+/// Sizes of the two workloads.
+struct Plan {
+    /// Sessions of the memory workload.
+    sessions: usize,
+    /// Their actors' idle time: long enough that all are alive when the last reply is in.
+    session_idle: &'static str,
+    /// How long RSS is watched after the last actor exited.
+    watch_after: Duration,
+    /// Distinct chats of the CPU workload in all.
+    chats: usize,
+    /// Chats seen before the first measured window.
+    first_after: usize,
+    /// Chats (one message each) per measured window.
+    window: usize,
+    /// Chats per step of the unmeasured middle (CPU per step is still printed).
+    step: usize,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                sessions: 500,
+                session_idle: "3s",
+                watch_after: Duration::from_secs(5),
+                chats: 3_000,
+                first_after: 100,
+                window: 500,
+                step: 1_000,
+            }
+        } else {
+            Self {
+                sessions: 10_000,
+                session_idle: "60s",
+                watch_after: Duration::from_secs(120),
+                chats: 100_000,
+                first_after: 100,
+                window: 5_000,
+                step: 10_000,
+            }
+        }
+    }
+}
+
+/// What the memory workload saw.
+#[derive(Default)]
+struct Memory {
+    errors: usize,
+    first_error: Option<String>,
+    /// RSS of the fresh daemon, ready + 500 ms.
+    idle_mb: f64,
+    /// Highest VmRSS sampled (every 100 ms) while the sessions were sent.
+    sampled_peak_mb: f64,
+    /// VmHWM when the last reply was in.
+    hwm_mb: f64,
+    /// VmRSS when the last reply was in, and the actors alive then.
+    alive_mb: f64,
+    alive_actors: i64,
+    send_s: f64,
+    /// From the last reply until `hermesd_active_sessions` was 0; `None` if it never was.
+    exit_after_s: Option<f64>,
+    /// VmRSS samples (seconds after the last actor exited, MB).
+    after: Vec<(f64, f64)>,
+}
+
+impl Memory {
+    fn first_under(&self, mb: f64) -> Option<f64> {
+        self.after.iter().find(|(_, rss)| *rss < mb).map(|(t, _)| *t)
+    }
+
+    fn last_after(&self) -> f64 {
+        self.after.last().map_or(f64::NAN, |(_, rss)| *rss)
+    }
+}
+
+/// What the CPU workload saw.
+#[derive(Default)]
+struct Chats {
+    /// (chats seen before, chats in the step, daemon CPU ms per message) of every step.
+    steps: Vec<(usize, usize, f64)>,
+    errors: usize,
+    first_error: Option<String>,
+    total_s: f64,
+    rss_end_mb: f64,
+}
+
+impl Chats {
+    fn first(&self) -> f64 {
+        self.steps.first().map_or(f64::NAN, |s| s.2)
+    }
+
+    fn last(&self) -> f64 {
+        self.steps.last().map_or(f64::NAN, |s| s.2)
+    }
+}
+
+/// Both workloads' results.
+pub(crate) struct ScaleReport {
+    plan: Plan,
+    memory: Memory,
+    chats: Chats,
+}
+
+/// Send one message each to sessions `<label>-<from>` … `<label>-<to - 1>`, `IN_FLIGHT` at once.
+async fn send_range(
+    client: &reqwest::Client,
+    base: &str,
+    label: &str,
+    range: std::ops::Range<usize>,
+) -> (usize, Option<String>) {
+    let url = format!("{base}/v1/chat/completions");
+    let results: Vec<_> = futures_util::stream::iter(range)
+        .map(|n| {
+            let (url, session) = (&url, format!("{label}-{n}"));
+            async move { turn(client, url, &session, format!("hello from {n}")).await }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    let mut errors = 0;
+    let mut first = None;
+    for result in results {
+        if let Err(e) = result {
+            errors += 1;
+            first.get_or_insert(e);
+        }
+    }
+    (errors, first)
+}
+
+/// `hermesd_active_sessions` from `/metrics` (actors alive); `None` if unreadable.
+async fn active_sessions(client: &reqwest::Client, base: &str) -> Option<i64> {
+    let text = client.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
+    text.lines().find_map(|l| l.strip_prefix("hermesd_active_sessions "))?.trim().parse().ok()
+}
+
+/// Run both workloads, each on a fresh daemon.
+pub(crate) async fn run(settings: &Settings, client: &reqwest::Client, llm: &FakeLlm, ticks_per_s: f64) -> ScaleReport {
+    let plan = Plan::new(settings.quick);
+    // `HERMESD_BENCH_SCALE=memory` or `=chats` runs only that one.
+    let only = std::env::var("HERMESD_BENCH_SCALE").unwrap_or_default();
+    let memory = if only == "chats" { Memory::default() } else { memory(&plan, client, llm).await };
+    let chats = if only == "memory" { Chats::default() } else { chats(&plan, client, llm, ticks_per_s).await };
+    ScaleReport { plan, memory, chats }
+}
+
+async fn memory(plan: &Plan, client: &reqwest::Client, llm: &FakeLlm) -> Memory {
+    let extra = format!("session_idle = \"{}\"\n", plan.session_idle);
+    let (daemon, _) = Daemon::start_with(client, llm, &extra).await;
+    let pid = daemon.pid();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut memory = Memory { idle_mb: status_mb(pid, "VmRSS"), ..Memory::default() };
+    eprintln!("scale: {} sessions, one message each, {IN_FLIGHT} in flight…", plan.sessions);
+    let started = Instant::now();
+    let label = format!("mem-{}", uuid::Uuid::new_v4());
+    let (errors, first_error) = {
+        let send = send_range(client, &daemon.base, &label, 0..plan.sessions);
+        tokio::pin!(send);
+        let mut sample = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                done = &mut send => break done,
+                _ = sample.tick() => memory.sampled_peak_mb = memory.sampled_peak_mb.max(status_mb(pid, "VmRSS")),
+            }
+        }
+    };
+    memory.send_s = started.elapsed().as_secs_f64();
+    memory.alive_mb = status_mb(pid, "VmRSS");
+    memory.sampled_peak_mb = memory.sampled_peak_mb.max(memory.alive_mb);
+    memory.hwm_mb = status_mb(pid, "VmHWM");
+    memory.alive_actors = active_sessions(client, &daemon.base).await.unwrap_or(-1);
+    (memory.errors, memory.first_error) = (errors, first_error);
+    let last_reply = Instant::now();
+    eprintln!("scale: waiting for the {} actors to go idle and exit…", memory.alive_actors);
+    let give_up = last_reply + Duration::from_secs(600);
+    while Instant::now() < give_up {
+        if active_sessions(client, &daemon.base).await == Some(0) {
+            memory.exit_after_s = Some(last_reply.elapsed().as_secs_f64());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let exited = Instant::now();
+    eprintln!("scale: watching RSS for {:?} after the last actor exited…", plan.watch_after);
+    loop {
+        let t = exited.elapsed();
+        memory.after.push((t.as_secs_f64(), status_mb(pid, "VmRSS")));
+        if t >= plan.watch_after {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let (status, log) = daemon.stop().await;
+    if !status.success() {
+        eprintln!("warning: the memory daemon exited with {status}; its log:\n{log}");
+    }
+    memory
+}
+
+async fn chats(plan: &Plan, client: &reqwest::Client, llm: &FakeLlm, ticks_per_s: f64) -> Chats {
+    let (daemon, _) = Daemon::start(client, llm).await;
+    let pid = daemon.pid();
+    let label = format!("chat-{}", uuid::Uuid::new_v4());
+    let mut result = Chats::default();
+    let started = Instant::now();
+    let mut seen = 0;
+    // The steps: warm-up, the first window, the middle in steps, the last window. Only the
+    // warm-up goes unmeasured.
+    let mut bounds = vec![plan.first_after, plan.first_after + plan.window];
+    let last_from = plan.chats.saturating_sub(plan.window).max(plan.first_after + plan.window);
+    let mut at = plan.first_after + plan.window;
+    while at + plan.step < last_from {
+        at += plan.step;
+        bounds.push(at);
+    }
+    bounds.extend([last_from, last_from + plan.window]);
+    bounds.dedup();
+    for (i, end) in bounds.into_iter().enumerate() {
+        let before = cpu_ticks(pid);
+        let (errors, first_error) = send_range(client, &daemon.base, &label, seen..end).await;
+        let ticks = cpu_ticks(pid) - before;
+        result.errors += errors;
+        if result.first_error.is_none() {
+            result.first_error = first_error;
+        }
+        if i > 0 {
+            let ms = ticks as f64 * 1000.0 / ticks_per_s / (end - seen) as f64;
+            eprintln!(
+                "scale: chats {seen}..{end}: {ms:.3} ms CPU per message ({:.0} s in)",
+                started.elapsed().as_secs_f64()
+            );
+            result.steps.push((seen, end - seen, ms));
+        }
+        seen = end;
+    }
+    result.total_s = started.elapsed().as_secs_f64();
+    result.rss_end_mb = status_mb(pid, "VmRSS");
+    let (status, log) = daemon.stop().await;
+    if !status.success() {
+        eprintln!("warning: the chats daemon exited with {status}; its log:\n{log}");
+    }
+    result
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "MISS" }
+}
+
+impl ScaleReport {
+    pub(crate) fn print(&self) {
+        println!("### scale (one run each, on daemons of their own)\n");
+        println!("| scale workload | figure | value | target |");
+        println!("|---|---|---:|---|");
+        // A workload left out (`HERMESD_BENCH_SCALE=memory|chats`) has no rows.
+        let (memory, chats) = (!self.memory.after.is_empty(), !self.chats.steps.is_empty());
+        if memory {
+            self.memory_rows();
+        }
+        if chats {
+            self.chats_rows();
+        }
+        println!();
+        if memory {
+            self.memory_targets();
+        }
+        if chats {
+            self.chats_target();
+        }
+        for error in [&self.memory.first_error, &self.chats.first_error].into_iter().flatten() {
+            println!("warning: scale request error: {error}");
+        }
+        println!();
+    }
+
+    fn memory_rows(&self) {
+        let (p, m) = (&self.plan, &self.memory);
+        let sessions = format!("{} sessions, 1 message each, {IN_FLIGHT} in flight", p.sessions);
+        println!("| {sessions} | idle RSS before (MB) | {:.1} | < {IDLE_TARGET_MB} |", m.idle_mb);
+        println!("| {sessions} | send time (s) | {:.1} | |", m.send_s);
+        println!("| {sessions} | actors alive at the last reply | {} | {} |", m.alive_actors, p.sessions);
+        println!("| {sessions} | RSS with all alive (MB) | {:.1} | < {ALIVE_TARGET_MB} |", m.alive_mb);
+        println!(
+            "| {sessions} | peak RSS sampled / VmHWM (MB) | {:.1} / {:.1} | < {ALIVE_TARGET_MB} |",
+            m.sampled_peak_mb, m.hwm_mb
+        );
+        let exit = m.exit_after_s.map_or("never".to_owned(), |s| format!("{s:.1}"));
+        println!("| {sessions} | last actor exited, s after the last reply (idle {}) | {exit} | |", p.session_idle);
+        let under = m.first_under(AFTER_TARGET_MB).map_or("never".to_owned(), |s| format!("{s:.0}"));
+        println!("| {sessions} | first RSS < {AFTER_TARGET_MB} MB, s after exit | {under} | ≤ 120 |");
+        let samples: Vec<String> = m
+            .after
+            .iter()
+            .filter(|(t, _)| *t < 0.5 || [10.0, 30.0, 60.0, 90.0, 120.0].iter().any(|x| (t - x).abs() < 0.5))
+            .map(|(t, rss)| format!("{t:.0} s: {rss:.1}"))
+            .collect();
+        println!("| {sessions} | RSS after exit (MB) | {} | |", samples.join(", "));
+        println!("| {sessions} | errors | {} | 0 |", m.errors);
+    }
+
+    fn chats_rows(&self) {
+        let (p, c) = (&self.plan, &self.chats);
+        let chats = format!("{} distinct chats, 1 message each, {IN_FLIGHT} in flight", p.chats);
+        for (from, n, ms) in &c.steps {
+            println!("| {chats} | CPU ms/message, chats {from}..{} | {ms:.3} | |", from + n);
+        }
+        println!("| {chats} | last ÷ first window | {:.2} | ≤ {CPU_RATIO_TARGET} |", c.last() / c.first());
+        println!("| {chats} | total time (s) / RSS at end (MB) | {:.0} / {:.1} | < 600 s |", c.total_s, c.rss_end_mb);
+        println!("| {chats} | errors | {} | 0 |", c.errors);
+    }
+
+    fn memory_targets(&self) {
+        let (p, m) = (&self.plan, &self.memory);
+        println!(
+            "- {}: RSS with {} sessions alive: {:.1} MB (sampled peak {:.1}; target < {ALIVE_TARGET_MB} MB)",
+            verdict(m.sampled_peak_mb < ALIVE_TARGET_MB && m.alive_actors == p.sessions as i64),
+            p.sessions,
+            m.alive_mb,
+            m.sampled_peak_mb
+        );
+        println!(
+            "- {}: RSS {:.0} s after the last actor exited: {:.1} MB (target < {AFTER_TARGET_MB} MB within 120 s)",
+            verdict(m.first_under(AFTER_TARGET_MB).is_some_and(|t| t <= 120.0)),
+            p.watch_after.as_secs_f64(),
+            m.last_after()
+        );
+        println!(
+            "- {}: idle RSS of the default build: {:.1} MB (target < {IDLE_TARGET_MB} MB)",
+            verdict(m.idle_mb < IDLE_TARGET_MB),
+            m.idle_mb
+        );
+    }
+
+    fn chats_target(&self) {
+        let (p, c) = (&self.plan, &self.chats);
+        let ratio = c.last() / c.first();
+        println!(
+            "- {}: CPU per message after {} chats ÷ after {}: {:.3} / {:.3} ms = {ratio:.2} (target ≤ {CPU_RATIO_TARGET}; {} s in all, target < 600 s)",
+            verdict(ratio <= CPU_RATIO_TARGET && c.total_s < 600.0),
+            c.steps.last().map_or(0, |s| s.0),
+            p.first_after,
+            c.last(),
+            c.first(),
+            c.total_s.round()
+        );
+    }
+}
