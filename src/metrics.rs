@@ -231,7 +231,11 @@ mod tests {
         held.store(7, Ordering::Relaxed);
         assert!(m.render().contains("hermesd_pacers 7\n"), "{}", m.render());
         m.gauge_probe(PACERS, || 1);
-        assert_eq!(m.render().lines().filter(|l| l.starts_with("hermesd_pacers ")).count(), 1, "a probe of the same name replaces the old one");
+        assert_eq!(
+            m.render().lines().filter(|l| l.starts_with("hermesd_pacers ")).count(),
+            1,
+            "a probe of the same name replaces the old one"
+        );
         assert!(!m.render().contains("hermesd_tasks"), "outside a runtime there is no task count");
     }
 

@@ -31,6 +31,9 @@ pub struct Inputs<'a> {
     pub log_tail: &'a str,
 }
 
+/// A row of figures: its label and how a sample gives its value.
+type Row<'a> = (&'a str, &'a dyn Fn(&Sample) -> Option<f64>);
+
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
@@ -150,7 +153,7 @@ fn figures(out: &mut String, cycles: &[&Sample], end: f64, answers: &Answers) {
         }
     };
     let _ = writeln!(out, "| per quarter | 1 (warm-up) | 2 | 3 | 4 |\n|---|---:|---:|---:|---:|");
-    let rows: [(&str, &dyn Fn(&Sample) -> Option<f64>); 9] = [
+    let rows: [Row<'_>; 9] = [
         ("RSS peak MB", &|s| Some(s.rss_mb)),
         ("open fds peak", &|s| Some(s.fds)),
         ("threads peak", &|s| Some(s.threads)),
