@@ -82,7 +82,7 @@ fn check_message(
     if message.chat.chat_id != channel || in_channel && !rules.allowed_channels.is_empty() && channel != "C1" {
         return Err(format!("chat {:?} from channel {channel:?}", message.chat));
     }
-    if !in_channel && !message.addressed || in_channel && rules.require_mention && !message.addressed {
+    if !message.addressed && (!in_channel || rules.require_mention) {
         return Err("addressed is wrong".into());
     }
     let raw = source.text.as_deref().unwrap_or_default();
