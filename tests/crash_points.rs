@@ -4,92 +4,22 @@
 //! answer every message exactly once and in order per chat. The one window allowed to double a
 //! reply — the platform took the send, the receipt was not committed — is reported apart.
 
-mod support;
 #[path = "support/checker.rs"]
 mod checker;
+#[path = "support/gateway_run.rs"]
+mod gateway_run;
+mod support;
 
-use std::collections::{BTreeMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use checker::{Delivered, Report};
-use support::FakeLlm;
-use support::fake_telegram::{Chat, FakeTelegram, User};
-use support::{daemon_log, eventually, wait_ready};
+use checker::Report;
+use gateway_run::{BIN, Gateway, stop};
+use support::{eventually, wait_ready};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hermesd");
-const TOKEN: &str = "123:ABC";
 const CHATS: i64 = 3;
 const PER_CHAT: usize = 3;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn spawn(home: &Path, failpoints: &str) -> Child {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(home.join("hermesd.log")).unwrap();
-    Command::new(BIN)
-        .args(["--home", home.to_str().unwrap(), "run"])
-        .env("HERMESD_LOG", "info")
-        .env("HERMESD_FAILPOINTS", failpoints)
-        .env("TELEGRAM_BOT_TOKEN", TOKEN)
-        .env("TELEGRAM_ALLOWED_USERS", "5001,5002,5003")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn hermesd")
-}
-
-fn write_config(home: &Path, port: u16, llm: &FakeLlm, tg: &FakeTelegram) {
-    let config = format!(
-        "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[agent]\ndrain_timeout = \"2s\"\nbatch_window = \"0s\"\n\n\
-         [model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"fake\"\n\n\
-         [platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n",
-        llm.base_url(),
-        tg.base_url()
-    );
-    std::fs::write(home.join("config.toml"), config).unwrap();
-}
-
-/// The receipts the store recorded, as `chat:message id` (Telegram's ids count per chat).
-async fn receipts(home: &Path) -> HashSet<String> {
-    use sqlx::sqlite::SqliteConnectOptions;
-    let options = SqliteConnectOptions::new().filename(home.join("state.db")).read_only(true);
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let rows: Vec<(String,)> =
-        sqlx::query_as(
-            "SELECT json_extract(payload, '$.chat.chat_id') || ':' || platform_message_id FROM outbound_messages \
-             WHERE platform_message_id IS NOT NULL",
-        )
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-    pool.close().await;
-    rows.into_iter().map(|r| r.0).collect()
-}
-
-/// What each chat was sent, by the fake Telegram, in order: the echoed token and the message id.
-/// "queued (n)" acknowledgements of the busy policy are notices, not answers.
-fn delivered(tg: &FakeTelegram, users: &[User]) -> BTreeMap<String, Vec<Delivered>> {
-    users
-        .iter()
-        .map(|u| {
-            let answers = tg
-                .sent_to(u.id)
-                .into_iter()
-                .filter(|s| !s.visible().starts_with("queued ("))
-                .map(|s| {
-                    let text = s.visible();
-                    let token = text.strip_prefix("echo: ").unwrap_or(&text).to_owned();
-                    Delivered { token, message_id: format!("{}:{}", u.id, s.message_id) }
-                })
-                .collect();
-            (u.id.to_string(), answers)
-        })
-        .collect()
-}
 
 /// Run the load with `failpoint` armed (`name=abort@N`), let it die there, restart without it,
 /// and return the checker's report once every message is answered.
@@ -99,56 +29,35 @@ async fn crash_at(failpoint: &str) -> Report {
 
 /// `crash_at` with `per_chat` messages queued for each chat.
 async fn crash_with(failpoint: &str, per_chat: usize) -> Report {
-    let llm = FakeLlm::builder().latency(Duration::from_millis(150)).start().await;
-    let tg = FakeTelegram::builder().token(TOKEN).bot("hermes_bot", 42).start().await;
-    let home = tempfile::tempdir().unwrap();
-    let port = free_port();
-    write_config(home.path(), port, &llm, &tg);
-    let users: Vec<User> = (0..CHATS).map(|i| User::new(5001 + i, &format!("user{i}"))).collect();
-    let mut sent: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut run = Gateway::new(CHATS).await;
     // Queued before the start: the first polls take them in order, several per chat.
     for round in 0..per_chat {
-        for user in &users {
-            let token = format!("m{}-{round}", user.id);
-            tg.push_message(&Chat::private(user), user, &token);
-            sent.entry(user.id.to_string()).or_default().push(token);
-        }
+        run.push_round(round, 0);
     }
-    let mut child = spawn(home.path(), failpoint);
+    let mut child = run.spawn(failpoint);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{failpoint} never fired; log:\n{}",
-            daemon_log(home.path())
-        );
+        assert!(std::time::Instant::now() < deadline, "{failpoint} never fired; log:\n{}", run.log());
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(status.signal(), Some(6), "{failpoint}: died by abort; log:\n{}", daemon_log(home.path()));
-    assert!(daemon_log(home.path()).contains("abort"), "the failpoint itself aborted");
+    assert_eq!(status.signal(), Some(6), "{failpoint}: died by abort; log:\n{}", run.log());
+    assert!(run.log().contains("abort"), "the failpoint itself aborted");
 
-    let mut child = spawn(home.path(), "");
-    wait_ready(port, home.path()).await;
-    let tokens: HashSet<String> = sent.values().flatten().cloned().collect();
-    let all_answered = || {
-        let got: HashSet<String> = delivered(&tg, &users).into_values().flatten().map(|d| d.token).collect();
-        tokens.is_subset(&got)
-    };
-    let answered = eventually(Duration::from_secs(30), all_answered).await;
+    let child = run.spawn("");
+    wait_ready(run.port, run.path()).await;
+    let answered = eventually(Duration::from_secs(30), || run.all_answered()).await;
     // A would-be duplicate or late resend has time to show up before the verdict.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(term.success());
-    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
-    let report = checker::check(&sent, &delivered(&tg, &users), &receipts(home.path()).await);
+    stop(child).await;
+    let report = run.check().await;
     assert!(
         answered && report.is_exactly_once(),
         "{failpoint}: {report:#?}\nsent out: {:#?}\nlog:\n{}",
-        delivered(&tg, &users),
-        daemon_log(home.path())
+        run.delivered(),
+        run.log()
     );
     report
 }

@@ -19,7 +19,11 @@ pub(super) struct ArmRequest {
     action: String,
 }
 
-pub(super) async fn arm(State(state): State<AppState>, headers: HeaderMap, Json(request): Json<ArmRequest>) -> Response {
+pub(super) async fn arm(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(request): Json<ArmRequest>,
+) -> Response {
     let authorised = if state.api_key.is_some() { super::api::authorized(&state, &headers) } else { state.loopback };
     if !authorised {
         return (StatusCode::UNAUTHORIZED, Json(json!({ "error": "missing or wrong bearer key" }))).into_response();

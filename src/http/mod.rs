@@ -3,10 +3,10 @@
 //! drive (`/v1/*`, `/admin/*`) sit behind the browser guard; signed routes do not.
 
 mod admin;
-#[cfg(feature = "failpoints")]
-mod failpoints;
 mod api;
 mod api_media;
+#[cfg(feature = "failpoints")]
+mod failpoints;
 mod files;
 mod guard;
 mod health;

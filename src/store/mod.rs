@@ -458,11 +458,11 @@ pub trait AccessStore: Send + Sync {
 }
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
+pub use health::HealthStore;
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
 pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
 pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
-pub use health::HealthStore;
 pub use retention::RetentionStore;
 pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
 pub use usage::{UsageRecord, UsageScope, UsageStore};

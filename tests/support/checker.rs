@@ -3,6 +3,7 @@
 //! duplicated, reordered and unexpected answers per session. A duplicate whose earlier copies
 //! have no receipt in the store (the platform took the send, the process died before the
 //! receipt was committed) is the one known at-least-once window, reported apart.
+#![allow(dead_code, unreachable_pub)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

@@ -54,7 +54,11 @@ where
         let error = match result {
             Ok(value) => {
                 if let Some((fault, lasted)) = health.and_then(WriteHealth::succeeded) {
-                    tracing::warn!(fault = fault.describe(), lasted_s = lasted.as_secs(), "store writes go through again");
+                    tracing::warn!(
+                        fault = fault.describe(),
+                        lasted_s = lasted.as_secs(),
+                        "store writes go through again"
+                    );
                 }
                 return Ok(value);
             }
@@ -78,14 +82,21 @@ where
 
 impl SqliteStore {
     /// A write on the durable path: retried through faults, its health recorded for `/readyz`.
-    pub(super) async fn write<T, F, Fut>(&self, op: F) -> StoreResult<T>
+    pub(super) async fn write<T, F, Fut>(&self, mut op: F) -> StoreResult<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
-        #[cfg(feature = "failpoints")]
-        self.apply_page_limit().await;
-        retry_write(Some(&self.health), op).await
+        retry_write(Some(&self.health), || {
+            let attempt = op();
+            async move {
+                // Test builds: a page cap armed or lifted since the last attempt applies now.
+                #[cfg(feature = "failpoints")]
+                self.apply_page_limit().await;
+                attempt.await
+            }
+        })
+        .await
     }
 
     /// Test builds: `store.max_page_count=value(N)` caps the writer connection's database size
@@ -137,11 +148,10 @@ mod tests {
             tries.fetch_add(1, Ordering::SeqCst);
             let locked = start.elapsed() < Duration::from_secs(60);
             if locked {
-                assert_eq!(health.fault().map(|f| f.0), if tries.load(Ordering::SeqCst) > 1 {
-                    Some(WriteFault::Locked)
-                } else {
-                    None
-                });
+                assert_eq!(
+                    health.fault().map(|f| f.0),
+                    if tries.load(Ordering::SeqCst) > 1 { Some(WriteFault::Locked) } else { None }
+                );
             }
             async move { if locked { Err(busy()) } else { Ok(7) } }
         })

@@ -193,20 +193,21 @@ impl SessionStore for SqliteStore {
         // Two statements without a transaction: each is idempotent on a rerun (the user message is
         // written once per event), so a crash between them loses nothing, and the turn start
         // costs two round trips to the writer instead of four.
-        let attempts: i64 = self.write(|| async move {
-            let mut conn = self.writer.acquire().await?;
-            let (attempts,): (i64,) = sqlx::query_as(
-                "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ? \
+        let attempts: i64 = self
+            .write(|| async move {
+                let mut conn = self.writer.acquire().await?;
+                let (attempts,): (i64,) = sqlx::query_as(
+                    "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ? \
                  WHERE seq = ? RETURNING attempts",
-            )
-            .bind(session_id)
-            .bind(seq)
-            .fetch_one(&mut *conn)
+                )
+                .bind(session_id)
+                .bind(seq)
+                .fetch_one(&mut *conn)
+                .await?;
+                insert_message(&mut conn, session_id, user, Some(seq), now).await?;
+                Ok(attempts)
+            })
             .await?;
-            insert_message(&mut conn, session_id, user, Some(seq), now).await?;
-            Ok(attempts)
-        })
-        .await?;
         Ok(attempts.try_into().unwrap_or(u32::MAX))
     }
 

@@ -1,0 +1,169 @@
+//! The real binary as a Telegram gateway for the crash and store-fault suites: started with
+//! failpoints armed through `HERMESD_FAILPOINTS` (or re-armed at run time), fed several chats,
+//! and read back for the exactly-once checker: what the fake Telegram got, what the store
+//! recorded as receipts.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::checker::Delivered;
+use crate::support::fake_telegram::{Chat, FakeTelegram, User};
+use crate::support::{FakeLlm, client, daemon_log};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_hermesd");
+pub const TOKEN: &str = "123:ABC";
+
+/// One gateway home with its fakes and chats.
+pub struct Gateway {
+    pub home: tempfile::TempDir,
+    pub port: u16,
+    pub llm: FakeLlm,
+    pub tg: FakeTelegram,
+    pub users: Vec<User>,
+    /// Per chat, the tokens sent in, in order.
+    pub sent: BTreeMap<String, Vec<String>>,
+}
+
+impl Gateway {
+    /// Fakes, `chats` private chats and a config with batching off (one turn per message).
+    pub async fn new(chats: i64) -> Self {
+        let llm = FakeLlm::builder().latency(Duration::from_millis(150)).start().await;
+        let tg = FakeTelegram::builder().token(TOKEN).bot("hermes_bot", 42).start().await;
+        let home = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let config = format!(
+            "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[agent]\ndrain_timeout = \"2s\"\nbatch_window = \"0s\"\n\n\
+             [model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"fake\"\n\n\
+             [platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n",
+            llm.base_url(),
+            tg.base_url()
+        );
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        let users = (0..chats).map(|i| User::new(5001 + i, &format!("user{i}"))).collect();
+        Self { home, port, llm, tg, users, sent: BTreeMap::new() }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.path().join("state.db")
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Start the binary with `failpoints` armed.
+    pub fn spawn(&self, failpoints: &str) -> Child {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.path().join("hermesd.log")).unwrap();
+        let allowed: Vec<String> = self.users.iter().map(|u| u.id.to_string()).collect();
+        Command::new(BIN)
+            .args(["--home", self.path().to_str().unwrap(), "run"])
+            .env("HERMESD_LOG", "info")
+            .env("HERMESD_FAILPOINTS", failpoints)
+            .env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .env("TELEGRAM_ALLOWED_USERS", allowed.join(","))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn hermesd")
+    }
+
+    /// Queue `per_chat` messages for every chat, round by round; each text starts with its
+    /// token and is padded to `len` characters.
+    pub fn push_round(&mut self, round: usize, len: usize) {
+        for user in &self.users {
+            let token = format!("m{}-{round}", user.id);
+            let text = format!("{token} {}", "x".repeat(len.saturating_sub(token.len() + 1)));
+            self.tg.push_message(&Chat::private(user), user, text.trim_end());
+            self.sent.entry(user.id.to_string()).or_default().push(token);
+        }
+    }
+
+    /// What each chat was sent, in order: the echoed token and `chat:message id`. "queued (n)"
+    /// acknowledgements of the busy policy are notices, not answers.
+    pub fn delivered(&self) -> BTreeMap<String, Vec<Delivered>> {
+        self.users
+            .iter()
+            .map(|u| {
+                let answers = self
+                    .tg
+                    .sent_to(u.id)
+                    .into_iter()
+                    .filter(|s| !s.visible().starts_with("queued ("))
+                    .map(|s| {
+                        let text = s.visible();
+                        let text = text.strip_prefix("echo: ").unwrap_or(&text);
+                        let token = text.split_whitespace().next().unwrap_or_default().to_owned();
+                        Delivered { token, message_id: format!("{}:{}", u.id, s.message_id) }
+                    })
+                    .collect();
+                (u.id.to_string(), answers)
+            })
+            .collect()
+    }
+
+    /// Whether every token sent in has an answer.
+    pub fn all_answered(&self) -> bool {
+        let got: HashSet<String> = self.delivered().into_values().flatten().map(|d| d.token).collect();
+        self.sent.values().flatten().all(|t| got.contains(t))
+    }
+
+    /// The receipts the store recorded, as `chat:message id` (Telegram's ids count per chat).
+    pub async fn receipts(&self) -> HashSet<String> {
+        use sqlx::sqlite::SqliteConnectOptions;
+        let options = SqliteConnectOptions::new().filename(self.db()).read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT json_extract(payload, '$.chat.chat_id') || ':' || platform_message_id FROM outbound_messages \
+             WHERE platform_message_id IS NOT NULL",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        rows.into_iter().map(|r| r.0).collect()
+    }
+
+    /// The checker's verdict on this run so far.
+    pub async fn check(&self) -> crate::checker::Report {
+        crate::checker::check(&self.sent, &self.delivered(), &self.receipts().await)
+    }
+
+    /// `/readyz`: status and body.
+    pub async fn readyz(&self) -> (u16, String) {
+        match client().get(format!("{}/readyz", self.base())).send().await {
+            Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+            Err(e) => (0, e.to_string()),
+        }
+    }
+
+    /// Arm (or with `off`, disarm) a failpoint of the running daemon.
+    pub async fn arm(&self, name: &str, action: &str) {
+        let response = client()
+            .post(format!("{}/admin/failpoints", self.base()))
+            .json(&json!({ "name": name, "action": action }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
+    }
+
+    pub fn log(&self) -> String {
+        daemon_log(self.path())
+    }
+}
+
+/// SIGTERM and wait for the exit.
+pub async fn stop(mut child: Child) {
+    let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+}
