@@ -8,8 +8,10 @@
 
 pub mod lifecycle;
 mod signals;
+mod slot;
 
 pub use signals::{SteerBox, StopSignal};
+pub use slot::{WorkerPool, WorkerSlot};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -424,6 +426,7 @@ impl TurnRunner {
             session_key: job.key.key.clone(),
             reply_to: reply_to.clone(),
             interactive,
+            worker: stop.worker.clone(),
         });
         let workdir = self.turn_workdir(&session.id, job, &origin).await?;
         let ctx = ToolContext {

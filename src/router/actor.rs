@@ -28,6 +28,12 @@ impl ActorState {
         self.running.lock().expect("actor lock poisoned").as_ref().is_some_and(|(stop, _)| !stop.is_answered())
     }
 
+    /// Whether the running turn waits for a person without a worker permit.
+    pub(super) fn parked(&self) -> bool {
+        let running = self.running.lock().expect("actor lock poisoned");
+        running.as_ref().and_then(|(stop, _)| stop.worker.as_ref()).is_some_and(|worker| !worker.holding())
+    }
+
     pub(super) fn running_for(&self) -> Option<Duration> {
         self.running.lock().expect("actor lock poisoned").as_ref().map(|(_, since)| since.elapsed())
     }
@@ -114,15 +120,15 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
     inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Run one turn under a worker-pool permit; false when draining stopped it from starting.
+/// Run one turn under a worker-pool permit (given back while the turn waits for a person); false
+/// when draining stopped it from starting.
 async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftovers: &mut VecDeque<Queued>) -> bool {
-    let permit = tokio::select! {
+    let worker = tokio::select! {
         _ = inner.draining.cancelled() => return false,
-        permit = inner.pool.clone().acquire_owned() => permit.expect("worker pool is never closed"),
+        worker = inner.pool.slot() => worker,
     };
-    let stop = Arc::new(StopSignal::default());
+    let stop = Arc::new(StopSignal::for_worker(worker.clone()));
     *state.running.lock().expect("actor lock poisoned") = Some((stop.clone(), Instant::now()));
-    inner.metrics.turns_running.fetch_add(1, Ordering::Relaxed);
     let (runner, abort, turn_stop) = (inner.runner.clone(), inner.abort_turns.clone(), stop.clone());
     let turn_job = job.clone();
     let result = tokio::spawn(async move { runner.run(&turn_job, &turn_stop, &abort).await }).await;
@@ -134,10 +140,10 @@ async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftover
             .fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.")
             .await;
     }
-    inner.metrics.turns_running.fetch_sub(1, Ordering::Relaxed);
     *state.running.lock().expect("actor lock poisoned") = None;
     // After `running` is cleared no steer can land in this turn's box: whatever is left runs next.
     leftovers.extend(stop.steer.leftovers().into_iter().map(|job| Queued { job, batchable: false }));
-    drop(permit);
+    // Tasks the turn left behind may still hold the slot; the permit goes back now.
+    worker.release();
     true
 }

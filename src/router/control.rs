@@ -119,6 +119,9 @@ impl Router {
             Err(e) => (format!("session unknown ({e})"), None),
         };
         let running = match state.and_then(ActorState::running_for) {
+            Some(elapsed) if state.is_some_and(ActorState::parked) => {
+                format!("waiting for your answer (running for {}s)", elapsed.as_secs())
+            }
             Some(elapsed) => format!("running for {}s", elapsed.as_secs()),
             None => "idle".to_owned(),
         };

@@ -1,0 +1,104 @@
+//! No head-of-line blocking: turns waiting for a person give their worker back, so a full pool
+//! of waiting approvals never stalls another session; long control commands (`/compress`) run
+//! off the adapter's receive loop; a hung platform API delays nobody else.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermesd::daemon::DaemonOptions;
+use support::fake_llm::Step;
+use support::recording_platform::RecordingPlatform;
+use support::{FakeLlm, config_for, eventually, start_daemon_with};
+
+/// Sessions waiting for an approval at once: as many as the pool has workers.
+const WAITING: usize = 16;
+
+/// A gauge as `/metrics` shows it.
+async fn gauge(base: &str, name: &str) -> i64 {
+    let text = support::client().get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("{name} missing from /metrics:\n{text}"))
+}
+
+fn replies_to(platform: &RecordingPlatform, user: &str, needle: &str) -> usize {
+    platform.sent().iter().filter(|(_, m)| m.chat.chat_id == user && m.text.contains(needle)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_parked_approvals_leave_room_for_a_seventeenth_session() {
+    let llm = FakeLlm::builder().start().await;
+    for _ in 0..WAITING {
+        llm.push(
+            Duration::ZERO,
+            Step::ToolCalls(vec![("terminal".into(), r#"{"command":"git push --force origin nowhere"}"#.into())]),
+        );
+    }
+    let config = config_for(
+        &llm,
+        &format!(
+            "[agent]\nmax_concurrent_turns = {WAITING}\nbatch_window = \"0s\"\nprogress = false\n\n[tools]\napproval_timeout = \"120s\"\n"
+        ),
+    );
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let options = DaemonOptions { extra_platforms: vec![platform.clone() as Arc<_>], ..Default::default() };
+    let d = start_daemon_with(home.path(), &config, &[("REC_ALLOW_ALL_USERS", "true")], options).await;
+    assert!(eventually(Duration::from_secs(2), || platform.started()).await);
+
+    for i in 0..WAITING {
+        platform.inject(&format!("m{i}"), &format!("u{i}"), "force push please").await;
+    }
+    let all_asked = eventually(Duration::from_secs(30), || {
+        (0..WAITING).all(|i| replies_to(&platform, &format!("u{i}"), "Approval needed") == 1)
+    })
+    .await;
+    assert!(all_asked, "every session asks for approval: {:?}", platform.texts());
+    assert!(eventually(Duration::from_secs(5), || llm.count() == WAITING).await);
+
+    // Every worker's session waits for a person; a 17th session is answered at once.
+    llm.push(Duration::ZERO, Step::Reply("hello from the seventeenth".into()));
+    let started = Instant::now();
+    platform.inject("m-17", "u17", "hi").await;
+    assert!(
+        eventually(Duration::from_secs(10), || replies_to(&platform, "u17", "hello from the seventeenth") == 1).await,
+        "the 17th session was answered while 16 wait: {:?}",
+        platform.texts()
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!((0..WAITING).all(|i| replies_to(&platform, &format!("u{i}"), "pushed") == 0), "nobody approved yet");
+    assert_eq!(gauge(&d.base, "hermesd_turns_parked").await, WAITING as i64);
+    assert_eq!(gauge(&d.base, "hermesd_turns_running").await, 0);
+    let status_at = platform.sent().len();
+    platform.inject("s-0", "u0", "/status").await;
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            platform.sent()[status_at..]
+                .iter()
+                .any(|(_, m)| m.chat.chat_id == "u0" && m.text.contains("waiting for your answer"))
+        })
+        .await,
+        "/status tells a parked turn: {:?}",
+        platform.texts()
+    );
+
+    // Approved, they take a worker again and all finish.
+    for _ in 0..WAITING {
+        llm.push(Duration::ZERO, Step::Reply("pushed (or tried)".into()));
+    }
+    for i in 0..WAITING {
+        platform.inject(&format!("a{i}"), &format!("u{i}"), "/approve").await;
+    }
+    let all_done = eventually(Duration::from_secs(60), || {
+        (0..WAITING).all(|i| replies_to(&platform, &format!("u{i}"), "pushed (or tried)") == 1)
+    })
+    .await;
+    assert!(all_done, "every approved turn finished: {:?}", platform.texts());
+    assert_eq!(gauge(&d.base, "hermesd_turns_parked").await, 0);
+    let metrics = d.daemon.metrics.clone();
+    let idle = || metrics.turns_running.load(std::sync::atomic::Ordering::Relaxed) == 0;
+    assert!(eventually(Duration::from_secs(5), idle).await, "every worker was given back");
+    d.daemon.stop().await;
+}
