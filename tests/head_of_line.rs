@@ -102,3 +102,50 @@ async fn sixteen_parked_approvals_leave_room_for_a_seventeenth_session() {
     assert!(eventually(Duration::from_secs(5), idle).await, "every worker was given back");
     d.daemon.stop().await;
 }
+
+const TOKEN: &str = "123:ABC";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compress_in_one_chat_does_not_hold_another_chat_on_the_same_platform() {
+    use support::fake_telegram::{Chat, FakeTelegram, User};
+    const HOLD: Duration = Duration::from_secs(3);
+    let llm = FakeLlm::builder().summary_delay(HOLD).start().await;
+    let tg = FakeTelegram::builder().token(TOKEN).bot("hermes_bot", 42).start().await;
+    let home = tempfile::tempdir().unwrap();
+    let config = config_for(
+        &llm,
+        &format!(
+            "[agent]\nbatch_window = \"0s\"\nprogress = false\n\n[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n",
+            tg.base_url()
+        ),
+    );
+    let env = [("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001,1002")];
+    let d = support::start_daemon(home.path(), &config, &env).await;
+    let (ann, bob) = (User::new(1001, "Ann"), User::new(1002, "Bob"));
+    let (chat_a, chat_b) = (Chat::private(&ann), Chat::private(&bob));
+    let answered = |chat: i64, needle: &str| tg.texts(chat).iter().any(|t| t.contains(needle));
+    for i in 0..12 {
+        tg.push_message(&chat_a, &ann, &format!("fact {i}"));
+        assert!(eventually(Duration::from_secs(10), || answered(chat_a.id, &format!("echo: fact {i}"))).await);
+    }
+
+    tg.push_message(&chat_a, &ann, "/compress");
+    let summarising = || llm.requests().iter().any(|r| r.to_string().contains("handover summaries"));
+    assert!(eventually(Duration::from_secs(10), summarising).await, "the compaction call started");
+    let asked = Instant::now();
+    tg.push_message(&chat_b, &bob, "are you there?");
+    assert!(
+        eventually(Duration::from_secs(10), || answered(chat_b.id, "echo: are you there?")).await,
+        "{:?}",
+        tg.texts(chat_b.id)
+    );
+    let waited = asked.elapsed();
+    assert!(waited < HOLD / 2, "chat B waited {waited:?} behind chat A's compaction");
+    assert!(!answered(chat_a.id, "History summarised"), "A's compaction was still running");
+    assert!(
+        eventually(Duration::from_secs(10), || answered(chat_a.id, "History summarised")).await,
+        "{:?}",
+        tg.texts(chat_a.id)
+    );
+    d.daemon.stop().await;
+}

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::Inner;
-use super::batch::{self, Queued};
+use super::Router;
+use super::batch::{self, Queued, Work};
 use crate::agent::turn::{StopReason, StopSignal, TurnJob};
 use crate::metrics::ERRORS_TOTAL;
 
@@ -90,6 +91,12 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
             taken();
             queued
         };
+        if queued.work == Work::Compress {
+            if !run_compress(&inner, &state, queued.job).await {
+                break;
+            }
+            continue;
+        }
         let job = if queued.batchable {
             match batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken).await {
                 Some((job, later)) => {
@@ -142,8 +149,44 @@ async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftover
     }
     *state.running.lock().expect("actor lock poisoned") = None;
     // After `running` is cleared no steer can land in this turn's box: whatever is left runs next.
-    leftovers.extend(stop.steer.leftovers().into_iter().map(|job| Queued { job, batchable: false }));
+    leftovers.extend(stop.steer.leftovers().into_iter().map(|job| Queued::turn(job, false)));
     // Tasks the turn left behind may still hold the slot; the permit goes back now.
+    worker.release();
+    true
+}
+
+/// Run `/compress` for `job` in the session's order, under a worker permit, and answer its event;
+/// false when draining stopped it from starting (the event stays accepted for the next start).
+/// While it runs the session counts as busy: `/stop` cancels it, messages queue behind it.
+async fn run_compress(inner: &Arc<Inner>, state: &ActorState, job: TurnJob) -> bool {
+    let worker = tokio::select! {
+        _ = inner.draining.cancelled() => return false,
+        worker = inner.pool.slot() => worker,
+    };
+    let stop = Arc::new(StopSignal::for_worker(worker.clone()));
+    *state.running.lock().expect("actor lock poisoned") = Some((stop.clone(), Instant::now()));
+    let (runner, abort, task_stop) = (inner.runner.clone(), inner.abort_turns.clone(), stop.clone());
+    let (key, message) = (job.key.clone(), job.message.clone());
+    let done = tokio::spawn(async move {
+        tokio::select! {
+            text = runner.compress_now(&key, &message, &task_stop) => Some(text),
+            // Shutdown past its deadline: unanswered, the command runs again at the next start.
+            _ = abort.cancelled() => None,
+        }
+    })
+    .await;
+    let text = match done {
+        Ok(text) => text,
+        Err(e) => {
+            inner.metrics.inc(ERRORS_TOTAL, &[("kind", "panic")]);
+            tracing::error!(error = %e, seq = job.seq, "compression panicked");
+            Some("Compression hit an internal error. It was logged; please try again.".to_owned())
+        }
+    };
+    if let Some(text) = text {
+        Router { inner: inner.clone() }.answer(job.seq, &job.message, &text).await;
+    }
+    *state.running.lock().expect("actor lock poisoned") = None;
     worker.release();
     true
 }

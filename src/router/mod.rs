@@ -224,7 +224,7 @@ impl Router {
             // Only a message that finds its session idle may wait for the next one; one that
             // arrives while a turn runs follows the busy policy.
             let batchable = !busy && batch::batches(&job.message.chat.platform, self.inner.settings.batch_window);
-            match actor.tx.try_send(Queued { job: job.clone(), batchable }) {
+            match actor.tx.try_send(Queued::turn(job.clone(), batchable)) {
                 Ok(()) => match (busy, policy) {
                     (false, _) => Followup::None,
                     (true, BusyPolicy::Interrupt) => {
