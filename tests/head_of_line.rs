@@ -149,3 +149,41 @@ async fn compress_in_one_chat_does_not_hold_another_chat_on_the_same_platform() 
     );
     d.daemon.stop().await;
 }
+
+#[cfg(feature = "slack")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_slack_web_api_delays_no_other_platform_and_its_send_is_retried() {
+    use support::fake_slack::FakeSlack;
+    const BOT_TOKEN: &str = "xoxb-test-bot-token";
+    const APP_TOKEN: &str = "xapp-test-app-token";
+    let llm = FakeLlm::echo().await;
+    let slack = FakeSlack::start(BOT_TOKEN, APP_TOKEN).await;
+    let home = tempfile::tempdir().unwrap();
+    let config = config_for(
+        &llm,
+        &format!(
+            "[agent]\nbatch_window = \"0s\"\nprogress = false\n\n[platforms.slack]\nenabled = true\napi_url = \"{}\"\napi_timeout = \"1s\"\n",
+            slack.api_url()
+        ),
+    );
+    let env = [("SLACK_BOT_TOKEN", BOT_TOKEN), ("SLACK_APP_TOKEN", APP_TOKEN), ("SLACK_ALLOWED_USERS", "U1")];
+    let d = support::start_daemon(home.path(), &config, &env).await;
+    assert!(eventually(Duration::from_secs(10), || slack.sockets().hellos() > 0).await, "socket mode connected");
+
+    // Slack takes the answer's chat.postMessage and never replies.
+    slack.hang_next("chat.postMessage", 1);
+    slack.push_event(slack.user_message("D1", "U1", "hello slack", None));
+    let hung = || !slack.calls("chat.postMessage").is_empty();
+    assert!(eventually(Duration::from_secs(10), hung).await, "the answer went to slack");
+    let started = Instant::now();
+    let (status, body) = support::ask(&d.base, Some("elsewhere"), "hello api").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(support::answer(&body), "echo: hello api");
+    assert!(started.elapsed() < Duration::from_secs(1), "the API waited {:?} for slack", started.elapsed());
+
+    // The hung call gave up after api_timeout and the outbox sent the answer again.
+    let delivered = || slack.texts("D1").iter().any(|t| t == "echo: hello slack");
+    assert!(eventually(Duration::from_secs(15), delivered).await, "{:?}", slack.calls("chat.postMessage"));
+    assert_eq!(slack.calls("chat.postMessage").len(), 2, "one hung call, one retry");
+    d.daemon.stop().await;
+}
