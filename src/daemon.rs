@@ -245,6 +245,7 @@ impl Daemon {
                 session_idle: config.agent.session_idle.get(),
                 group_per_user: config.sessions.group_per_user,
                 max_concurrent_turns: config.agent.max_concurrent_turns,
+                max_parked_turns: config.agent.max_parked_turns,
                 batch_window: config.agent.batch_window.get(),
             },
             metrics.clone(),

@@ -77,8 +77,10 @@ pub struct Metrics {
     model_cost_picos: AtomicU64,
     /// Messages waiting in session mailboxes.
     pub queue_depth: AtomicI64,
-    /// Turns running now.
+    /// Turns running now (holding a worker permit).
     pub turns_running: AtomicI64,
+    /// Turns waiting for a person (approval, clarify) without a worker permit.
+    pub turns_parked: AtomicI64,
     /// Session actors alive now.
     pub active_sessions: AtomicI64,
     /// Gauges read when rendering, by name (`PACERS`); a few, registered at wiring.
@@ -178,6 +180,7 @@ impl Metrics {
         for (name, gauge) in [
             ("hermesd_queue_depth", &self.queue_depth),
             ("hermesd_turns_running", &self.turns_running),
+            ("hermesd_turns_parked", &self.turns_parked),
             ("hermesd_active_sessions", &self.active_sessions),
         ] {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", gauge.load(Ordering::Relaxed));

@@ -3,7 +3,8 @@
 //! travel on the router's control lane, so they never wait behind the turn that asked.
 //!
 //! Fail closed: no answer within the timeout is a denial. Where nobody can answer, approvals are
-//! `Unavailable` at once.
+//! `Unavailable` at once. While a turn waits for an answer it is parked: its worker permit goes
+//! back to the pool (`WorkerSlot::park`), so waiting people never stall other sessions.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +15,7 @@ use hermesd_platform::{Button, ChatRef, OutboundKind};
 use tokio::sync::oneshot;
 
 use super::tools::{Approval, Human};
+use super::turn::WorkerSlot;
 use crate::clock::now_ms;
 use crate::outbox::Outbox;
 
@@ -111,6 +113,8 @@ pub struct ChatHuman {
     pub reply_to: String,
     /// Whether a person can answer here at all.
     pub interactive: bool,
+    /// The turn's worker permit, given back while it waits for an answer.
+    pub worker: Option<Arc<WorkerSlot>>,
 }
 
 impl ChatHuman {
@@ -122,6 +126,28 @@ impl ChatHuman {
         let turn_id = format!("ask:{}:{}", self.session_key, now_ms());
         self.outbox.send_notice(&self.chat, &turn_id, &messages).await;
     }
+
+    /// Wait for `rx` up to `timeout`, parked (without a worker permit) when the turn has one.
+    async fn wait<T>(&self, rx: oneshot::Receiver<T>, timeout: Duration) -> WaitEnd<T> {
+        let wait = tokio::time::timeout(timeout, rx);
+        let outcome = match &self.worker {
+            Some(worker) => worker.park(wait).await,
+            None => wait.await,
+        };
+        match outcome {
+            Ok(Ok(value)) => WaitEnd::Answered(value),
+            Ok(Err(_)) => WaitEnd::Dropped,
+            Err(_) => WaitEnd::TimedOut,
+        }
+    }
+}
+
+/// How a wait for a person ended.
+enum WaitEnd<T> {
+    Answered(T),
+    /// The waiter was replaced (another question in the same session).
+    Dropped,
+    TimedOut,
 }
 
 #[async_trait]
@@ -139,10 +165,10 @@ impl Human for ChatHuman {
             Button { label: "Deny".into(), data: DENY.into() },
         ];
         self.ask(&text, buttons).await;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(true)) => Approval::Approved,
-            Ok(Ok(false)) | Ok(Err(_)) => Approval::Denied,
-            Err(_) => {
+        match self.wait(rx, timeout).await {
+            WaitEnd::Answered(true) => Approval::Approved,
+            WaitEnd::Answered(false) | WaitEnd::Dropped => Approval::Denied,
+            WaitEnd::TimedOut => {
                 self.approvals.forget(&self.session_key);
                 self.outbox
                     .notify(
@@ -154,6 +180,12 @@ impl Human for ChatHuman {
                     .await;
                 Approval::TimedOut
             }
+        }
+    }
+
+    async fn rejoin(&self) {
+        if let Some(worker) = &self.worker {
+            worker.ensure().await;
         }
     }
 
@@ -169,9 +201,9 @@ impl Human for ChatHuman {
             .map(|(i, c)| Button { label: c.clone(), data: format!("{CHOICE_PREFIX}{i}") })
             .collect();
         self.ask(question, buttons).await;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => Some(answer),
-            _ => {
+        match self.wait(rx, timeout).await {
+            WaitEnd::Answered(answer) => Some(answer),
+            WaitEnd::Dropped | WaitEnd::TimedOut => {
                 self.approvals.forget(&self.session_key);
                 None
             }

@@ -8,8 +8,10 @@
 
 pub mod lifecycle;
 mod signals;
+mod slot;
 
 pub use signals::{SteerBox, StopSignal};
+pub use slot::{WorkerPool, WorkerSlot};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -244,7 +246,8 @@ impl TurnRunner {
     }
 
     /// Compact a session now (`/compress`, sent as `message`); returns what happened, for the user.
-    pub async fn compress_now(&self, key: &SessionKey, message: &InboundMessage) -> String {
+    /// The session's actor runs it under a worker permit; `stop` (`/stop`) cancels the model call.
+    pub async fn compress_now(&self, key: &SessionKey, message: &InboundMessage, stop: &StopSignal) -> String {
         let session = match self.parts.store.route(&key.key).await {
             Ok(Some(session)) => session,
             Ok(None) => return "There is no history to compress yet.".into(),
@@ -252,7 +255,7 @@ impl TurnRunner {
         };
         let compressor = self.compressor(&session.id, key, message);
         let mut state = self.parts.chain.start_turn();
-        let outcome = compressor.compact(&self.parts.chain, &mut state, &CancellationToken::new(), true).await;
+        let outcome = compressor.compact(&self.parts.chain, &mut state, &stop.token, true).await;
         // The summary call is charged like a turn's calls, without counting a turn.
         let payer = Payer::for_turn(message, &TurnOrigin::Chat);
         self.parts.accounting.record(&payer, &session.id, &TurnUsage::of(&state), false, now_ms()).await;
@@ -426,6 +429,7 @@ impl TurnRunner {
             session_key: job.key.key.clone(),
             reply_to: reply_to.clone(),
             interactive,
+            worker: stop.worker.clone(),
         });
         let workdir = self.turn_workdir(&session.id, job, &origin).await?;
         let ctx = ToolContext {

@@ -212,6 +212,9 @@ pub struct AgentConfig {
     pub busy_policy: BusyPolicy,
     /// Turns running at once across all sessions (the worker pool size).
     pub max_concurrent_turns: usize,
+    /// Turns that may wait for a person (approval, clarifying question) without holding a worker
+    /// permit; a wait beyond this keeps its permit.
+    pub max_parked_turns: usize,
     /// Interval of "still working" notices during long turns.
     pub heartbeat_interval: HumanDuration,
     /// Replaces the built-in identity part of the system prompt.
@@ -246,6 +249,7 @@ impl Default for AgentConfig {
             max_iterations: 90,
             busy_policy: BusyPolicy::Queue,
             max_concurrent_turns: 16,
+            max_parked_turns: 64,
             heartbeat_interval: HumanDuration::secs(180),
             system_prompt: None,
             max_queued_per_session: 32,

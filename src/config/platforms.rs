@@ -171,6 +171,8 @@ pub struct SlackConfig {
     /// Stream answers while the model writes them: a preview message edited through the chat's
     /// pacer (`chat.update`), replaced by the final answer.
     pub streaming: bool,
+    /// The longest one Web API call may take before it fails as transient (and is retried).
+    pub api_timeout: HumanDuration,
 }
 
 impl Default for SlackConfig {
@@ -186,6 +188,7 @@ impl Default for SlackConfig {
             max_file_mb: 20,
             socket_idle_reconnect: HumanDuration::secs(30 * 60),
             streaming: false,
+            api_timeout: HumanDuration::secs(30),
         }
     }
 }

@@ -56,6 +56,9 @@ impl Config {
         if agent.max_concurrent_turns == 0 || agent.max_concurrent_turns > 4096 {
             problems.push("agent.max_concurrent_turns: must be between 1 and 4096".into());
         }
+        if agent.max_parked_turns == 0 || agent.max_parked_turns > 4096 {
+            problems.push("agent.max_parked_turns: must be between 1 and 4096".into());
+        }
         if agent.max_queued_per_session == 0 {
             problems.push("agent.max_queued_per_session: must be at least 1".into());
         }
@@ -511,5 +514,18 @@ mod tests {
         assert_eq!(s.policy_for("telegram", ChatType::Dm).reset, ResetMode::Daily);
         let group = s.policy_for("telegram", ChatType::Group);
         assert_eq!((group.reset, group.idle_minutes), (ResetMode::Both, 5));
+    }
+
+    #[test]
+    fn max_parked_turns_is_bounded() {
+        let problems = |value: &str| {
+            let config = Config::parse(&format!("[agent]\nmax_parked_turns = {value}\n")).expect("parses");
+            config.validate(&Env::from_map(Default::default()))
+        };
+        let named = |list: Vec<String>| list.iter().any(|p| p.starts_with("agent.max_parked_turns"));
+        assert!(named(problems("0")));
+        assert!(named(problems("4097")));
+        assert!(!named(problems("1")) && !named(problems("4096")));
+        assert_eq!(Config::parse("").expect("parses").agent.max_parked_turns, 64);
     }
 }

@@ -27,6 +27,7 @@ pub fn build(config: &SlackConfig, env: &Env, home: &Path) -> Result<Arc<dyn Pla
         media_dir: home.join("media").join("slack"),
         max_file_bytes: config.max_file_mb.saturating_mul(1024 * 1024),
         socket_idle_reconnect: config.socket_idle_reconnect.get(),
+        api_timeout: config.api_timeout.get(),
         ..SlackSettings::default()
     };
     settings.validate().map_err(|problems| problems.join("; "))?;

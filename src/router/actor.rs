@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::Inner;
-use super::batch::{self, Mail, Queued};
+use super::Router;
+use super::batch::{self, Mail, Queued, Work};
 use crate::agent::turn::{StopReason, StopSignal, TurnJob};
 use crate::metrics::ERRORS_TOTAL;
 
@@ -26,6 +27,12 @@ impl ActorState {
     /// Whether a turn runs and has not stored its reply yet.
     pub(super) fn is_running(&self) -> bool {
         self.running.lock().expect("actor lock poisoned").as_ref().is_some_and(|(stop, _)| !stop.is_answered())
+    }
+
+    /// Whether the running turn waits for a person without a worker permit.
+    pub(super) fn parked(&self) -> bool {
+        let running = self.running.lock().expect("actor lock poisoned");
+        running.as_ref().and_then(|(stop, _)| stop.worker.as_ref()).is_some_and(|worker| !worker.holding())
     }
 
     pub(super) fn running_for(&self) -> Option<Duration> {
@@ -85,6 +92,12 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
             taken();
             *queued
         };
+        if queued.work == Work::Compress {
+            if !Box::pin(run_compress(&inner, &state, queued.job)).await {
+                break;
+            }
+            continue;
+        }
         let job = if queued.batchable {
             // Boxed, like the turn below: an idle actor's task then holds only what waiting needs.
             match Box::pin(batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken))
@@ -119,15 +132,15 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
     inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Run one turn under a worker-pool permit; false when draining stopped it from starting.
+/// Run one turn under a worker-pool permit (given back while the turn waits for a person); false
+/// when draining stopped it from starting.
 async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftovers: &mut VecDeque<Queued>) -> bool {
-    let permit = tokio::select! {
+    let worker = tokio::select! {
         _ = inner.draining.cancelled() => return false,
-        permit = inner.pool.clone().acquire_owned() => permit.expect("worker pool is never closed"),
+        worker = inner.pool.slot() => worker,
     };
-    let stop = Arc::new(StopSignal::default());
+    let stop = Arc::new(StopSignal::for_worker(worker.clone()));
     *state.running.lock().expect("actor lock poisoned") = Some((stop.clone(), Instant::now()));
-    inner.metrics.turns_running.fetch_add(1, Ordering::Relaxed);
     let (runner, abort, turn_stop) = (inner.runner.clone(), inner.abort_turns.clone(), stop.clone());
     let turn_job = job.clone();
     let result = tokio::spawn(async move { runner.run(&turn_job, &turn_stop, &abort).await }).await;
@@ -139,11 +152,47 @@ async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftover
             .fail(&job, "Sorry, hermesd hit an internal error in this turn. It was logged; please try again.")
             .await;
     }
-    inner.metrics.turns_running.fetch_sub(1, Ordering::Relaxed);
     *state.running.lock().expect("actor lock poisoned") = None;
     // After `running` is cleared no steer can land in this turn's box: whatever is left runs next.
-    leftovers.extend(stop.steer.leftovers().into_iter().map(|job| Queued { job, batchable: false }));
-    drop(permit);
+    leftovers.extend(stop.steer.leftovers().into_iter().map(|job| Queued::turn(job, false)));
+    // Tasks the turn left behind may still hold the slot; the permit goes back now.
+    worker.release();
+    true
+}
+
+/// Run `/compress` for `job` in the session's order, under a worker permit, and answer its event;
+/// false when draining stopped it from starting (the event stays accepted for the next start).
+/// While it runs the session counts as busy: `/stop` cancels it, messages queue behind it.
+async fn run_compress(inner: &Arc<Inner>, state: &ActorState, job: TurnJob) -> bool {
+    let worker = tokio::select! {
+        _ = inner.draining.cancelled() => return false,
+        worker = inner.pool.slot() => worker,
+    };
+    let stop = Arc::new(StopSignal::for_worker(worker.clone()));
+    *state.running.lock().expect("actor lock poisoned") = Some((stop.clone(), Instant::now()));
+    let (runner, abort, task_stop) = (inner.runner.clone(), inner.abort_turns.clone(), stop.clone());
+    let (key, message) = (job.key.clone(), job.message.clone());
+    let done = tokio::spawn(async move {
+        tokio::select! {
+            text = runner.compress_now(&key, &message, &task_stop) => Some(text),
+            // Shutdown past its deadline: unanswered, the command runs again at the next start.
+            _ = abort.cancelled() => None,
+        }
+    })
+    .await;
+    let text = match done {
+        Ok(text) => text,
+        Err(e) => {
+            inner.metrics.inc(ERRORS_TOTAL, &[("kind", "panic")]);
+            tracing::error!(error = %e, seq = job.seq, "compression panicked");
+            Some("Compression hit an internal error. It was logged; please try again.".to_owned())
+        }
+    };
+    if let Some(text) = text {
+        Router { inner: inner.clone() }.answer(job.seq, &job.message, &text).await;
+    }
+    *state.running.lock().expect("actor lock poisoned") = None;
+    worker.release();
     true
 }
 

@@ -33,6 +33,24 @@ pub(super) struct Queued {
     pub(super) job: TurnJob,
     /// Set when the job arrived while the session was idle, on a chat platform, with batching on.
     pub(super) batchable: bool,
+    /// What the job runs.
+    pub(super) work: Work,
+}
+
+/// What a mailbox job runs, in the session's order and under a worker permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Work {
+    /// An agent turn for the job's message.
+    Turn,
+    /// `/compress`: the session's history summarised (a model call), answered to the message.
+    Compress,
+}
+
+impl Queued {
+    /// A turn for `job`.
+    pub(super) fn turn(job: TurnJob, batchable: bool) -> Self {
+        Self { job, batchable, work: Work::Turn }
+    }
 }
 
 /// What a mailbox holds: a boxed job, so an idle mailbox's first block (tokio allocates one of 32
@@ -143,7 +161,7 @@ mod tests {
     }
 
     fn queued(job: TurnJob) -> Mail {
-        Box::new(Queued { job, batchable: true })
+        Box::new(Queued::turn(job, true))
     }
 
     #[test]
@@ -220,7 +238,7 @@ mod tests {
         assert!(turn.batched.is_empty());
         assert_eq!(later.map(|q| q.job.seq), Some(2));
         assert_eq!(started.elapsed(), Duration::ZERO, "no wait once the batch cannot grow");
-        tx.send(Box::new(Queued { job: job(3, "u", "queued while busy"), batchable: false })).await.unwrap();
+        tx.send(Box::new(Queued::turn(job(3, "u", "queued while busy"), false))).await.unwrap();
         let Some((turn, later)) =
             gather(job(1, "u", "a"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
         else {

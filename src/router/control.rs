@@ -1,17 +1,20 @@
-//! The control lane: chat commands answered at once, never queued behind a running turn.
-//! Commands that change the transcript (`/retry`, `/undo`, `/compress`) refuse while a turn
-//! runs and say so; `/queue` and `/steer` turn their text into a turn of their own. Commands
+//! The control lane: chat commands answered at once, never queued behind a running turn, and
+//! never a model call in the adapter's receive loop (`/compress` becomes a job in the session's
+//! mailbox). Commands that change the transcript (`/retry`, `/undo`, `/compress`) refuse while a
+//! turn runs and say so; `/queue` and `/steer` turn their text into a turn of their own. Commands
 //! that change what every chat shares (`/sethome`, switching with `/model`) need an admin.
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use hermesd_platform::{InboundEvent, InboundMessage};
 
 use super::actor::ActorState;
+use super::batch::{Queued, Work};
 use super::commands::{self, ChatCommand, Toggle};
 use super::{Router, short};
 use crate::agent::approvals::Answered;
-use crate::agent::turn::StopReason;
+use crate::agent::turn::{StopReason, TurnJob};
 use crate::clock::now_ms;
 use crate::config::BusyPolicy;
 use crate::store::{AcceptOutcome, SessionInfo, SessionKey};
@@ -47,7 +50,10 @@ impl Router {
             ChatCommand::Resume { words } => self.resume(key, &words, prefix).await,
             ChatCommand::Status => self.status(key, state.as_deref()).await,
             ChatCommand::Compress if running => BUSY.to_owned(),
-            ChatCommand::Compress => self.inner.runner.compress_now(key, message).await,
+            ChatCommand::Compress => match self.queue_compress(seq, key, message) {
+                Ok(()) => return,
+                Err(text) => text,
+            },
             ChatCommand::Approve | ChatCommand::Deny => {
                 let approve = command == ChatCommand::Approve;
                 match self.inner.runner.approvals().decide(&key.key, approve) {
@@ -119,12 +125,45 @@ impl Router {
             Err(e) => (format!("session unknown ({e})"), None),
         };
         let running = match state.and_then(ActorState::running_for) {
+            Some(elapsed) if state.is_some_and(ActorState::parked) => {
+                format!("waiting for your answer (running for {}s)", elapsed.as_secs())
+            }
             Some(elapsed) => format!("running for {}s", elapsed.as_secs()),
             None => "idle".to_owned(),
         };
         let waiting = state.map_or(0, |s| s.waiting.load(Ordering::SeqCst));
         let model = model.unwrap_or_else(|| self.inner.runner.model().to_owned());
         format!("{session}\nmodel: {model}\nturn: {running} · {waiting} queued")
+    }
+
+    /// Put `/compress` in the session's mailbox: its model call runs in order with the chat's
+    /// turns, under a worker permit, never in the adapter's receive loop. `Err` is the answer
+    /// when the mailbox is full.
+    fn queue_compress(&self, seq: i64, key: &SessionKey, message: &InboundMessage) -> Result<(), String> {
+        let admin = self.is_admin(message);
+        let job = TurnJob {
+            seq,
+            message: message.clone(),
+            key: key.clone(),
+            accepted_at: Instant::now(),
+            admin,
+            batched: vec![],
+        };
+        let mut actors = self.inner.actors.lock().expect("router lock poisoned");
+        let actor = actors.entry(key.key.clone()).or_insert_with(|| self.spawn_actor(&key.key));
+        actor.state.waiting.fetch_add(1, Ordering::SeqCst);
+        self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+        match actor.tx.try_send(Box::new(Queued { job, batchable: false, work: Work::Compress })) {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                actor.state.waiting.fetch_sub(1, Ordering::SeqCst);
+                self.inner.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                Err(format!(
+                    "Too many messages are waiting in this conversation ({}); send /compress again after they finish.",
+                    self.inner.settings.max_queued
+                ))
+            }
+        }
     }
 
     /// The session of `key`, started when there is none yet.

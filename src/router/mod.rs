@@ -20,13 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermesd_platform::{Admission, InboundEvent, InboundMessage, OutboundKind};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::access::{Access, Decision};
 use crate::agent::approvals::{APPROVE, Answered, CHOICE_PREFIX, DENY};
-use crate::agent::turn::{StopReason, TurnJob, TurnRunner};
+use crate::agent::turn::{StopReason, TurnJob, TurnRunner, WorkerPool};
 use crate::clock::now_ms;
 use crate::config::BusyPolicy;
 use crate::metrics::Metrics;
@@ -48,6 +48,8 @@ pub struct RouterSettings {
     pub group_per_user: bool,
     /// Turns at once.
     pub max_concurrent_turns: usize,
+    /// Turns that may wait for a person without a worker permit.
+    pub max_parked_turns: usize,
     /// Quick messages of one sender within this window become one turn (chat platforms only;
     /// zero turns it off).
     pub batch_window: Duration,
@@ -63,7 +65,7 @@ pub(crate) struct Inner {
     access: Arc<Access>,
     runner: Arc<TurnRunner>,
     settings: RouterSettings,
-    pool: Arc<Semaphore>,
+    pool: Arc<WorkerPool>,
     metrics: Arc<Metrics>,
     tracker: TaskTracker,
     /// Actors stop taking new jobs (queued events stay in the store for the next start).
@@ -88,7 +90,7 @@ enum Followup {
 impl Router {
     /// A router running turns with `runner`.
     pub fn new(runner: Arc<TurnRunner>, access: Arc<Access>, settings: RouterSettings, metrics: Arc<Metrics>) -> Self {
-        let pool = Arc::new(Semaphore::new(settings.max_concurrent_turns));
+        let pool = WorkerPool::new(settings.max_concurrent_turns, settings.max_parked_turns, metrics.clone());
         Self {
             inner: Arc::new(Inner {
                 actors: Mutex::new(HashMap::new()),
@@ -222,7 +224,7 @@ impl Router {
             // Only a message that finds its session idle may wait for the next one; one that
             // arrives while a turn runs follows the busy policy.
             let batchable = !busy && batch::batches(&job.message.chat.platform, self.inner.settings.batch_window);
-            match actor.tx.try_send(Box::new(Queued { job: job.clone(), batchable })) {
+            match actor.tx.try_send(Box::new(Queued::turn(job.clone(), batchable))) {
                 Ok(()) => match (busy, policy) {
                     (false, _) => Followup::None,
                     (true, BusyPolicy::Interrupt) => {
@@ -324,9 +326,14 @@ impl Router {
         }
     }
 
-    /// Turns running now.
+    /// Turns running now (holding a worker permit).
     pub fn running_turns(&self) -> usize {
-        self.inner.settings.max_concurrent_turns - self.inner.pool.available_permits()
+        self.inner.pool.busy()
+    }
+
+    /// Turns waiting for a person without a worker permit.
+    pub fn parked_turns(&self) -> usize {
+        self.inner.pool.parked()
     }
 }
 

@@ -67,6 +67,8 @@ struct Shared {
     flush_script: Mutex<VecDeque<(Duration, Step)>>,
     /// Memory flush request bodies.
     flushes: Mutex<Vec<Value>>,
+    /// How long compression summary requests are held before their answer.
+    summary_delay: Duration,
 }
 
 /// One `/audio/transcriptions` request as received.
@@ -93,6 +95,7 @@ pub struct FakeLlmBuilder {
     keep: bool,
     transcript: String,
     cached_tokens: u64,
+    summary_delay: Duration,
 }
 
 /// A running fake LLM.
@@ -112,6 +115,7 @@ impl FakeLlm {
             keep: true,
             transcript: "transcribed audio".into(),
             cached_tokens: 0,
+            summary_delay: Duration::ZERO,
         }
     }
 
@@ -234,6 +238,12 @@ impl FakeLlmBuilder {
         self
     }
 
+    /// Hold every compression summary request this long before answering it (a slow `/compress`).
+    pub fn summary_delay(mut self, delay: Duration) -> Self {
+        self.summary_delay = delay;
+        self
+    }
+
     /// Report `n` of every chat completion's prompt tokens as read from the cache.
     pub fn cached_tokens(mut self, n: u64) -> Self {
         self.cached_tokens = n;
@@ -253,6 +263,7 @@ impl FakeLlmBuilder {
             cached_tokens: self.cached_tokens,
             flush_script: Mutex::new(self.flush_script),
             flushes: Mutex::new(Vec::new()),
+            summary_delay: self.summary_delay,
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
@@ -325,7 +336,7 @@ async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes)
     shared.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let is_summary = body["messages"][0]["content"].as_str().is_some_and(|c| c.contains("handover summaries"));
     let (delay, step) = if is_summary {
-        (Duration::ZERO, Step::Reply(SUMMARY.into()))
+        (shared.summary_delay, Step::Reply(SUMMARY.into()))
     } else {
         shared.script.lock().unwrap().pop_front().unwrap_or((Duration::ZERO, Step::Echo))
     };

@@ -17,6 +17,8 @@ use serenity::model::id::{ChannelId, GuildId, InteractionId, MessageId, UserId};
 
 /// Each call gives up after this long; the host retries transient failures.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest a connection to Discord may take to open (within `CALL_TIMEOUT`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who the bot is, from `GET /users/@me`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +78,7 @@ impl Rest {
     pub(crate) fn new(token: &str, api_url: &str) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .use_rustls_tls()
+            .connect_timeout(CONNECT_TIMEOUT)
             .timeout(CALL_TIMEOUT)
             .build()
             .map_err(|error| format!("build the discord http client: {}", error.without_url()))?;

@@ -24,12 +24,35 @@ pub(crate) type Client = SlackClient<SlackClientHyperConnector<Connector>>;
 /// Slack's answer when no `Retry-After` came with a rate limit.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// Builds the HTTPS-or-HTTP connector shared by the Web API client and file downloads.
+/// The longest a TCP connection to Slack may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Builds the HTTPS-or-HTTP connector shared by the Web API client and file downloads, with a
+/// bounded connect time (the whole call is bounded by `within`).
 pub(crate) fn connector() -> Result<Connector, String> {
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
         .map_err(|error| format!("load the system's TLS roots: {error}"))?;
-    Ok(builder.https_or_http().enable_http1().enable_http2().build())
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.set_nodelay(true);
+    Ok(builder.https_or_http().enable_http1().enable_http2().wrap_connector(http))
+}
+
+/// Run one Slack operation with `limit`: no answer in time is a transient failure (the host's
+/// outbox retries it later), so a hung Web API never holds a caller for ever.
+pub(crate) async fn within<T>(
+    limit: Duration,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, PlatformError>>,
+) -> Result<T, PlatformError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            Err(PlatformError::Transient(format!("{what}: no answer from slack within {}s", limit.as_secs_f32())))
+        }
+    }
 }
 
 /// The Web API client for `api_base` (no trailing slash).

@@ -55,6 +55,10 @@ pub struct SlackSettings {
     /// Socket Mode: how often the adapter pings Slack; a ping unanswered for three intervals
     /// drops the socket.
     pub socket_ping_interval: Duration,
+    /// The longest one Web API call may take (slack-morphism has no bound of its own): a Slack,
+    /// or a proxy, that takes a request and never answers fails the call as transient (the host
+    /// retries it) instead of holding a chat's lane, the typing refresh or the receive loop.
+    pub api_timeout: Duration,
 }
 
 impl Default for SlackSettings {
@@ -71,6 +75,7 @@ impl Default for SlackSettings {
             max_file_bytes: 20 * 1024 * 1024,
             socket_idle_reconnect: Duration::from_secs(30 * 60),
             socket_ping_interval: Duration::from_secs(10),
+            api_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -98,6 +103,7 @@ impl fmt::Debug for SlackSettings {
             .field("max_file_bytes", &self.max_file_bytes)
             .field("socket_idle_reconnect", &self.socket_idle_reconnect)
             .field("socket_ping_interval", &self.socket_ping_interval)
+            .field("api_timeout", &self.api_timeout)
             .finish()
     }
 }
@@ -135,6 +141,9 @@ impl SlackSettings {
         if self.socket_ping_interval.is_zero() || self.socket_idle_reconnect < self.socket_ping_interval {
             problems
                 .push("slack: socket_idle_reconnect must be at least socket_ping_interval, both positive".to_owned());
+        }
+        if self.api_timeout < Duration::from_millis(100) {
+            problems.push("slack: api_timeout must be at least 100ms".to_owned());
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
     }

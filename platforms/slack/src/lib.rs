@@ -92,6 +92,21 @@ impl SlackPlatform {
         self.client.as_ref().map_err(|error| PlatformError::Permanent(format!("slack client: {error}")))
     }
 
+    /// `call` bounded by `api_timeout` (a hung Web API fails as transient).
+    async fn within<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, PlatformError>>,
+    ) -> Result<T, PlatformError> {
+        api::within(self.settings.api_timeout, what, call).await
+    }
+
+    /// `call`, whose failures are already handled, bounded by `api_timeout`; `fallback` when it
+    /// took too long (reply context, names and thread membership are helpful, never essential).
+    async fn within_or<T>(&self, fallback: T, call: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(self.settings.api_timeout, call).await.unwrap_or(fallback)
+    }
+
     fn identity(&self) -> Option<BotIdentity> {
         self.identity.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
@@ -103,7 +118,7 @@ impl SlackPlatform {
         loop {
             let outcome = tokio::select! {
                 () = cancel.cancelled() => return Ok(None),
-                outcome = api::identify(client, &self.bot_token, &self.redactor) => outcome,
+                outcome = self.within("auth.test", api::identify(client, &self.bot_token, &self.redactor)) => outcome,
             };
             match outcome {
                 Ok(identity) => {
@@ -153,7 +168,7 @@ impl SlackPlatform {
             return Ok(());
         }
         if let Some(media) = &self.media {
-            media.fetch_all(&self.settings.bot_token, &self.redactor, &mut normalised).await;
+            media.fetch_all(&self.settings.bot_token, &self.redactor, self.settings.api_timeout, &mut normalised).await;
         }
         self.add_thread_parent(identity, &mut normalised.event).await;
         self.add_sender_name(&mut normalised.event).await;
@@ -192,8 +207,9 @@ impl SlackPlatform {
         }
         let Ok(client) = self.client() else { return };
         let chat = message.chat.chat_id.clone();
-        message.reply_to =
-            outbound::thread_parent(client, &self.bot_token, &self.redactor, &chat, &thread, &identity.user_id).await;
+        let parent =
+            outbound::thread_parent(client, &self.bot_token, &self.redactor, &chat, &thread, &identity.user_id);
+        message.reply_to = self.within_or(None, parent).await;
     }
 
     /// The sender's display name, when the event did not carry one.
@@ -203,7 +219,8 @@ impl SlackPlatform {
             return;
         }
         let Ok(client) = self.client() else { return };
-        message.sender.name = self.names.name(client, &self.bot_token, &self.redactor, &message.sender.id).await;
+        let name = self.names.name(client, &self.bot_token, &self.redactor, &message.sender.id);
+        message.sender.name = self.within_or(None, name).await;
     }
 
     async fn bot_in_thread(&self, identity: &BotIdentity, channel: &str, thread: &str) -> bool {
@@ -212,7 +229,8 @@ impl SlackPlatform {
         }
         let Ok(client) = self.client() else { return false };
         let found =
-            outbound::bot_in_thread(client, &self.bot_token, &self.redactor, channel, thread, &identity.user_id).await;
+            outbound::bot_in_thread(client, &self.bot_token, &self.redactor, channel, thread, &identity.user_id);
+        let found = self.within_or(false, found).await;
         if found {
             self.outbound.joined_thread(channel, thread);
         }
@@ -262,7 +280,8 @@ impl Platform for SlackPlatform {
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
-        outbound::send(self.client()?, &self.bot_token, &self.outbound, &self.redactor, message).await
+        let send = outbound::send(self.client()?, &self.bot_token, &self.outbound, &self.redactor, message);
+        self.within("chat.postMessage", send).await
     }
 
     fn file_limits(&self) -> Option<hermesd_platform::FileLimits> {
@@ -275,15 +294,19 @@ impl Platform for SlackPlatform {
         file: &hermesd_platform::OutboundFile,
         bytes: &[u8],
     ) -> Result<MessageRef, PlatformError> {
-        upload::send_file(self.client()?, &self.bot_token, &self.redactor, message, file, bytes).await
+        // Three calls and the bytes themselves: a file gets a longer bound than one call.
+        let upload = upload::send_file(self.client()?, &self.bot_token, &self.redactor, message, file, bytes);
+        api::within(self.settings.api_timeout * upload::CALLS_PER_FILE, "file upload", upload).await
     }
 
     async fn edit(&self, message: &MessageRef, text: &str) -> Result<(), PlatformError> {
-        outbound::edit(self.client()?, &self.bot_token, &self.outbound, &self.redactor, message, text).await
+        let edit = outbound::edit(self.client()?, &self.bot_token, &self.outbound, &self.redactor, message, text);
+        self.within("chat.update", edit).await
     }
 
     async fn typing(&self, chat: &ChatRef) -> Result<(), PlatformError> {
-        outbound::typing(self.client()?, &self.bot_token, &self.outbound, &self.redactor, chat).await
+        let typing = outbound::typing(self.client()?, &self.bot_token, &self.outbound, &self.redactor, chat);
+        self.within("assistant.threads.setStatus", typing).await
     }
 
     fn webhook_path(&self) -> Option<String> {

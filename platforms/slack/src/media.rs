@@ -2,7 +2,9 @@
 //! with a size cap, before the event is accepted.
 //!
 //! A file that cannot be fetched never drops its message: the text says what is missing instead.
-//! The bot token goes only in the `Authorization` header and never into a log line.
+//! The bot token goes only in the `Authorization` header and never into a log line. A download
+//! that makes no progress for `api_timeout`, or runs past `DOWNLOAD_SPAN` of them, is given up
+//! (the receive loop waits for it before accepting the event).
 
 use std::path::{Path, PathBuf};
 
@@ -12,10 +14,16 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
 use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
 
 use crate::api::Connector;
 use crate::inbound::{FileRequest, Normalised};
+
+/// However steadily a file arrives, its download ends after this many `api_timeout`s.
+const DOWNLOAD_SPAN: u32 = 10;
 
 /// Where and how much to download, and the client to do it with.
 #[derive(Debug, Clone)]
@@ -31,16 +39,22 @@ impl MediaStore {
 
     /// Fetches every file of `normalised` into its message's attachments, noting failures and
     /// oversized files in the message text.
-    pub(crate) async fn fetch_all(&self, token: &str, redactor: &Redactor, normalised: &mut Normalised) {
+    pub(crate) async fn fetch_all(
+        &self,
+        token: &str,
+        redactor: &Redactor,
+        idle: Duration,
+        normalised: &mut Normalised,
+    ) {
         let InboundEvent::Message { message, .. } = &mut normalised.event else { return };
         let channel = message.chat.chat_id.clone();
         for file in std::mem::take(&mut normalised.files) {
-            let outcome = self.fetch(token, &channel, &file).await.map_err(|e| redactor.redact(&e));
+            let outcome = self.fetch(token, &channel, &file, idle).await.map_err(|e| redactor.redact(&e));
             media::record(message, &file.name, outcome, crate::NAME);
         }
     }
 
-    async fn fetch(&self, token: &str, channel: &str, file: &FileRequest) -> Result<Fetched, String> {
+    async fn fetch(&self, token: &str, channel: &str, file: &FileRequest, idle: Duration) -> Result<Fetched, String> {
         let max = self.media.max_bytes();
         if let Some(size) = file.size.filter(|&size| size > max) {
             return Ok(Fetched::TooLarge(size));
@@ -49,7 +63,7 @@ impl MediaStore {
         // A redelivered event finds its file already saved (the name holds Slack's file id).
         let written = match MediaDir::existing(&dest).await {
             Some(size) => size,
-            None => match self.download(token, &file.url, &dest).await? {
+            None => match self.download(token, &file.url, &dest, idle).await? {
                 Some(written) => written,
                 None => return Ok(Fetched::TooLarge(file.size.unwrap_or(max + 1))),
             },
@@ -64,12 +78,19 @@ impl MediaStore {
     }
 
     /// Streams `url` into `dest`; `Ok(None)` when the body outgrew the cap.
-    async fn download(&self, token: &str, url: &str, dest: &Path) -> Result<Option<u64>, String> {
+    async fn download(&self, token: &str, url: &str, dest: &Path, idle: Duration) -> Result<Option<u64>, String> {
+        let deadline = Instant::now() + idle * DOWNLOAD_SPAN;
+        // Each wait (the answer, every piece of the body) ends at `idle` or the deadline.
+        let bounded = |step: Duration| step.min(deadline.saturating_duration_since(Instant::now()));
+        let stalled = || format!("download: no progress within {}s", idle.as_secs_f32());
         let request = hyper::Request::get(url)
             .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
             .body(Empty::new())
             .map_err(|_| "the file URL is not a valid URL".to_owned())?;
-        let response = self.client.request(request).await.map_err(|e| format!("download: {e}"))?;
+        let response = tokio::time::timeout(bounded(idle), self.client.request(request))
+            .await
+            .map_err(|_| stalled())?
+            .map_err(|e| format!("download: {e}"))?;
         if !response.status().is_success() {
             return Err(format!("download: HTTP {}", response.status()));
         }
@@ -79,7 +100,7 @@ impl MediaStore {
         let mut body = response.into_body();
         let mut written: u64 = 0;
         let outcome: Result<bool, String> = async {
-            while let Some(frame) = body.frame().await {
+            while let Some(frame) = tokio::time::timeout(bounded(idle), body.frame()).await.map_err(|_| stalled())? {
                 let Ok(data) = frame.map_err(|e| format!("download: {e}"))?.into_data() else { continue };
                 written = written.saturating_add(u64::try_from(data.len()).unwrap_or(u64::MAX));
                 if written > self.media.max_bytes() {

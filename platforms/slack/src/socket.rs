@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::map_error;
+use crate::api::{self, map_error};
 use crate::inbound::{BotIdentity, Callback, Interaction, normalise_interaction};
 use crate::{NAME, SlackPlatform};
 
@@ -61,12 +61,15 @@ pub(crate) async fn run(
         let api = client.open_session(app_token);
         let opened = tokio::select! {
             () = cancel.cancelled() => return Ok(()),
-            opened = api.apps_connections_open(&open_request) => opened,
+            opened = api::within(
+                platform.settings.api_timeout,
+                "apps.connections.open",
+                async { api.apps_connections_open(&open_request).await.map_err(|e| map_error(&e, "apps.connections.open", &platform.redactor)) },
+            ) => opened,
         };
         let url = match opened {
             Ok(opened) => opened.url.0.to_string(),
             Err(error) => {
-                let error = map_error(&error, "apps.connections.open", &platform.redactor);
                 if let PlatformError::Unauthorized(_) = error {
                     tracing::error!(platform = NAME, %error, "slack refused the app token");
                     platform.health.failing(error.to_string());

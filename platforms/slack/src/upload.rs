@@ -14,6 +14,9 @@ use crate::format::markdown_to_mrkdwn;
 pub(crate) const LIMITS: FileLimits =
     FileLimits { max_document_bytes: 100 * 1024 * 1024, max_photo_bytes: 100 * 1024 * 1024 };
 
+/// How many `api_timeout`s one file's upload may take: three calls, and the bytes themselves.
+pub(crate) const CALLS_PER_FILE: u32 = 6;
+
 /// Upload `bytes` as `file` and share it into `message.chat`.
 pub(crate) async fn send_file(
     client: &Client,

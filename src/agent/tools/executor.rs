@@ -63,6 +63,8 @@ pub async fn run_calls(
         outcomes.push(run_one(registry, ctx, call).await);
     }
     outcomes.extend(run_batch(registry, ctx, &batch, &permits).await);
+    // A wait for a person cut off while parked left the turn without its worker permit.
+    ctx.human.rejoin().await;
     outcomes
 }
 

@@ -100,6 +100,9 @@ pub trait Human: Send + Sync {
     async fn approve(&self, action: &str, timeout: Duration) -> Approval;
     /// Ask a question, optionally with choices; `None` when nobody answered.
     async fn clarify(&self, question: &str, choices: &[String], timeout: Duration) -> Option<String>;
+    /// Called after a batch of tool calls, before the turn goes on: a turn whose wait for this
+    /// person was cut off while it was parked (a tool timeout) takes its worker permit again.
+    async fn rejoin(&self) {}
 }
 
 /// A `Human` for contexts where nobody can answer: approvals are unavailable (denied at once),

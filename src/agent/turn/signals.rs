@@ -1,10 +1,10 @@
 //! A running turn's controls: its stop switch and the box messages steering it wait in.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{StopReason, TurnJob};
+use super::{StopReason, TurnJob, WorkerSlot};
 use crate::agent::context::{framed_text, is_shared};
 use crate::agent::message::{Message, Role};
 
@@ -54,9 +54,17 @@ pub struct StopSignal {
     pub(super) answered: std::sync::atomic::AtomicBool,
     /// Messages sent to steer this turn.
     pub steer: SteerBox,
+    /// The turn's worker permit, given back while it waits for a person (`None`: the turn runs
+    /// outside the pool).
+    pub worker: Option<Arc<WorkerSlot>>,
 }
 
 impl StopSignal {
+    /// The controls of a turn running under `worker`.
+    pub fn for_worker(worker: Arc<WorkerSlot>) -> Self {
+        Self { worker: Some(worker), ..Self::default() }
+    }
+
     /// Ask the turn to stop at its next safe point.
     pub fn stop(&self, reason: StopReason) {
         self.reason.lock().expect("stop lock poisoned").get_or_insert(reason);

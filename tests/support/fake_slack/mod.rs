@@ -66,6 +66,8 @@ pub(crate) struct Store {
     uploads_pending: Vec<upload::Pending>,
     /// Files shared by `files.completeUploadExternal`.
     uploads_shared: Vec<upload::SharedFile>,
+    /// method → how many of its next calls are taken and never answered (a hung Web API).
+    hangs: HashMap<String, usize>,
 }
 
 pub(crate) struct Shared {
@@ -156,6 +158,11 @@ impl FakeSlack {
     /// Fail the next call of `method` with HTTP `status`, an optional Retry-After and `body`.
     pub fn fail_next(&self, method: &str, status: u16, retry_after: Option<u64>, body: Value) {
         self.shared.lock().failures.entry(method.to_owned()).or_default().push_back((status, retry_after, body));
+    }
+
+    /// Take the next `n` calls of `method` (they are recorded) and never answer them.
+    pub fn hang_next(&self, method: &str, n: usize) {
+        *self.shared.lock().hangs.entry(method.to_owned()).or_default() += n;
     }
 
     /// Every message posted, in order.
@@ -263,6 +270,17 @@ async fn method(
     let wanted = if method == "apps.connections.open" { &shared.app_token } else { &shared.bot_token };
     if bearer != format!("Bearer {wanted}") {
         return slack_error("invalid_auth");
+    }
+    let hang = {
+        let mut store = shared.lock();
+        let hang = store.hangs.get_mut(&method).filter(|left| **left > 0).map(|left| *left -= 1).is_some();
+        if hang {
+            store.calls.push((method.clone(), args.clone()));
+        }
+        hang
+    };
+    if hang {
+        return std::future::pending().await;
     }
     let mut store = shared.lock();
     store.calls.push((method.clone(), args.clone()));
