@@ -92,17 +92,16 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
             taken();
             *queued
         };
-        if queued.work == Work::Compress {
-            if !Box::pin(run_compress(&inner, &state, queued.job)).await {
+        let Queued { job, batchable, work } = queued;
+        if work == Work::Compress {
+            if !Box::pin(run_compress(&inner, &state, job)).await {
                 break;
             }
             continue;
         }
-        let job = if queued.batchable {
+        let job = if batchable {
             // Boxed, like the turn below: an idle actor's task then holds only what waiting needs.
-            match Box::pin(batch::gather(queued.job, inner.settings.batch_window, &mut rx, &inner.draining, &taken))
-                .await
-            {
+            match Box::pin(batch::gather(job, inner.settings.batch_window, &mut rx, &inner.draining, &taken)).await {
                 Some((job, later)) => {
                     leftovers.extend(later);
                     job
@@ -110,7 +109,7 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
                 None => break,
             }
         } else {
-            queued.job
+            job
         };
         if !Box::pin(run_turn(&inner, &state, job, &mut leftovers)).await {
             break;
