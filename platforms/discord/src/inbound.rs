@@ -106,7 +106,9 @@ pub(crate) fn normalise_message(
         return None;
     }
     let files = file_requests(message);
-    if message.content.trim().is_empty() && files.is_empty() {
+    // A message that is only a mention of the bot says nothing once the mention is removed.
+    let text = clean_text(&message.content, bot);
+    if text.trim().is_empty() && files.is_empty() {
         return None;
     }
     let reply_to = message.referenced_message.as_deref().map(|replied| ReplyContext {
@@ -130,7 +132,7 @@ pub(crate) fn normalise_message(
         message_id: message.id.get().to_string(),
         chat: ChatRef::new(NAME, channel.to_string(), chat_type),
         sender: sender(&message.author, roles.unwrap_or_default()),
-        text: clean_text(&message.content, bot),
+        text,
         attachments: Vec::new(),
         reply_to,
         addressed,

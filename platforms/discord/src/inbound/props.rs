@@ -84,7 +84,9 @@ proptest! {
             "pinned": false, "type": 0});
         let normalised = normalise_message(&parse(&raw)?, Place::Dm, &bot(), &Rules::default());
         let Some(Normalised { event: InboundEvent::Message { message, .. }, .. }) = normalised else {
-            prop_assert!(content.trim().is_empty(), "a DM was dropped: {:?}", content);
+            // Only a DM that says nothing once a leading mention of the bot is removed is dropped.
+            let rest = ["<@900>", "<@!900>"].iter().find_map(|f| content.trim_start().strip_prefix(f));
+            prop_assert!(rest.unwrap_or(&content).trim().is_empty(), "a DM was dropped: {:?}", content);
             return Ok(());
         };
         // Only the bot's mentions change: a leading one goes, the others read as its name.
