@@ -6,6 +6,7 @@
 //! Invariant: every turn ends with a reply the user sees — the answer, a summary, "stopped", or
 //! a clear error. Only a shutdown leaves a turn unanswered; its event then runs at the next start.
 
+mod accounts;
 pub mod lifecycle;
 mod signals;
 mod slot;
@@ -29,16 +30,15 @@ use super::heartbeat::{self, HeartbeatSettings};
 use super::media::Media;
 use super::message::{Message, Role};
 use super::reasoning;
-use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, LoopResult, TurnEvent};
+use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
 use super::runtime::chain::ProviderChain;
 use super::runtime::compress::{Compressor, estimate_tokens};
 use super::runtime::prompt::PromptBuilder;
 use super::tools::place::{Whose, turn_whose};
-use super::tools::send_file::{attach_media, split_media_lines};
 use super::tools::{Registry, ToolContext, ToolPolicy};
 use crate::clock::now_ms;
 use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
-use crate::delivery::turns::{NOT_FOR_CRON, Routed, Routing, TurnOrigin};
+use crate::delivery::turns::{NOT_FOR_CRON, Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
@@ -625,44 +625,6 @@ impl TurnRunner {
             outbox.deliver(&routed.chat, &turn_id);
         }
         Ok(())
-    }
-}
-
-impl TurnRunner {
-    /// Answer with the cap's message, running no model call, when `payer` reached a daily cap.
-    async fn refused_by_limits(&self, at: &Finishing<'_>, payer: &Payer) -> Result<bool, StoreError> {
-        let Some(text) = self.parts.accounting.refusal(payer, now_ms()).await else { return Ok(false) };
-        let ending = Ending { error: Some("daily limit reached"), ..Ending::default() };
-        self.finish(at, &text, OutboundKind::Reply, ending).await?;
-        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "limited")]);
-        Ok(true)
-    }
-
-    /// Record what a turn's model calls used (before its end is stored: a crash after the calls
-    /// still spent that money) and post it for the platform that reports it (the API).
-    async fn account(&self, job: &TurnJob, payer: &Payer, session_id: &str, result: &LoopResult) {
-        let usage = TurnUsage { tokens: result.usage, cost: result.cost };
-        let accounting = &self.parts.accounting;
-        // Only the API reports usage with its answer; other platforms' turns are not posted.
-        if job.message.chat.platform == crate::platforms::api::NAME {
-            accounting.board().post(&job.message.chat.platform, &job.message.message_id, usage);
-        }
-        accounting.record(payer, session_id, &usage, true, now_ms()).await;
-    }
-
-    /// Address a turn's reply; an answer's `MEDIA:<path>` lines become file messages after its
-    /// text (workdir files only, copied into the data dir before the reply is stored).
-    async fn route_with_media(&self, job: &TurnJob, origin: &TurnOrigin, text: &str, kind: OutboundKind) -> Routed {
-        let (text, media) = match kind {
-            OutboundKind::Reply => split_media_lines(text),
-            _ => (text.to_owned(), Vec::new()),
-        };
-        let outbox = &self.parts.outbox;
-        let mut routed = self.parts.routing.route(outbox, &job.message, origin, &text, kind).await;
-        let workdir = turn_whose(&job.message, origin).workdir(&self.parts.workdir);
-        let data_dir = &self.parts.data_dir;
-        attach_media(outbox, &workdir, data_dir, &routed.chat, &mut routed.messages, media).await;
-        routed
     }
 }
 
