@@ -11,7 +11,7 @@ mod lifecycle;
 mod people;
 mod preview;
 mod retention;
-mod search;
+pub mod search;
 mod sqlite;
 mod usage;
 

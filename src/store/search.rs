@@ -65,4 +65,38 @@ pub trait SearchStore: Send + Sync {
     /// The message `message_id` and up to `radius` user or assistant messages with text on each
     /// side of it in its session (archived ones included), oldest first.
     async fn messages_around(&self, message_id: i64, radius: u32) -> StoreResult<Vec<ContextMessage>>;
+    /// Move up to `max` messages written since the last call into the full-text index, in one
+    /// write; returns how many. Writes never index on the turn's path: a background task calls
+    /// this every `INDEX_INTERVAL`, and every search drains what is left first, so a search
+    /// always sees every message written before it.
+    async fn index_pending(&self, max: u32) -> StoreResult<u64>;
+}
+
+/// How often the background task indexes new messages.
+pub const INDEX_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+/// Messages indexed per write of that task (the writer is released between batches).
+pub const INDEX_BATCH: u32 = 2_000;
+
+/// The background half of indexing: every `INDEX_INTERVAL`, index what was written since, in
+/// batches of `INDEX_BATCH`, until the queue is empty or `cancel` fires. A failure is logged and
+/// retried next round (searches drain the queue themselves, so none is ever wrong).
+pub async fn index_in_background(store: std::sync::Arc<dyn super::Store>, cancel: tokio_util::sync::CancellationToken) {
+    let mut tick = tokio::time::interval(INDEX_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        loop {
+            match store.index_pending(INDEX_BATCH).await {
+                Ok(n) if n < u64::from(INDEX_BATCH) => break,
+                Ok(_) => tokio::task::yield_now().await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "indexing new messages for search failed; retrying");
+                    break;
+                }
+            }
+        }
+    }
 }

@@ -7,6 +7,7 @@ mod access;
 pub(crate) mod backup;
 mod cron;
 mod extras;
+mod fts;
 mod health;
 mod idempotency;
 mod inbound;
@@ -49,6 +50,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (12, "search", include_str!("../../../migrations/0012_search.sql")),
     (13, "usage", include_str!("../../../migrations/0013_usage.sql")),
     (14, "session_people", include_str!("../../../migrations/0014_session_people.sql")),
+    (19, "fts_pending", include_str!("../../../migrations/0019_fts_pending.sql")),
 ];
 
 /// The SQLite store.
@@ -84,6 +86,9 @@ impl SqliteStore {
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
+            // A local file cannot hang up: the liveness ping sqlx sends before handing out a
+            // connection is a round trip to the connection's thread per store call, for nothing.
+            .test_before_acquire(false)
             // Incremental auto-vacuum can only be chosen before the first page is written; older
             // databases switch with `hermesd store vacuum`.
             .connect_with(if new {
@@ -103,7 +108,11 @@ impl SqliteStore {
             );
         }
         migrator().run(&writer).await?;
-        let readers = SqlitePoolOptions::new().max_connections(readers).connect_with(base.read_only(true)).await?;
+        let readers = SqlitePoolOptions::new()
+            .max_connections(readers)
+            .test_before_acquire(false)
+            .connect_with(base.read_only(true))
+            .await?;
         Ok(Self {
             writer,
             readers,

@@ -99,6 +99,7 @@ impl SearchStore for SqliteStore {
         if query.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        self.drain_index().await;
         let matched = fts_query(query);
         let (platform, user) = scope.person.unzip();
         let hits = |sql: &'static str, text: String| {
@@ -129,6 +130,10 @@ impl SearchStore for SqliteStore {
                 hit
             })
             .collect())
+    }
+
+    async fn index_pending(&self, max: u32) -> StoreResult<u64> {
+        self.index_batch(max).await
     }
 
     async fn messages_around(&self, message_id: i64, radius: u32) -> StoreResult<Vec<ContextMessage>> {

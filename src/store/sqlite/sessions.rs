@@ -332,6 +332,7 @@ impl SessionStore for SqliteStore {
         if query.is_empty() {
             return Ok(Vec::new());
         }
+        self.drain_index().await;
         let matched = fts_query(query);
         let hits = |sql: &'static str| {
             sqlx::query(sql).bind(matched.clone()).bind(session_id).bind(i64::from(limit)).fetch_all(&self.readers)

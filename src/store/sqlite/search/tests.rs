@@ -44,7 +44,7 @@ fn scope(key: &SessionKey) -> SearchScope<'_> {
 }
 
 /// Write `count` messages with the same text into a session in one transaction (fast enough for
-/// thousands; the FTS triggers index them like any other message).
+/// thousands; the FTS triggers queue them for indexing like any other message).
 async fn bulk(store: &SqliteStore, session: &str, role: &str, text: &str, count: i64, at: i64) {
     sqlx::query(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?4) \
@@ -226,6 +226,7 @@ async fn pruned_messages_leave_the_full_text_index() {
     for round in 0..20 {
         bulk(&store, &old.id, "user", &format!("round {round} of words about invoices and kayaks"), 200, 2).await;
     }
+    store.drain_index().await;
     let full = fts_bytes(&store).await;
     store.start_session(&me, 10).await.unwrap();
     while store.prune_sessions(5, 50).await.unwrap() > 0 {}
