@@ -9,8 +9,9 @@
 //! It reports:
 //! - start-to-ready: spawn until `GET /readyz` answers 200 (median of 5 fresh homes);
 //! - idle RSS after ready plus 500 ms;
-//! - closed loop, for 1, 10 and 50 concurrent sessions × 20 sequential messages (each session
-//!   sends the next message as soon as it has the reply: saturation): turns/s, p50/p99 latency,
+//! - closed loop, for 1, 10 and 50 concurrent sessions × 20 sequential messages (200 for the one
+//!   session, so its p99 is a percentile; each session sends the next message as soon as it has
+//!   the reply: saturation): turns/s, p50/p99 latency,
 //!   daemon CPU per turn (utime + stime from `/proc/<pid>/stat`) and peak RSS (`VmHWM`), each the
 //!   median of 3 runs;
 //! - paced (open loop), 10 sessions × 20 messages, each session sending one message every
@@ -142,9 +143,10 @@ async fn measure_row(bench: &Bench<'_>, settings: &Settings, workload: Workload,
     };
     let mut runs: Vec<Metrics> = Vec::with_capacity(settings.runs);
     for run in 0..settings.runs {
-        eprintln!("{tag}: {sessions} sessions × {} messages, run {}/{}…", settings.messages, run + 1, settings.runs);
+        let messages = workload.messages(settings.messages);
+        eprintln!("{tag}: {sessions} sessions × {messages} messages, run {}/{}…", run + 1, settings.runs);
         let label = format!("bench-{tag}-{sessions}-{run}-{}", uuid::Uuid::new_v4());
-        let (metrics, error) = bench.measure(&label, sessions, settings.messages, pace).await;
+        let (metrics, error) = bench.measure(&label, sessions, messages, pace).await;
         errors.extend(error.map(|e| format!("{tag} {sessions} sessions, run {}: {e}", run + 1)));
         runs.push(metrics);
     }

@@ -21,6 +21,10 @@ pub(super) struct ActorState {
     running: Mutex<Option<(Arc<StopSignal>, Instant)>>,
     /// Jobs in the mailbox.
     pub(super) waiting: AtomicUsize,
+    /// Jobs the actor took from the mailbox and has not finished: the running turn, one that
+    /// waits for a worker, a batch being gathered, leftovers. Zero while it waits for mail. With
+    /// `waiting` it tells the router how many jobs are ahead of a new one.
+    pub(super) in_hand: AtomicUsize,
 }
 
 impl ActorState {
@@ -62,6 +66,7 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
     // joining it, run next, before the mailbox.
     let mut leftovers: VecDeque<Queued> = VecDeque::new();
     let taken = || {
+        state.in_hand.fetch_add(1, Ordering::SeqCst);
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         inner.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
     };
@@ -72,6 +77,7 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
             }
             queued
         } else {
+            state.in_hand.store(0, Ordering::SeqCst);
             let queued = tokio::select! {
                 biased;
                 _ = inner.draining.cancelled() => break,

@@ -216,14 +216,19 @@ impl Router {
         let followup = {
             let mut actors = self.inner.actors.lock().expect("router lock poisoned");
             let actor = actors.entry(job.key.key.clone()).or_insert_with(|| self.spawn_actor(&job.key.key));
-            let busy = actor.state.is_running();
             // Count before sending: the actor may take the job (and count it down) before
             // `try_send` even returns.
-            let waiting = actor.state.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+            let before = actor.state.waiting.fetch_add(1, Ordering::SeqCst);
+            let ahead = before + actor.state.in_hand.load(Ordering::SeqCst);
             self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+            let batches = batch::batches(&job.message.chat.platform, self.inner.settings.batch_window);
+            // Busy: a turn runs, or, without batching, earlier jobs are ahead of this one (in the
+            // mailbox or taken and not started yet): it runs after them just the same, so it is
+            // queued and acknowledged as such. With batching, such a message joins the batch.
+            let busy = actor.state.is_running() || (!batches && ahead > 0);
             // Only a message that finds its session idle may wait for the next one; one that
             // arrives while a turn runs follows the busy policy.
-            let batchable = !busy && batch::batches(&job.message.chat.platform, self.inner.settings.batch_window);
+            let batchable = !busy && batches;
             match actor.tx.try_send(Box::new(Queued::turn(job.clone(), batchable))) {
                 Ok(()) => match (busy, policy) {
                     (false, _) => Followup::None,
@@ -231,7 +236,7 @@ impl Router {
                         actor.state.stop_running(StopReason::Interrupted);
                         Followup::None
                     }
-                    (true, _) => Followup::Queued(waiting),
+                    (true, _) => Followup::Queued(ahead.max(1)),
                 },
                 Err(_) => {
                     actor.state.waiting.fetch_sub(1, Ordering::SeqCst);

@@ -14,7 +14,7 @@ impl SqliteStore {
     pub async fn inbound_count(&self, platform: &str) -> StoreResult<i64> {
         let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM inbound_events WHERE platform = ?")
             .bind(platform)
-            .fetch_one(&self.readers)
+            .fetch_one(&mut *self.readers.get().await?)
             .await?;
         Ok(count)
     }
@@ -26,7 +26,7 @@ impl AccessStore for SqliteStore {
         let row: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM approved_users WHERE platform = ? AND user_id = ?")
             .bind(platform)
             .bind(user_id)
-            .fetch_optional(&self.readers)
+            .fetch_optional(&mut *self.readers.get().await?)
             .await?;
         Ok(row.is_some())
     }
@@ -40,7 +40,8 @@ impl AccessStore for SqliteStore {
     ) -> StoreResult<PairingRequest> {
         let PairingSubject { platform, user_id, user_name, chat_id } = *who;
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             sqlx::query("DELETE FROM pairing_codes WHERE expires_at <= ?").bind(now).execute(&mut *tx).await?;
             let (recent,): (i64,) = sqlx::query_as(
                 "SELECT COUNT(*) FROM pairing_codes WHERE platform = ? AND user_id = ? AND created_at > ?",
@@ -93,7 +94,8 @@ impl AccessStore for SqliteStore {
         now: i64,
     ) -> StoreResult<PairingApproval> {
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let lock: Option<(Option<i64>,)> =
                 sqlx::query_as("SELECT locked_until FROM pairing_failures WHERE platform = ?")
                     .bind(platform)
@@ -159,7 +161,7 @@ impl AccessStore for SqliteStore {
              ORDER BY platform, approved DESC, at",
         )
         .bind(now)
-        .fetch_all(&self.readers)
+        .fetch_all(&mut *self.readers.get().await?)
         .await?;
         Ok(rows
             .iter()
@@ -178,7 +180,7 @@ impl AccessStore for SqliteStore {
             sqlx::query("DELETE FROM approved_users WHERE platform = ? AND user_id = ?")
                 .bind(platform)
                 .bind(user_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
         })
         .await?;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::SqliteConnection;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use super::SqliteStore;
@@ -54,13 +55,16 @@ pub async fn backup(db: &Path, dest: &Path, busy_timeout: Duration) -> StoreResu
         return Err(invalid(format!("{} exists already; choose a new path", dest.display())));
     }
     let pool = read_only(db, busy_timeout).await?;
-    let result = copy_into(&pool, dest).await;
+    let result = match pool.acquire().await {
+        Ok(mut conn) => copy_into(&mut conn, dest).await,
+        Err(e) => Err(e.into()),
+    };
     pool.close().await;
     result
 }
 
 /// `VACUUM INTO` a `.part` file beside `dest`, check it, then rename it to `dest`.
-async fn copy_into(pool: &SqlitePool, dest: &Path) -> StoreResult<BackupReport> {
+async fn copy_into(conn: &mut SqliteConnection, dest: &Path) -> StoreResult<BackupReport> {
     let mut part = dest.as_os_str().to_owned();
     part.push(".part");
     let part = PathBuf::from(part);
@@ -71,7 +75,7 @@ async fn copy_into(pool: &SqlitePool, dest: &Path) -> StoreResult<BackupReport> 
         Err(e) => return Err(io_error(e)),
     }
     let target = part.to_str().ok_or_else(|| invalid(format!("{} is not valid UTF-8", part.display())))?;
-    sqlx::query("VACUUM INTO ?1").bind(target).execute(pool).await?;
+    sqlx::query("VACUUM INTO ?1").bind(target).execute(&mut *conn).await?;
     let report = match verify(&part).await {
         Ok(schema_version) => schema_version,
         Err(e) => {
@@ -103,7 +107,11 @@ async fn verify(copy: &Path) -> StoreResult<i64> {
 
 /// Before migrating a database from `found` to this binary's schema, keep a copy of it in
 /// `<db dir>/backups/` (and only the newest `SNAPSHOTS_KEPT` of them). Returns where it went.
-pub(super) async fn snapshot_before_migration(writer: &SqlitePool, db: &Path, found: i64) -> StoreResult<PathBuf> {
+pub(super) async fn snapshot_before_migration(
+    writer: &mut SqliteConnection,
+    db: &Path,
+    found: i64,
+) -> StoreResult<PathBuf> {
     let dir = db.parent().unwrap_or(Path::new(".")).join("backups");
     std::fs::create_dir_all(&dir).map_err(io_error)?;
     let stem = db.file_stem().and_then(|s| s.to_str()).unwrap_or("state");
@@ -159,22 +167,24 @@ impl SqliteStore {
     /// never run at start.
     pub async fn vacuum(&self, db: &Path) -> StoreResult<VacuumReport> {
         let before = on_disk(db);
-        sqlx::query("PRAGMA auto_vacuum = INCREMENTAL").execute(&self.writer).await?;
-        sqlx::query("VACUUM").execute(&self.writer).await?;
-        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&self.writer).await?;
+        sqlx::query("PRAGMA auto_vacuum = INCREMENTAL").execute(&mut *self.writer.get().await?).await?;
+        sqlx::query("VACUUM").execute(&mut *self.writer.get().await?).await?;
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&mut *self.writer.get().await?).await?;
         Ok(VacuumReport { before, after: on_disk(db) })
     }
 
     /// Return up to `pages` free pages to the file system (incremental auto-vacuum databases; a
     /// no-op on others). Small steps, so the writer is never held for long.
     pub async fn incremental_vacuum(&self, pages: u32) -> StoreResult<()> {
-        sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA incremental_vacuum({pages})"))).execute(&self.writer).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA incremental_vacuum({pages})")))
+            .execute(&mut *self.writer.get().await?)
+            .await?;
         Ok(())
     }
 
     /// The database's auto-vacuum mode: 0 none, 1 full, 2 incremental.
     pub async fn auto_vacuum_mode(&self) -> StoreResult<i64> {
-        let (mode,): (i64,) = sqlx::query_as("PRAGMA auto_vacuum").fetch_one(&self.readers).await?;
+        let (mode,): (i64,) = sqlx::query_as("PRAGMA auto_vacuum").fetch_one(&mut *self.readers.get().await?).await?;
         Ok(mode)
     }
 }

@@ -42,7 +42,7 @@ fn job_from_row(row: &SqliteRow) -> StoreResult<CronJob> {
 impl SqliteStore {
     async fn read_job(&self, id: &str) -> StoreResult<Option<CronJob>> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM cron_jobs WHERE id = ?");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.writer).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&mut *self.writer.get().await?).await?;
         row.as_ref().map(job_from_row).transpose()
     }
 }
@@ -74,7 +74,7 @@ impl CronStore for SqliteStore {
                 .bind(&job.created_by)
                 .bind(now)
                 .bind(now)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
             }
@@ -85,7 +85,7 @@ impl CronStore for SqliteStore {
 
     async fn list_jobs(&self) -> StoreResult<Vec<CronJob>> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM cron_jobs ORDER BY created_at, id");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&self.readers).await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&mut *self.readers.get().await?).await?;
         rows.iter().map(job_from_row).collect()
     }
 
@@ -95,7 +95,8 @@ impl CronStore for SqliteStore {
 
     async fn update_job(&self, id: &str, update: &JobUpdate, now: i64) -> StoreResult<Option<CronJob>> {
         let changed = retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let exists: Option<(i64,)> =
                 sqlx::query_as("SELECT 1 FROM cron_jobs WHERE id = ?").bind(id).fetch_optional(&mut *tx).await?;
             if exists.is_none() {
@@ -158,7 +159,7 @@ impl CronStore for SqliteStore {
         retry_busy(|| async move {
             sqlx::query("DELETE FROM cron_jobs WHERE id = ?")
                 .bind(id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(|r| r.rows_affected() > 0)
         })
@@ -171,7 +172,8 @@ impl CronStore for SqliteStore {
         decide: &(dyn for<'j> Fn(&'j CronJob, i64) -> ClaimDecision + Send + Sync),
     ) -> StoreResult<Vec<CronRun>> {
         let claimed = retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let sql = format!(
                 "SELECT {JOB_COLUMNS} FROM cron_jobs WHERE state = 'active' AND next_run_at IS NOT NULL \
                  AND next_run_at <= ? ORDER BY next_run_at, id"
@@ -242,7 +244,8 @@ impl CronStore for SqliteStore {
         now: i64,
     ) -> StoreResult<()> {
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             sqlx::query("UPDATE cron_runs SET status = ?, output_path = ?, error = ?, finished_at = ? WHERE id = ?")
                 .bind(status.as_str())
                 .bind(output_path)
@@ -269,7 +272,7 @@ impl CronStore for SqliteStore {
     async fn run(&self, run_id: i64) -> StoreResult<Option<CronRun>> {
         let row: Option<(String, i64)> = sqlx::query_as("SELECT job_id, scheduled_at FROM cron_runs WHERE id = ?")
             .bind(run_id)
-            .fetch_optional(&self.writer)
+            .fetch_optional(&mut *self.writer.get().await?)
             .await?;
         let Some((job_id, scheduled_at)) = row else { return Ok(None) };
         Ok(self.read_job(&job_id).await?.map(|job| CronRun { run_id, job, scheduled_at }))
@@ -281,7 +284,7 @@ impl CronStore for SqliteStore {
         )
         .bind(job_id)
         .bind(i64::from(limit))
-        .fetch_all(&self.readers)
+        .fetch_all(&mut *self.readers.get().await?)
         .await?;
         Ok(rows.iter().map(|r| (r.get("id"), r.get("scheduled_at"), r.get("status"), r.get("error"))).collect())
     }

@@ -15,7 +15,7 @@ impl ExtrasStore for SqliteStore {
             sqlx::query("UPDATE sessions SET title = ? WHERE id = ?")
                 .bind(title)
                 .bind(session_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
         })
@@ -27,7 +27,7 @@ impl ExtrasStore for SqliteStore {
             sqlx::query("UPDATE sessions SET model = ? WHERE id = ?")
                 .bind(model)
                 .bind(session_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
         })
@@ -36,7 +36,8 @@ impl ExtrasStore for SqliteStore {
 
     async fn undo_last_exchange(&self, session_id: &str) -> StoreResult<Option<String>> {
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let last: Option<(i64, Option<String>)> = sqlx::query_as(
                 "SELECT id, content FROM messages WHERE session_id = ? AND archived = 0 AND role = 'user' \
                  ORDER BY id DESC LIMIT 1",
@@ -73,7 +74,7 @@ impl ExtrasStore for SqliteStore {
                 .bind(&chat.platform)
                 .bind(json)
                 .bind(now)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
             }
@@ -84,7 +85,7 @@ impl ExtrasStore for SqliteStore {
     async fn home_channel(&self, platform: &str) -> StoreResult<Option<ChatRef>> {
         let row: Option<(String,)> = sqlx::query_as("SELECT chat FROM home_channels WHERE platform = ?")
             .bind(platform)
-            .fetch_optional(&self.readers)
+            .fetch_optional(&mut *self.readers.get().await?)
             .await?;
         row.map(|(text,)| from_json(&text, "home_channels.chat")).transpose()
     }
@@ -94,7 +95,7 @@ impl ExtrasStore for SqliteStore {
             "SELECT state, platform_message_id, error FROM outbound_messages WHERE turn_id = ? ORDER BY chunk_index",
         )
         .bind(turn_id)
-        .fetch_all(&self.writer)
+        .fetch_all(&mut *self.writer.get().await?)
         .await?;
         let mut receipts = TurnReceipts::default();
         for row in &rows {
@@ -114,7 +115,7 @@ impl ExtrasStore for SqliteStore {
             sqlx::query("UPDATE sessions SET show_reasoning = ? WHERE id = ?")
                 .bind(i64::from(on))
                 .bind(session_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
         })
@@ -124,7 +125,7 @@ impl ExtrasStore for SqliteStore {
     async fn show_reasoning(&self, session_id: &str) -> StoreResult<bool> {
         let row: Option<(i64,)> = sqlx::query_as("SELECT show_reasoning FROM sessions WHERE id = ?")
             .bind(session_id)
-            .fetch_optional(&self.readers)
+            .fetch_optional(&mut *self.readers.get().await?)
             .await?;
         Ok(row.is_some_and(|(on,)| on != 0))
     }
@@ -135,7 +136,7 @@ impl ExtrasStore for SqliteStore {
              cache_write_tokens_total FROM sessions WHERE id = ?",
         )
         .bind(session_id)
-        .fetch_optional(&self.readers)
+        .fetch_optional(&mut *self.readers.get().await?)
         .await?;
         let Some(row) = row else { return Ok(TokenTotals::default()) };
         let count = |column: &str| u64::try_from(row.get::<i64, _>(column)).unwrap_or(0);

@@ -30,13 +30,15 @@ impl SqliteStore {
     /// Index up to `max` queued messages in one write; how many left the queue.
     pub(super) async fn index_batch(&self, max: u32) -> StoreResult<u64> {
         // Most rounds find nothing: ask a reader, and take the write lock only for work.
-        let (any,): (bool,) =
-            sqlx::query_as("SELECT EXISTS (SELECT 1 FROM messages_fts_pending)").fetch_one(&self.readers).await?;
+        let (any,): (bool,) = sqlx::query_as("SELECT EXISTS (SELECT 1 FROM messages_fts_pending)")
+            .fetch_one(&mut *self.readers.get().await?)
+            .await?;
         if !any {
             return Ok(0);
         }
         self.write(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let (queued, bound): (i64, Option<i64>) = sqlx::query_as(
                 "SELECT COUNT(*), MAX(id) FROM (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?1)",
             )
@@ -77,11 +79,17 @@ mod tests {
     use crate::store::{SessionKey, SessionStore};
 
     async fn exec(store: &SqliteStore, sql: &str) {
-        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&store.writer).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut *store.writer.get().await.unwrap())
+            .await
+            .unwrap();
     }
 
     async fn count(store: &SqliteStore, sql: &str) -> i64 {
-        let (n,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned())).fetch_one(&store.writer).await.unwrap();
+        let (n,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&mut *store.writer.get().await.unwrap())
+            .await
+            .unwrap();
         n
     }
 

@@ -115,7 +115,11 @@ impl SqliteStore {
             _ => return,
         };
         let sql = sqlx::AssertSqlSafe(format!("PRAGMA max_page_count = {target}"));
-        match sqlx::query(sql).execute(&self.writer).await {
+        let applied = match self.writer.get().await {
+            Ok(mut conn) => sqlx::query(sql).execute(&mut *conn).await,
+            Err(e) => Err(e),
+        };
+        match applied {
             Ok(_) => self.page_limit.store(if target == SQLITE_MAX { 0 } else { target }, Ordering::SeqCst),
             Err(e) => tracing::warn!(error = %e, "failpoint store.max_page_count"),
         }

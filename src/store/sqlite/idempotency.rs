@@ -19,7 +19,8 @@ impl IdempotencyStore for SqliteStore {
     ) -> StoreResult<IdempotentAccept> {
         let payload = &to_json(event);
         self.write(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let found = sqlx::query(
                 "SELECT fingerprint, state, status, body, created_at FROM idempotency_keys \
                  WHERE scope = ? AND idem_key = ?",
@@ -94,7 +95,7 @@ impl IdempotencyStore for SqliteStore {
             .bind(&response.body)
             .bind(now)
             .bind(request_id)
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await?;
             Ok(done.rows_affected() > 0)
         })
@@ -109,7 +110,7 @@ impl IdempotencyStore for SqliteStore {
             )
             .bind(before)
             .bind(i64::from(limit))
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await?;
             Ok(done.rows_affected())
         })

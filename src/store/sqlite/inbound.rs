@@ -22,7 +22,7 @@ impl SqliteStore {
             .bind(reason)
             .bind(now)
             .bind(seq)
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await
             .map(drop)
         })
@@ -45,7 +45,7 @@ impl SqliteStore {
                 .bind(event_id)
                 .bind(payload)
                 .bind(now)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await?;
         Ok(done.last_insert_rowid())
     }
@@ -55,7 +55,7 @@ impl SqliteStore {
         let row: Option<(String, Option<String>)> =
             sqlx::query_as("SELECT state, error FROM inbound_events WHERE seq = ?")
                 .bind(seq)
-                .fetch_optional(&self.readers)
+                .fetch_optional(&mut *self.readers.get().await?)
                 .await?;
         Ok(row)
     }
@@ -64,7 +64,7 @@ impl SqliteStore {
 #[async_trait]
 impl InboundStore for SqliteStore {
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.readers).await.map(drop).map_err(StoreError::from)
+        sqlx::query("SELECT 1").execute(&mut *self.readers.get().await?).await.map(drop).map_err(StoreError::from)
     }
 
     async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome> {
@@ -79,7 +79,7 @@ impl InboundStore for SqliteStore {
             .bind(event_id)
             .bind(payload)
             .bind(now)
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await?;
             Ok(if done.rows_affected() == 0 {
                 AcceptOutcome::Duplicate
@@ -95,7 +95,7 @@ impl InboundStore for SqliteStore {
             "SELECT seq, platform, payload, state, attempts, received_at, session_id FROM inbound_events \
              WHERE state IN ('accepted', 'running') ORDER BY seq",
         )
-        .fetch_all(&self.writer)
+        .fetch_all(&mut *self.writer.get().await?)
         .await?;
         let mut found = UnfinishedEvents::default();
         for row in &rows {
@@ -138,7 +138,8 @@ impl InboundStore for SqliteStore {
         now: i64,
     ) -> StoreResult<()> {
         self.write(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             sqlx::query("UPDATE inbound_events SET state = ?, error = ?, finished_at = ? WHERE seq = ?")
                 .bind(state.as_str())
                 .bind(error)
@@ -159,7 +160,7 @@ impl InboundStore for SqliteStore {
                  WHERE seq = ? AND state = 'running'",
             )
             .bind(seq)
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await
             .map(drop)
         })
@@ -169,7 +170,7 @@ impl InboundStore for SqliteStore {
     async fn load_cursor(&self, platform: &str) -> StoreResult<Option<String>> {
         let row: Option<(String,)> = sqlx::query_as("SELECT cursor FROM platform_cursors WHERE platform = ?")
             .bind(platform)
-            .fetch_optional(&self.writer)
+            .fetch_optional(&mut *self.writer.get().await?)
             .await?;
         Ok(row.map(|r| r.0))
     }
@@ -183,7 +184,7 @@ impl InboundStore for SqliteStore {
             .bind(platform)
             .bind(cursor)
             .bind(now)
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await
             .map(drop)
         })

@@ -25,14 +25,18 @@ impl LifecycleStore for SqliteStore {
         let sql = format!(
             "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.session_key = ? ORDER BY s.updated_at DESC, s.id DESC LIMIT ?"
         );
-        let rows =
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).bind(i64::from(limit)).fetch_all(&self.readers).await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(key)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.readers.get().await?)
+            .await?;
         Ok(rows.iter().map(session_from_row).collect())
     }
 
     async fn resume_session(&self, key: &str, session_id: &str, now: i64) -> StoreResult<bool> {
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let touched = sqlx::query("UPDATE sessions SET updated_at = ? WHERE id = ? AND session_key = ?")
                 .bind(now)
                 .bind(session_id)
@@ -77,7 +81,7 @@ impl LifecycleStore for SqliteStore {
         .bind(after_at)
         .bind(&after_id)
         .bind(i64::from(limit))
-        .fetch_all(&self.readers)
+        .fetch_all(&mut *self.readers.get().await?)
         .await?;
         Ok(rows
             .iter()
@@ -105,7 +109,8 @@ impl LifecycleStore for SqliteStore {
         now: i64,
     ) -> StoreResult<bool> {
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let dropped = sqlx::query(
                 "DELETE FROM session_routes WHERE session_key = ? AND session_id = ? \
                  AND (SELECT updated_at FROM sessions WHERE id = ?) = ?",
@@ -141,7 +146,7 @@ impl LifecycleStore for SqliteStore {
         // Most keys without a route are simply new: a read answers them without the writer.
         let pending: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM session_resets WHERE session_key = ?")
             .bind(key)
-            .fetch_optional(&self.readers)
+            .fetch_optional(&mut *self.readers.get().await?)
             .await?;
         if pending.is_none() {
             return Ok(None);
@@ -149,7 +154,7 @@ impl LifecycleStore for SqliteStore {
         let reason: Option<(String,)> = retry_busy(|| async move {
             sqlx::query_as("DELETE FROM session_resets WHERE session_key = ? RETURNING reason")
                 .bind(key)
-                .fetch_optional(&self.writer)
+                .fetch_optional(&mut *self.writer.get().await?)
                 .await
         })
         .await?;
@@ -165,7 +170,7 @@ impl LifecycleStore for SqliteStore {
         .bind(session_id)
         .bind(SUMMARY_PREFIX)
         .bind(SUMMARY_PREFIX)
-        .fetch_one(&self.readers)
+        .fetch_one(&mut *self.readers.get().await?)
         .await?;
         Ok(newest)
     }
@@ -175,7 +180,7 @@ impl LifecycleStore for SqliteStore {
             sqlx::query("UPDATE sessions SET flushed_through = MAX(flushed_through, ?) WHERE id = ?")
                 .bind(message_id)
                 .bind(session_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
         })
@@ -187,7 +192,7 @@ impl LifecycleStore for SqliteStore {
             sqlx::query("UPDATE sessions SET title = ? WHERE id = ? AND title IS NULL")
                 .bind(title)
                 .bind(session_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(|done| done.rows_affected() == 1)
         })
@@ -198,7 +203,7 @@ impl LifecycleStore for SqliteStore {
         let row: Option<(String,)> =
             sqlx::query_as("SELECT payload FROM inbound_events WHERE session_id = ? ORDER BY seq DESC LIMIT 1")
                 .bind(session_id)
-                .fetch_optional(&self.readers)
+                .fetch_optional(&mut *self.readers.get().await?)
                 .await?;
         row.map(|(payload,)| from_json(&payload, "inbound_events.payload")).transpose()
     }

@@ -5,6 +5,7 @@
 
 mod access;
 pub(crate) mod backup;
+mod conns;
 mod cron;
 mod extras;
 mod fts;
@@ -27,11 +28,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::SqlStr;
+use sqlx::SqliteConnection;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::sqlite::{
-    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
+use self::conns::Conns;
 use super::{StoreError, StoreResult};
 
 /// The migrations compiled into this binary, in order.
@@ -56,8 +57,8 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 /// The SQLite store.
 #[derive(Clone)]
 pub struct SqliteStore {
-    writer: SqlitePool,
-    readers: SqlitePool,
+    writer: Conns,
+    readers: Conns,
     /// What the durable-path writes last saw (`/readyz`).
     health: std::sync::Arc<super::health::WriteHealth>,
     /// The page cap a test armed on the writer (`store.max_page_count`; 0: none).
@@ -82,37 +83,32 @@ impl SqliteStore {
             .foreign_keys(true)
             .pragma("temp_store", "memory");
         // One writer connection: SQLite serialises writers anyway, and a single connection turns
-        // contention inside this process into a queue instead of BUSY errors.
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            // A local file cannot hang up: the liveness ping sqlx sends before handing out a
-            // connection is a round trip to the connection's thread per store call, for nothing.
-            .test_before_acquire(false)
-            // Incremental auto-vacuum can only be chosen before the first page is written; older
-            // databases switch with `hermesd store vacuum`.
-            .connect_with(if new {
+        // contention inside this process into a queue instead of BUSY errors. Incremental
+        // auto-vacuum can only be chosen before the first page is written; older databases
+        // switch with `hermesd store vacuum`.
+        let writer = Conns::new(
+            if new {
                 base.clone().create_if_missing(true).auto_vacuum(SqliteAutoVacuum::Incremental)
             } else {
                 base.clone().create_if_missing(true)
-            })
-            .await?;
-        let found = check_schema_version(&writer).await?;
-        if let Some(found) = found.filter(|found| *found < Self::known_schema_version()) {
-            let snapshot = backup::snapshot_before_migration(&writer, path, found).await?;
-            tracing::warn!(
-                from = found,
-                to = Self::known_schema_version(),
-                snapshot = %snapshot.display(),
-                "migrating the database schema; the previous database is kept as a snapshot"
-            );
+            },
+            1,
+        );
+        {
+            let mut conn = writer.get().await?;
+            let found = check_schema_version(&mut conn).await?;
+            if let Some(found) = found.filter(|found| *found < Self::known_schema_version()) {
+                let snapshot = backup::snapshot_before_migration(&mut conn, path, found).await?;
+                tracing::warn!(
+                    from = found,
+                    to = Self::known_schema_version(),
+                    snapshot = %snapshot.display(),
+                    "migrating the database schema; the previous database is kept as a snapshot"
+                );
+            }
+            migrator().run(&mut *conn).await?;
         }
-        migrator().run(&writer).await?;
-        let readers = SqlitePoolOptions::new()
-            .max_connections(readers)
-            .test_before_acquire(false)
-            .connect_with(base.read_only(true))
-            .await?;
+        let readers = Conns::new(base.read_only(true), readers);
         Ok(Self {
             writer,
             readers,
@@ -122,7 +118,7 @@ impl SqliteStore {
         })
     }
 
-    /// Close both pools, checkpointing the WAL.
+    /// Close every connection, checkpointing the WAL.
     pub async fn close(&self) {
         self.readers.close().await;
         self.writer.close().await;
@@ -146,15 +142,16 @@ fn migrator() -> Migrator {
 
 /// The database's schema version (`None` for a database no migration ran on); an error when it
 /// is newer than this binary knows.
-async fn check_schema_version(pool: &SqlitePool) -> StoreResult<Option<i64>> {
+async fn check_schema_version(conn: &mut SqliteConnection) -> StoreResult<Option<i64>> {
     let exists: Option<(String,)> =
         sqlx::query_as("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'")
-            .fetch_optional(pool)
+            .fetch_optional(&mut *conn)
             .await?;
     if exists.is_none() {
         return Ok(None);
     }
-    let (found,): (Option<i64>,) = sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(pool).await?;
+    let (found,): (Option<i64>,) =
+        sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(&mut *conn).await?;
     let known = SqliteStore::known_schema_version();
     match found {
         Some(found) if found > known => Err(StoreError::SchemaTooNew { found, known }),

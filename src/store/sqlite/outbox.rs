@@ -50,13 +50,14 @@ impl SqliteStore {
                 Err(error) => {
                     let reason = error.to_string();
                     tracing::warn!(id, error = %reason, "quarantined an undecodable outbound message; it will not be sent");
-                    retry_busy(|| {
+                    retry_busy(|| async {
                         sqlx::query(
                             "UPDATE outbound_messages SET state = 'quarantined', error = ? WHERE id = ? AND state = 'pending'",
                         )
                         .bind(&reason)
                         .bind(id)
-                        .execute(&self.writer)
+                        .execute(&mut *self.writer.get().await?)
+                        .await
                     })
                     .await?;
                 }
@@ -70,7 +71,8 @@ impl SqliteStore {
 impl OutboxStore for SqliteStore {
     async fn enqueue_outbound(&self, turn_id: &str, messages: &[OutboundMessage], now: i64) -> StoreResult<Vec<i64>> {
         self.write(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let ids = insert_outbound(&mut tx, turn_id, messages, now).await?;
             tx.commit().await?;
             Ok(ids)
@@ -84,7 +86,7 @@ impl OutboxStore for SqliteStore {
              WHERE turn_id = ? AND state = 'pending' ORDER BY chunk_index",
         )
         .bind(turn_id)
-        .fetch_all(&self.readers)
+        .fetch_all(&mut *self.readers.get().await?)
         .await?;
         self.pending_from_rows(&rows).await
     }
@@ -93,7 +95,7 @@ impl OutboxStore for SqliteStore {
         let rows = sqlx::query(
             "SELECT id, turn_id, payload, attempts FROM outbound_messages WHERE state = 'pending' ORDER BY id",
         )
-        .fetch_all(&self.writer)
+        .fetch_all(&mut *self.writer.get().await?)
         .await?;
         self.pending_from_rows(&rows).await
     }
@@ -107,7 +109,7 @@ impl OutboxStore for SqliteStore {
             .bind(platform_message_id)
             .bind(now)
             .bind(id)
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await
             .map(drop)
         })
@@ -121,7 +123,7 @@ impl OutboxStore for SqliteStore {
                 .bind(error)
                 .bind(state)
                 .bind(id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
         })

@@ -51,7 +51,7 @@ impl PersonStore for SqliteStore {
             sqlx::query("UPDATE sessions SET person_id = ? WHERE id = ? AND person_id IS NULL")
                 .bind(user)
                 .bind(session_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(|_| ())
         })
@@ -59,13 +59,14 @@ impl PersonStore for SqliteStore {
     }
 
     async fn person_sessions(&self, platform: &str, user: &str) -> StoreResult<Vec<PersonSession>> {
-        let rows = sqlx::query(SESSIONS).bind(platform).bind(user).fetch_all(&self.readers).await?;
+        let rows = sqlx::query(SESSIONS).bind(platform).bind(user).fetch_all(&mut *self.readers.get().await?).await?;
         Ok(rows.iter().map(session_of).collect())
     }
 
     async fn delete_person(&self, platform: &str, user: &str) -> StoreResult<PersonDeletion> {
         retry_busy(|| async {
-            let mut tx = self.writer.begin().await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let sessions: Vec<PersonSession> = sqlx::query(SESSIONS)
                 .bind(platform)
                 .bind(user)
@@ -211,7 +212,7 @@ mod tests {
     }
 
     async fn count(store: &SqliteStore, sql: &'static str) -> i64 {
-        sqlx::query_scalar(sql).fetch_one(&store.readers).await.unwrap()
+        sqlx::query_scalar(sql).fetch_one(&mut *store.readers.get().await.unwrap()).await.unwrap()
     }
 
     #[tokio::test]
@@ -237,7 +238,7 @@ mod tests {
             .bind(id)
             .bind(serde_json::to_string(chat).unwrap())
             .bind(creator)
-            .execute(&store.writer)
+            .execute(&mut *store.writer.get().await.unwrap())
             .await
             .unwrap();
         }
@@ -251,7 +252,7 @@ mod tests {
             sqlx::query("INSERT INTO usage_daily (scope, platform, subject, day, turns) VALUES (?, 'discord', ?, '2026-11-24', 1)")
                 .bind(scope)
                 .bind(subject)
-                .execute(&store.writer)
+                .execute(&mut *store.writer.get().await.unwrap())
                 .await
                 .unwrap();
         }
@@ -259,7 +260,7 @@ mod tests {
             "INSERT INTO session_resets (session_key, session_id, reason, reset_at) VALUES ('k', ?, 'idle', 0)",
         )
         .bind(&ann)
-        .execute(&store.writer)
+        .execute(&mut *store.writer.get().await.unwrap())
         .await
         .unwrap();
 
@@ -291,20 +292,26 @@ mod tests {
         let ann = turn(&store, "e1", &ChatRef::new("discord", "D1", ChatType::Dm), None, "U1").await;
         let group = turn(&store, "e2", &ChatRef::new("discord", "G1", ChatType::Group), Some("U2"), "U2").await;
         sqlx::query("UPDATE inbound_events SET payload = 'not json' WHERE event_id = 'e2'")
-            .execute(&store.writer)
+            .execute(&mut *store.writer.get().await.unwrap())
             .await
             .unwrap();
-        sqlx::query("UPDATE sessions SET person_id = NULL").execute(&store.writer).await.unwrap();
+        sqlx::query("UPDATE sessions SET person_id = NULL")
+            .execute(&mut *store.writer.get().await.unwrap())
+            .await
+            .unwrap();
         let migration = include_str!("../../../migrations/0014_session_people.sql");
         for statement in migration.split(';').filter(|s| s.contains("UPDATE")) {
-            sqlx::query(sqlx::AssertSqlSafe(statement.to_owned())).execute(&store.writer).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+                .execute(&mut *store.writer.get().await.unwrap())
+                .await
+                .unwrap();
         }
         let person = |id: String| {
             let store = store.clone();
             async move {
                 sqlx::query_scalar::<_, Option<String>>("SELECT person_id FROM sessions WHERE id = ?")
                     .bind(id)
-                    .fetch_one(&store.readers)
+                    .fetch_one(&mut *store.readers.get().await.unwrap())
                     .await
                     .unwrap()
             }

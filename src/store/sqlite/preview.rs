@@ -19,7 +19,7 @@ impl PreviewStore for SqliteStore {
             .bind(turn_id)
             .bind(&payload)
             .bind(now)
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await
             .map(drop)
         })
@@ -29,7 +29,7 @@ impl PreviewStore for SqliteStore {
     async fn preview(&self, turn_id: &str) -> StoreResult<Option<MessageRef>> {
         let row: Option<(String,)> = sqlx::query_as("SELECT payload FROM stream_previews WHERE turn_id = ?")
             .bind(turn_id)
-            .fetch_optional(&self.writer)
+            .fetch_optional(&mut *self.writer.get().await?)
             .await?;
         row.map(|(payload,)| from_json(&payload, "stream_previews.payload")).transpose()
     }
@@ -40,7 +40,7 @@ impl PreviewStore for SqliteStore {
              WHERE o.turn_id = p.turn_id AND o.state = 'pending') AS pending \
              FROM stream_previews p ORDER BY p.created_at",
         )
-        .fetch_all(&self.writer)
+        .fetch_all(&mut *self.writer.get().await?)
         .await?;
         let mut previews = Vec::with_capacity(rows.len());
         for row in rows {
@@ -54,7 +54,7 @@ impl PreviewStore for SqliteStore {
                     tracing::warn!(turn = turn_id, error = %error, "dropped an undecodable stream preview");
                     sqlx::query("DELETE FROM stream_previews WHERE turn_id = ?")
                         .bind(&turn_id)
-                        .execute(&self.writer)
+                        .execute(&mut *self.writer.get().await?)
                         .await?;
                 }
             }
@@ -67,7 +67,7 @@ impl PreviewStore for SqliteStore {
             sqlx::query("DELETE FROM stream_previews WHERE turn_id = ? AND json_extract(payload, '$.message_id') = ?")
                 .bind(turn_id)
                 .bind(message_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
         })
@@ -76,7 +76,8 @@ impl PreviewStore for SqliteStore {
 
     async fn settle_preview(&self, outbound_id: i64, turn_id: &str, message_id: &str, now: i64) -> StoreResult<()> {
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             sqlx::query(
                 "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?, sent_at = ?, \
                  attempts = attempts + 1 WHERE id = ?",

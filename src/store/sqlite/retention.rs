@@ -15,7 +15,12 @@ const FTS_MERGE_STEPS: u32 = 8;
 /// `?2`; returns the rows deleted.
 async fn delete_batch(store: &SqliteStore, sql: &'static str, before: i64, limit: u32) -> StoreResult<u64> {
     retry_busy(|| async {
-        sqlx::query(sql).bind(before).bind(i64::from(limit)).execute(&store.writer).await.map(|r| r.rows_affected())
+        sqlx::query(sql)
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(&mut *store.writer.get().await.unwrap())
+            .await
+            .map(|r| r.rows_affected())
     })
     .await
 }
@@ -42,7 +47,8 @@ impl RetentionStore for SqliteStore {
 
     async fn prune_sessions(&self, before: i64, limit: u32) -> StoreResult<u64> {
         retry_busy(|| async {
-            let mut tx = self.writer.begin().await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let ids: Vec<(String,)> = sqlx::query_as(
                 "SELECT id FROM sessions WHERE updated_at < ?1 AND id NOT IN \
                  (SELECT session_id FROM inbound_events WHERE state IN ('accepted', 'running') AND session_id IS NOT NULL) \
@@ -73,7 +79,7 @@ impl RetentionStore for SqliteStore {
             let sql = format!("INSERT INTO {table} ({table}, rank) VALUES ('merge', -{FTS_MERGE_PAGES})");
             for _ in 0..FTS_MERGE_STEPS {
                 let done = retry_busy(|| async {
-                    let mut conn = self.writer.acquire().await?;
+                    let mut conn = self.writer.get().await?;
                     let (before,): (i64,) = sqlx::query_as("SELECT total_changes()").fetch_one(&mut *conn).await?;
                     sqlx::query(sqlx::AssertSqlSafe(sql.clone())).execute(&mut *conn).await?;
                     let (after,): (i64,) = sqlx::query_as("SELECT total_changes()").fetch_one(&mut *conn).await?;

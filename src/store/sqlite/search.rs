@@ -102,14 +102,15 @@ impl SearchStore for SqliteStore {
         self.drain_index().await;
         let matched = fts_query(query);
         let (platform, user) = scope.person.unzip();
-        let hits = |sql: &'static str, text: String| {
+        let hits = |sql: &'static str, text: String| async move {
             sqlx::query(sql)
                 .bind(text)
                 .bind(scope.session_key)
                 .bind(platform)
                 .bind(user)
                 .bind(i64::from(limit))
-                .fetch_all(&self.readers)
+                .fetch_all(&mut *self.readers.get().await?)
+                .await
         };
         let rows = hits(WORDS, matched.clone()).await?;
         if !rows.is_empty() {
@@ -137,7 +138,11 @@ impl SearchStore for SqliteStore {
     }
 
     async fn messages_around(&self, message_id: i64, radius: u32) -> StoreResult<Vec<ContextMessage>> {
-        let rows = sqlx::query(AROUND).bind(message_id).bind(i64::from(radius)).fetch_all(&self.readers).await?;
+        let rows = sqlx::query(AROUND)
+            .bind(message_id)
+            .bind(i64::from(radius))
+            .fetch_all(&mut *self.readers.get().await?)
+            .await?;
         Ok(rows
             .iter()
             .map(|row| ContextMessage {

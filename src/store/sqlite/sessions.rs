@@ -65,6 +65,14 @@ fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
     })
 }
 
+/// A message's JSON columns: tool calls, reasoning and images (NULL when absent).
+fn message_json(message: &Message) -> (Option<String>, Option<String>, Option<String>) {
+    let tool_calls = (!message.tool_calls.is_empty()).then(|| to_json(&message.tool_calls));
+    let reasoning = message.reasoning.as_ref().map(to_json);
+    let images = (!message.images.is_empty()).then(|| to_json(&message.images));
+    (tool_calls, reasoning, images)
+}
+
 async fn insert_message(
     conn: &mut sqlx::SqliteConnection,
     session_id: &str,
@@ -72,9 +80,7 @@ async fn insert_message(
     event_seq: Option<i64>,
     now: i64,
 ) -> Result<(), sqlx::Error> {
-    let tool_calls = (!message.tool_calls.is_empty()).then(|| to_json(&message.tool_calls));
-    let reasoning = message.reasoning.as_ref().map(to_json);
-    let images = (!message.images.is_empty()).then(|| to_json(&message.images));
+    let (tool_calls, reasoning, images) = message_json(message);
     sqlx::query(
         "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, reasoning, event_seq, created_at, images) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -104,7 +110,8 @@ impl SessionStore for SqliteStore {
         let sql = format!(
             "SELECT {ROUTE_COLUMNS} FROM session_routes r JOIN sessions s ON s.id = r.session_id WHERE r.session_key = ?"
         );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).fetch_optional(&self.readers).await?;
+        let row =
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).fetch_optional(&mut *self.readers.get().await?).await?;
         Ok(row.as_ref().map(session_from_row))
     }
 
@@ -112,7 +119,8 @@ impl SessionStore for SqliteStore {
         let id = uuid::Uuid::now_v7().to_string();
         let id_ref = id.as_str();
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             sqlx::query(
                 "INSERT INTO sessions (id, session_key, platform, chat_id, chat_type, thread_id, user_id, created_at, updated_at) \
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -157,13 +165,17 @@ impl SessionStore for SqliteStore {
 
     async fn session(&self, id: &str) -> StoreResult<Option<SessionInfo>> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.readers).await?;
+        let row =
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&mut *self.readers.get().await?).await?;
         Ok(row.as_ref().map(session_from_row))
     }
 
     async fn list_sessions(&self, limit: u32) -> StoreResult<Vec<SessionInfo>> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions s ORDER BY s.updated_at DESC, s.id DESC LIMIT ?");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(i64::from(limit)).fetch_all(&self.readers).await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.readers.get().await?)
+            .await?;
         Ok(rows.iter().map(session_from_row).collect())
     }
 
@@ -173,7 +185,7 @@ impl SessionStore for SqliteStore {
              FROM messages WHERE session_id = ? AND archived = 0 ORDER BY position, id",
         )
         .bind(session_id)
-        .fetch_all(&self.readers)
+        .fetch_all(&mut *self.readers.get().await?)
         .await?;
         rows.iter().map(message_from_row).collect()
     }
@@ -184,30 +196,42 @@ impl SessionStore for SqliteStore {
              FROM messages WHERE session_id = ? ORDER BY position, id",
         )
         .bind(session_id)
-        .fetch_all(&self.readers)
+        .fetch_all(&mut *self.readers.get().await?)
         .await?;
         rows.iter().map(message_from_row).collect()
     }
 
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32> {
-        // Two statements without a transaction: each is idempotent on a rerun (the user message is
-        // written once per event), so a crash between them loses nothing, and the turn start
-        // costs two round trips to the writer instead of four.
-        let attempts: i64 = self
-            .write(|| async move {
-                let mut conn = self.writer.acquire().await?;
-                let (attempts,): (i64,) = sqlx::query_as(
-                    "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ? \
-                 WHERE seq = ? RETURNING attempts",
+        // Two statements without a transaction, sent as one command: each is idempotent on a
+        // rerun (the user message is written once per event), so a crash between them loses
+        // nothing, and the turn start is one round trip to the writer.
+        let (tool_calls, reasoning, images) = message_json(user);
+        let attempts: Option<i64> = self
+            .write(|| async {
+                // `fetch_all`, never `fetch_optional`: sqlx stops a command at its first row when
+                // asked for one, and the INSERT after the RETURNING row would not run.
+                let rows: Vec<(i64,)> = sqlx::query_as(
+                    "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ?1 \
+                     WHERE seq = ?2 RETURNING attempts; \
+                     INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, reasoning, \
+                     event_seq, created_at, images) SELECT ?1, ?3, ?4, ?5, ?6, ?7, ?2, ?8, ?9 \
+                     WHERE EXISTS (SELECT 1 FROM inbound_events WHERE seq = ?2)",
                 )
                 .bind(session_id)
                 .bind(seq)
-                .fetch_one(&mut *conn)
+                .bind(user.role.as_str())
+                .bind(&user.content)
+                .bind(&tool_calls)
+                .bind(&user.tool_call_id)
+                .bind(&reasoning)
+                .bind(now)
+                .bind(&images)
+                .fetch_all(&mut *self.writer.get().await?)
                 .await?;
-                insert_message(&mut conn, session_id, user, Some(seq), now).await?;
-                Ok(attempts)
+                Ok(rows.first().map(|(attempts,)| *attempts))
             })
             .await?;
+        let attempts = attempts.ok_or_else(|| StoreError::NotFound(format!("inbound event {seq}")))?;
         Ok(attempts.try_into().unwrap_or(u32::MAX))
     }
 
@@ -217,7 +241,8 @@ impl SessionStore for SqliteStore {
         let prompt_tokens = prompt_tokens.and_then(|t| i64::try_from(t).ok());
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.write(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             for message in messages {
                 // The turn's own user message was written by `begin_turn` under this event; user
                 // messages arriving mid-turn (steering) are other events' words and must not
@@ -226,13 +251,6 @@ impl SessionStore for SqliteStore {
                 insert_message(&mut tx, session_id, message, event, now).await?;
             }
             let ids = insert_outbound(&mut tx, turn_id, reply, now).await?;
-            sqlx::query("UPDATE inbound_events SET state = ?, error = ?, finished_at = ? WHERE seq = ?")
-                .bind(state.as_str())
-                .bind(error)
-                .bind(now)
-                .bind(seq)
-                .execute(&mut *tx)
-                .await?;
             for other in also_done {
                 sqlx::query("UPDATE inbound_events SET state = 'done', finished_at = ? WHERE seq = ?")
                     .bind(now)
@@ -240,15 +258,20 @@ impl SessionStore for SqliteStore {
                     .execute(&mut *tx)
                     .await?;
             }
+            // The event's end and the session's totals in one command.
             sqlx::query(
-                "UPDATE sessions SET restart_count = 0, updated_at = ?, \
-                 last_prompt_tokens = COALESCE(?, last_prompt_tokens), \
-                 model_calls_total = model_calls_total + ?, prompt_tokens_total = prompt_tokens_total + ?, \
-                 completion_tokens_total = completion_tokens_total + ?, \
-                 cache_read_tokens_total = cache_read_tokens_total + ?, \
-                 cache_write_tokens_total = cache_write_tokens_total + ? WHERE id = ?",
+                "UPDATE inbound_events SET state = ?1, error = ?2, finished_at = ?3 WHERE seq = ?4; \
+                 UPDATE sessions SET restart_count = 0, updated_at = ?3, \
+                 last_prompt_tokens = COALESCE(?5, last_prompt_tokens), \
+                 model_calls_total = model_calls_total + ?6, prompt_tokens_total = prompt_tokens_total + ?7, \
+                 completion_tokens_total = completion_tokens_total + ?8, \
+                 cache_read_tokens_total = cache_read_tokens_total + ?9, \
+                 cache_write_tokens_total = cache_write_tokens_total + ?10 WHERE id = ?11",
             )
+            .bind(state.as_str())
+            .bind(error)
             .bind(now)
+            .bind(seq)
             .bind(prompt_tokens)
             .bind(count(usage.calls))
             .bind(count(usage.prompt))
@@ -269,7 +292,7 @@ impl SessionStore for SqliteStore {
             sqlx::query("UPDATE sessions SET system_prompt = ? WHERE id = ?")
                 .bind(prompt)
                 .bind(session_id)
-                .execute(&self.writer)
+                .execute(&mut *self.writer.get().await?)
                 .await
                 .map(drop)
         })
@@ -279,7 +302,8 @@ impl SessionStore for SqliteStore {
     async fn compact(&self, session_id: &str, compaction: &Compaction<'_>, now: i64) -> StoreResult<()> {
         let Compaction { from, to, summary, system_prompt } = *compaction;
         retry_busy(|| async move {
-            let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             sqlx::query(
                 "UPDATE messages SET archived = 1 WHERE session_id = ? AND archived = 0 \
                  AND COALESCE(sort_key, id) BETWEEN ? AND ?",
@@ -319,7 +343,7 @@ impl SessionStore for SqliteStore {
             )
             .bind(i64::from(max))
             .bind(session_id)
-            .fetch_optional(&self.writer)
+            .fetch_optional(&mut *self.writer.get().await?)
             .await
         })
         .await?;
@@ -335,7 +359,15 @@ impl SessionStore for SqliteStore {
         self.drain_index().await;
         let matched = fts_query(query);
         let hits = |sql: &'static str| {
-            sqlx::query(sql).bind(matched.clone()).bind(session_id).bind(i64::from(limit)).fetch_all(&self.readers)
+            let matched = matched.clone();
+            async move {
+                sqlx::query(sql)
+                    .bind(matched)
+                    .bind(session_id)
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut *self.readers.get().await?)
+                    .await
+            }
         };
         // Word search first; substring (trigram) search catches partial words and scripts
         // without spaces. Trigram needs at least three characters.

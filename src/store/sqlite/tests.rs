@@ -164,7 +164,7 @@ async fn refuses_newer_schema() {
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
          VALUES (999, 'future', 1, x'00', 0)",
     )
-    .execute(&store.writer)
+    .execute(&mut *store.writer.get().await.unwrap())
     .await
     .unwrap();
     store.close().await;
@@ -244,13 +244,13 @@ async fn undecodable_rows_are_quarantined_and_the_rest_still_load() {
         "INSERT INTO outbound_messages (turn_id, chunk_index, platform, payload, created_at) \
          VALUES ('t0', 0, 'api', 'garbage', 1)",
     )
-    .execute(&store.writer)
+    .execute(&mut *store.writer.get().await.unwrap())
     .await
     .unwrap();
     let pending = store.pending_outbound().await.unwrap();
     assert_eq!(pending.iter().map(|p| p.turn_id.as_str()).collect::<Vec<_>>(), ["t1"]);
     let (state,): (String,) = sqlx::query_as("SELECT state FROM outbound_messages WHERE turn_id = 't0'")
-        .fetch_one(&store.writer)
+        .fetch_one(&mut *store.writer.get().await.unwrap())
         .await
         .unwrap();
     assert_eq!(state, "quarantined");
@@ -345,7 +345,10 @@ async fn retention_prunes_only_finished_old_rows_in_batches() {
         }
     }
     store.accept_inbound(&event("open", "hi"), 15).await.unwrap();
-    sqlx::query("UPDATE messages SET archived = 1 WHERE role = 'user'").execute(&store.writer).await.unwrap();
+    sqlx::query("UPDATE messages SET archived = 1 WHERE role = 'user'")
+        .execute(&mut *store.writer.get().await.unwrap())
+        .await
+        .unwrap();
 
     // Nothing is old enough yet.
     assert_eq!(store.prune_inbound(10, 100).await.unwrap(), 0);

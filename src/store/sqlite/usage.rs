@@ -8,14 +8,51 @@ use super::{SqliteStore, retry_busy};
 use crate::store::{StoreResult, TokenTotals, UsageRecord, UsageScope, UsageStore};
 use crate::usage::UsageSum;
 
-/// Adds one turn to a (scope, platform, subject, day) row, creating it when absent.
-const UPSERT: &str = "INSERT INTO usage_daily (scope, platform, subject, day, turns, calls, prompt_tokens, \
-     completion_tokens, cache_read_tokens, cache_write_tokens, cost_micros, unpriced_calls) \
-     VALUES (?1, ?2, ?3, ?4, ?12, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
-     ON CONFLICT (scope, platform, subject, day) DO UPDATE SET turns = turns + ?12, calls = calls + ?5, \
-     prompt_tokens = prompt_tokens + ?6, completion_tokens = completion_tokens + ?7, \
-     cache_read_tokens = cache_read_tokens + ?8, cache_write_tokens = cache_write_tokens + ?9, \
-     cost_micros = cost_micros + ?10, unpriced_calls = unpriced_calls + ?11";
+/// Adds one turn to a (scope, platform, subject, day) row, creating it when absent; the scope
+/// and subject parameters are given, the others are `?2` platform, `?4` day, `?5`..`?9` calls
+/// and tokens, `?10` cost, `?11` unpriced calls, `?12` turns.
+macro_rules! upsert_daily {
+    ($scope:literal, $subject:literal) => {
+        concat!(
+            "INSERT INTO usage_daily (scope, platform, subject, day, turns, calls, prompt_tokens, \
+             completion_tokens, cache_read_tokens, cache_write_tokens, cost_micros, unpriced_calls) \
+             VALUES (",
+            $scope,
+            ", ?2, ",
+            $subject,
+            ", ?4, ?12, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+             ON CONFLICT (scope, platform, subject, day) DO UPDATE SET turns = turns + ?12, calls = calls + ?5, \
+             prompt_tokens = prompt_tokens + ?6, completion_tokens = completion_tokens + ?7, \
+             cache_read_tokens = cache_read_tokens + ?8, cache_write_tokens = cache_write_tokens + ?9, \
+             cost_micros = cost_micros + ?10, unpriced_calls = unpriced_calls + ?11"
+        )
+    };
+}
+
+/// A turn's cost on its session (`?15`); its tokens reach the session with `finish_turn`.
+macro_rules! session_cost {
+    () => {
+        "UPDATE sessions SET cost_micros_total = cost_micros_total + ?10, \
+         unpriced_calls_total = unpriced_calls_total + ?11 WHERE id = ?15"
+    };
+}
+
+/// A call outside a turn (compaction, a title): its tokens go on the session here too.
+macro_rules! session_call {
+    () => {
+        "UPDATE sessions SET cost_micros_total = cost_micros_total + ?10, \
+         unpriced_calls_total = unpriced_calls_total + ?11, model_calls_total = model_calls_total + ?5, \
+         prompt_tokens_total = prompt_tokens_total + ?6, completion_tokens_total = completion_tokens_total + ?7, \
+         cache_read_tokens_total = cache_read_tokens_total + ?8, \
+         cache_write_tokens_total = cache_write_tokens_total + ?9 WHERE id = ?15"
+    };
+}
+
+/// `record_usage` of a turn as one command: the session, the day's user row (`?1` scope, `?3`
+/// subject) and chat row (`?13`, `?14`).
+const RECORD_TURN: &str = concat!(session_cost!(), "; ", upsert_daily!("?1", "?3"), "; ", upsert_daily!("?13", "?14"));
+/// The same for a call outside a turn.
+const RECORD_CALL: &str = concat!(session_call!(), "; ", upsert_daily!("?1", "?3"), "; ", upsert_daily!("?13", "?14"));
 
 fn signed(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -24,52 +61,31 @@ fn signed(n: u64) -> i64 {
 #[async_trait]
 impl UsageStore for SqliteStore {
     async fn record_usage(&self, r: &UsageRecord<'_>) -> StoreResult<()> {
+        // All statements go to the connection's thread as one command (a round trip each would
+        // cost more than the statements), inside a transaction sqlx rolls back if it is dropped.
+        let sql = if r.turn { RECORD_TURN } else { RECORD_CALL };
+        let t = r.tokens;
         retry_busy(|| async {
-            let mut tx = self.writer.begin().await?;
-            sqlx::query(
-                "UPDATE sessions SET cost_micros_total = cost_micros_total + ?1, \
-                 unpriced_calls_total = unpriced_calls_total + ?2 WHERE id = ?3",
-            )
-            .bind(r.cost_micros)
-            .bind(signed(r.unpriced_calls))
-            .bind(r.session_id)
-            .execute(&mut *tx)
-            .await?;
-            if !r.turn {
-                let t = r.tokens;
-                sqlx::query(
-                    "UPDATE sessions SET model_calls_total = model_calls_total + ?1, \
-                     prompt_tokens_total = prompt_tokens_total + ?2, completion_tokens_total = completion_tokens_total + ?3, \
-                     cache_read_tokens_total = cache_read_tokens_total + ?4, \
-                     cache_write_tokens_total = cache_write_tokens_total + ?5 WHERE id = ?6",
-                )
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+            sqlx::query(sql)
+                .bind(UsageScope::User.as_str())
+                .bind(r.platform)
+                .bind(r.user)
+                .bind(r.day)
                 .bind(signed(t.calls))
                 .bind(signed(t.prompt))
                 .bind(signed(t.completion))
                 .bind(signed(t.cache_read))
                 .bind(signed(t.cache_write))
+                .bind(r.cost_micros)
+                .bind(signed(r.unpriced_calls))
+                .bind(i64::from(r.turn))
+                .bind(UsageScope::Chat.as_str())
+                .bind(r.chat)
                 .bind(r.session_id)
                 .execute(&mut *tx)
                 .await?;
-            }
-            for (scope, subject) in [(UsageScope::User, r.user), (UsageScope::Chat, r.chat)] {
-                let t = r.tokens;
-                sqlx::query(UPSERT)
-                    .bind(scope.as_str())
-                    .bind(r.platform)
-                    .bind(subject)
-                    .bind(r.day)
-                    .bind(signed(t.calls))
-                    .bind(signed(t.prompt))
-                    .bind(signed(t.completion))
-                    .bind(signed(t.cache_read))
-                    .bind(signed(t.cache_write))
-                    .bind(r.cost_micros)
-                    .bind(signed(r.unpriced_calls))
-                    .bind(i64::from(r.turn))
-                    .execute(&mut *tx)
-                    .await?;
-            }
             tx.commit().await
         })
         .await
@@ -79,7 +95,7 @@ impl UsageStore for SqliteStore {
         let row: Option<(i64, i64)> =
             sqlx::query_as("SELECT cost_micros_total, unpriced_calls_total FROM sessions WHERE id = ?")
                 .bind(session_id)
-                .fetch_optional(&self.readers)
+                .fetch_optional(&mut *self.readers.get().await?)
                 .await?;
         Ok(row.map_or((0, 0), |(cost, unpriced)| (cost, u64::try_from(unpriced).unwrap_or(0))))
     }
@@ -104,7 +120,7 @@ impl UsageStore for SqliteStore {
         .bind(subject)
         .bind(from)
         .bind(to)
-        .fetch_one(&self.readers)
+        .fetch_one(&mut *self.readers.get().await?)
         .await?;
         let count = |column: &str| u64::try_from(row.get::<i64, _>(column)).unwrap_or(0);
         Ok(UsageSum {
@@ -130,7 +146,7 @@ impl UsageStore for SqliteStore {
             )
             .bind(before)
             .bind(i64::from(limit))
-            .execute(&self.writer)
+            .execute(&mut *self.writer.get().await?)
             .await
             .map(|r| r.rows_affected())
         })

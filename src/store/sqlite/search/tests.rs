@@ -55,7 +55,7 @@ async fn bulk(store: &SqliteStore, session: &str, role: &str, text: &str, count:
     .bind(text)
     .bind(count)
     .bind(at)
-    .execute(&store.writer)
+    .execute(&mut *store.writer.get().await.unwrap())
     .await
     .unwrap();
 }
@@ -209,7 +209,7 @@ async fn fts_bytes(store: &SqliteStore) -> i64 {
         "SELECT COALESCE(SUM(LENGTH(block)), 0) FROM (SELECT block FROM messages_fts_data \
          UNION ALL SELECT block FROM messages_fts_trigram_data)",
     )
-    .fetch_one(&store.writer)
+    .fetch_one(&mut *store.writer.get().await.unwrap())
     .await
     .unwrap();
     bytes

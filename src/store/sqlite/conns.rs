@@ -1,0 +1,71 @@
+//! The store's SQLite connections, without a pool in between. Each sqlx SQLite connection runs
+//! its statements on a thread of its own, so every statement is a round trip between threads;
+//! sqlx's pool adds one more per use (a liveness ping as a connection goes back, in a task of its
+//! own), which on the turn's path was as many round trips as the statements themselves. A local
+//! file cannot hang up, so the store keeps its few connections behind async mutexes instead: a
+//! use is a lock, and the connection thread only ever runs the store's own statements.
+//!
+//! Connections open on first use. `close` closes them (checkpointing the WAL on the last one);
+//! a use after it fails like a closed pool.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Connection, SqliteConnection};
+use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
+
+/// A connection in use; dropping it hands the connection to the next in line.
+pub(super) type Conn = OwnedMappedMutexGuard<Option<SqliteConnection>, SqliteConnection>;
+
+/// A fixed set of connections with the same options.
+#[derive(Clone)]
+pub(super) struct Conns {
+    options: SqliteConnectOptions,
+    slots: Arc<[Arc<Mutex<Option<SqliteConnection>>>]>,
+    /// The slot the next caller waits on when all are taken (round robin).
+    next: Arc<AtomicUsize>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Conns {
+    /// `size` connections (at least one) opened with `options` as they are first needed.
+    pub(super) fn new(options: SqliteConnectOptions, size: u32) -> Self {
+        let slots = (0..size.max(1)).map(|_| Arc::new(Mutex::new(None))).collect();
+        Self { options, slots, next: Arc::default(), closed: Arc::default() }
+    }
+
+    /// A connection: a free one when there is one, else the next in turn once it is free.
+    pub(super) async fn get(&self) -> Result<Conn, sqlx::Error> {
+        let guard = match self.slots.iter().find_map(|slot| slot.clone().try_lock_owned().ok()) {
+            Some(guard) => guard,
+            None => {
+                let turn = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+                self.slots[turn].clone().lock_owned().await
+            }
+        };
+        self.ready(guard).await
+    }
+
+    async fn ready(&self, mut guard: OwnedMutexGuard<Option<SqliteConnection>>) -> Result<Conn, sqlx::Error> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        if guard.is_none() {
+            *guard = Some(self.options.connect().await?);
+        }
+        OwnedMutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)
+    }
+
+    /// Close every connection, waiting for those in use to be handed back.
+    pub(super) async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        for slot in self.slots.iter() {
+            if let Some(conn) = slot.lock().await.take()
+                && let Err(e) = conn.close().await
+            {
+                tracing::warn!(error = %e, "closing a database connection");
+            }
+        }
+    }
+}
