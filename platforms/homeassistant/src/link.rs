@@ -77,6 +77,7 @@ impl Link {
     }
 
     /// Whether a connection is up.
+    #[cfg(test)]
     pub(crate) fn connected(&self) -> bool {
         self.lock().is_some()
     }
@@ -104,6 +105,7 @@ impl Link {
     }
 
     /// How many commands wait for results.
+    #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
         self.lock().as_ref().map_or(0, |l| l.pending.len())
     }
