@@ -4,6 +4,8 @@
 //! (with cooldown), tools calling services only after approval, and reconnects.
 #![cfg(feature = "homeassistant")]
 
+#[path = "homeassistant/crash.rs"]
+mod crash;
 mod support;
 
 use std::time::Duration;
