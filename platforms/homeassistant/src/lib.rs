@@ -105,7 +105,7 @@ impl Platform for HassPlatform {
             per_chat_rate: 5.0,
             per_chat_burst: 10,
             group_rate: 5.0,
-            global_rate: 20.0,
+            global_rate: 50.0,
         }
     }
 
