@@ -140,7 +140,9 @@ async fn main() -> ExitCode {
         let responses = h.responses();
         let done: std::collections::HashSet<&str> = responses
             .iter()
-            .filter(|r| r["text"].as_str() == r["request_id"].as_str().and_then(|id| expected.get(id)).map(String::as_str))
+            .filter(|r| {
+                r["text"].as_str() == r["request_id"].as_str().and_then(|id| expected.get(id)).map(String::as_str)
+            })
             .filter_map(|r| r["request_id"].as_str())
             .collect();
         done.len() == total

@@ -166,7 +166,8 @@ fn home_with_lock(hass: &FakeHass) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_reached_through_its_area_asks_first_and_nothing_is_called_before_approval() {
     let args = r#"{"domain": "homeassistant", "service": "turn_off", "data": {"area_id": "Hallway"}}"#;
-    let llm = FakeLlm::builder().tool_calls(&[("ha_call_service", args)]).reply("All off in the hallway.").start().await;
+    let llm =
+        FakeLlm::builder().tool_calls(&[("ha_call_service", args)]).reply("All off in the hallway.").start().await;
     let hass = FakeHass::start(TOKEN).await;
     home_with_lock(&hass);
     let home = tempfile::tempdir().expect("tempdir");
@@ -191,7 +192,8 @@ async fn a_lock_reached_through_its_area_asks_first_and_nothing_is_called_before
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_asks_first_and_a_denial_calls_nothing_while_a_plain_light_needs_no_approval() {
     let script = r#"{"domain": "script", "service": "bedtime"}"#;
-    let light = r#"{"domain": "light", "service": "turn_on", "entity_id": "light.kitchen", "data": {"brightness_pct": 40}}"#;
+    let light =
+        r#"{"domain": "light", "service": "turn_on", "entity_id": "light.kitchen", "data": {"brightness_pct": 40}}"#;
     let llm = FakeLlm::builder()
         .tool_calls(&[("ha_call_service", script)])
         .reply("Not run.")
@@ -225,7 +227,10 @@ async fn a_script_asks_first_and_a_denial_calls_nothing_while_a_plain_light_need
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_and_state_tools_read_through_the_connection() {
     let llm = FakeLlm::builder()
-        .tool_calls(&[("ha_list_entities", r#"{"area": "hallway"}"#), ("ha_get_state", r#"{"entity_id": "lock.front_door"}"#)])
+        .tool_calls(&[
+            ("ha_list_entities", r#"{"area": "hallway"}"#),
+            ("ha_get_state", r#"{"entity_id": "lock.front_door"}"#),
+        ])
         .reply("read")
         .start()
         .await;
@@ -237,7 +242,10 @@ async fn list_and_state_tools_read_through_the_connection() {
     hass.request("What is in the hallway?", None, Some(ANN));
     assert!(hass.wait_until(WAIT, |h| h.responses().iter().any(|r| r["text"] == "read")).await);
     let second = llm.requests()[1].to_string();
-    assert!(second.contains("light.hall (hall): on") && second.contains("lock.front_door (front door): locked"), "{second}");
+    assert!(
+        second.contains("light.hall (hall): on") && second.contains("lock.front_door (front door): locked"),
+        "{second}"
+    );
     assert!(!second.contains("light.kitchen"), "another area's entity is not listed");
     assert!(second.contains("\\\"state\\\": \\\"locked\\\""), "ha_get_state's JSON: {second}");
     assert!(!second.contains(TOKEN), "the token never reaches the model");

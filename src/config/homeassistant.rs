@@ -100,11 +100,18 @@ impl HomeAssistantConfig {
         }
         let is_entity = |e: &str| {
             e.split_once('.').is_some_and(|(d, o)| {
-                !d.is_empty() && !o.is_empty() && e.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._".contains(c))
+                !d.is_empty()
+                    && !o.is_empty()
+                    && e.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._".contains(c))
             })
         };
-        let is_domain = |d: &str| !d.is_empty() && d.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        for (key, list) in [("watch_entities", &self.watch_entities), ("ignore_entities", &self.ignore_entities), ("sensitive_entities", &self.sensitive_entities)] {
+        let is_domain =
+            |d: &str| !d.is_empty() && d.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        for (key, list) in [
+            ("watch_entities", &self.watch_entities),
+            ("ignore_entities", &self.ignore_entities),
+            ("sensitive_entities", &self.sensitive_entities),
+        ] {
             for bad in list.iter().filter(|e| !is_entity(e)) {
                 problems.push(format!("{at}.{key}: {bad:?} is not an entity id such as \"lock.front_door\""));
             }
@@ -153,7 +160,15 @@ mod tests {
         };
         let problems = config.problems(&Env::from_map(HashMap::new()));
         let joined = problems.join("\n");
-        for needle in ["HASS_TOKEN is not set", ".url:", "watch_domains", "watch_entities", "watch_target", "watch_prompt", "ping_interval"] {
+        for needle in [
+            "HASS_TOKEN is not set",
+            ".url:",
+            "watch_domains",
+            "watch_entities",
+            "watch_target",
+            "watch_prompt",
+            "ping_interval",
+        ] {
             assert!(joined.contains(needle), "{needle} missing in:\n{joined}");
         }
         assert_eq!(problems.len(), 7, "{joined}");

@@ -101,10 +101,9 @@ impl Routing {
             WEBHOOK => {
                 Ok(self.webhooks.get(&message.chat.chat_id).cloned().map_or(TurnOrigin::Chat, TurnOrigin::Webhook))
             }
-            crate::platforms::HASS_WATCH => Ok(TurnOrigin::HassWatch {
-                entity: message.chat.chat_id.clone(),
-                target: self.hass_watch.clone(),
-            }),
+            crate::platforms::HASS_WATCH => {
+                Ok(TurnOrigin::HassWatch { entity: message.chat.chat_id.clone(), target: self.hass_watch.clone() })
+            }
             _ => Ok(TurnOrigin::Chat),
         }
     }

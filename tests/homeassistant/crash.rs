@@ -42,7 +42,11 @@ async fn kill_9_mid_turn_answers_each_home_assistant_request_exactly_once() {
     wait_ready(port, home.path()).await;
     let ids: Vec<String> =
         (1..=3).map(|n| hass.request(&format!("crash test {n}"), Some(&format!("conv-{n}")), Some(ANN))).collect();
-    assert!(eventually(Duration::from_secs(15), || llm.count() == 3).await, "turns started; log:\n{}", daemon_log(home.path()));
+    assert!(
+        eventually(Duration::from_secs(15), || llm.count() == 3).await,
+        "turns started; log:\n{}",
+        daemon_log(home.path())
+    );
     child.kill().expect("kill -9");
     child.wait().expect("reaped");
     assert!(hass.responses().is_empty(), "nothing was answered before the kill: {:?}", hass.responses());

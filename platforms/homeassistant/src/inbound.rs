@@ -70,8 +70,7 @@ pub fn normalise_request(event: &Value) -> Option<InboundEvent> {
 
 /// One line, at most `MAX_VALUE_CHARS`: a state or name put into a prompt cannot add lines.
 fn clean(value: &str) -> String {
-    let mut out: String =
-        value.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_VALUE_CHARS).collect();
+    let mut out: String = value.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_VALUE_CHARS).collect();
     if value.chars().count() > MAX_VALUE_CHARS {
         out.push('…');
     }
@@ -199,16 +198,18 @@ mod tests {
     }
 
     fn changed(entity: &str, old: Option<&str>, new: Option<&str>) -> Value {
-        let state = |s: &str| json!({"entity_id": entity, "state": s, "attributes": {"friendly_name": "Front\nDoor"},
-            "last_changed": "2026-11-25T10:00:00+00:00", "context": {"id": "01JCTX", "user_id": null}});
+        let state = |s: &str| {
+            json!({"entity_id": entity, "state": s, "attributes": {"friendly_name": "Front\nDoor"},
+            "last_changed": "2026-11-25T10:00:00+00:00", "context": {"id": "01JCTX", "user_id": null}})
+        };
         json!({"event_type": "state_changed", "time_fired": "2026-11-25T10:00:00+00:00",
             "data": {"entity_id": entity, "old_state": old.map(state), "new_state": new.map(state)}})
     }
 
     #[test]
     fn state_changes_render_the_prompt_on_one_line_per_value() {
-        let change = state_change(&changed("lock.front", Some("locked"), Some("unlocked")), DEFAULT_PROMPT)
-            .expect("a change");
+        let change =
+            state_change(&changed("lock.front", Some("locked"), Some("unlocked")), DEFAULT_PROMPT).expect("a change");
         assert_eq!(change.entity_id, "lock.front");
         assert_eq!(change.change_id, "01JCTX");
         assert_eq!(change.prompt, "Front Door (lock.front): locked -> unlocked [lock]");

@@ -171,7 +171,8 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(8);
         let generation = link.attach(tx);
         let asker = link.clone();
-        let first = tokio::spawn(async move { asker.request(json!({"type": "get_states"}), Duration::from_secs(5)).await });
+        let first =
+            tokio::spawn(async move { asker.request(json!({"type": "get_states"}), Duration::from_secs(5)).await });
         let sent: Value = serde_json::from_str(&rx.recv().await.expect("frame")).expect("json");
         assert_eq!(sent, json!({"type": "get_states", "id": 1}));
         assert_eq!(link.next_id(generation), Some(2));

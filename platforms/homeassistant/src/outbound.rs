@@ -53,7 +53,9 @@ pub fn map_error(error: HassError, what: &str) -> PlatformError {
         }
         HassError::Refused { ref code, .. } => match code.as_str() {
             "unauthorized" => PlatformError::Unauthorized(format!("{what}: {error}")),
-            "timeout" | "home_assistant_error" | "unknown_error" => PlatformError::Transient(format!("{what}: {error}")),
+            "timeout" | "home_assistant_error" | "unknown_error" => {
+                PlatformError::Transient(format!("{what}: {error}"))
+            }
             _ => PlatformError::Permanent(format!("{what}: {error}")),
         },
     }

@@ -71,7 +71,8 @@ pub(crate) async fn run(
 /// Reads the next text frame as JSON within `deadline`.
 async fn next_json(socket: &mut Socket, deadline: Duration) -> Result<Value, String> {
     loop {
-        let frame = tokio::time::timeout(deadline, socket.next()).await.map_err(|_| "no answer during auth".to_owned())?;
+        let frame =
+            tokio::time::timeout(deadline, socket.next()).await.map_err(|_| "no answer during auth".to_owned())?;
         match frame {
             None => return Err("socket closed".to_owned()),
             Some(Err(error)) => return Err(format!("socket error: {error}")),

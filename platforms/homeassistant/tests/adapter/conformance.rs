@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermesd_homeassistant::{HassPlatform, HassSettings, WatchRules};
-use hermesd_platform::conformance::{RecordingIngress, check_capabilities, check_run_honours_cancel, check_send_chunks};
+use hermesd_platform::conformance::{
+    RecordingIngress, check_capabilities, check_run_honours_cancel, check_send_chunks,
+};
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, Platform, PlatformContext};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -46,7 +48,9 @@ async fn long_replies_are_sent_in_chunks_as_response_events() {
     assert!(refs.len() >= 3, "{}", refs.len());
     let fired = fake.received("fire_event");
     assert_eq!(fired.len(), refs.len());
-    assert!(fired.iter().all(|f| f["event_type"] == "hermesd_response" && f["event_data"]["conversation_id"] == "conv"));
+    assert!(
+        fired.iter().all(|f| f["event_type"] == "hermesd_response" && f["event_data"]["conversation_id"] == "conv")
+    );
     assert_eq!(fired.last().map(|f| f["event_data"]["final"].clone()), Some(json!(true)));
     assert_eq!(fired[0]["event_data"]["final"], json!(false));
     assert!(refs[0].message_id.starts_with("ctx-"), "HA's context id is the receipt: {:?}", refs[0]);

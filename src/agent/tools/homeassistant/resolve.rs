@@ -106,7 +106,8 @@ pub fn touched(index: &HomeIndex, domain: &str, target: &Map<String, Value>) -> 
     for id in target.get("entity_id").map(values).unwrap_or_default() {
         if id == "all" {
             // `homeassistant.*` with `all` acts on every entity; other domains on their own.
-            let all = index.all_entities().filter(|e| domain == "homeassistant" || e.starts_with(&format!("{domain}.")));
+            let all =
+                index.all_entities().filter(|e| domain == "homeassistant" || e.starts_with(&format!("{domain}.")));
             out.entities.extend(all.cloned());
         } else {
             out.entities.insert(id);
@@ -261,7 +262,10 @@ mod tests {
         let index = index();
         let rules = sensitivity();
         let reason = |domain: &str, t: Value| rules.reason(domain, &touched(&index, domain, &target(t)));
-        assert!(reason("homeassistant", json!({"entity_id": "lock.front_door"})).is_some_and(|r| r.contains("lock.front_door")));
+        assert!(
+            reason("homeassistant", json!({"entity_id": "lock.front_door"}))
+                .is_some_and(|r| r.contains("lock.front_door"))
+        );
         assert!(reason("homeassistant", json!({"area_id": "hall"})).is_some());
         assert_eq!(reason("light", json!({"entity_id": "light.hall"})), None);
         assert!(reason("light", json!({"entity_id": "light.kitchen"})).is_some(), "a listed entity");
