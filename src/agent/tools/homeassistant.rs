@@ -188,10 +188,13 @@ impl Tool for GetState {
 
 struct CallService(HassTools);
 
+/// A JSON object: a call's target or its service data.
+type Object = Map<String, Value>;
+
 impl CallService {
     /// The call's target: `entity_id` and any target keys from `data`, moved out of the data so
     /// what is resolved is exactly what is sent.
-    fn split(args: &Value) -> Result<(Map<String, Value>, Map<String, Value>), ToolError> {
+    fn split(args: &Value) -> Result<(Object, Object), ToolError> {
         let mut data = match args.get("data") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(data)) => data.clone(),
