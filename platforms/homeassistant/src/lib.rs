@@ -7,6 +7,9 @@
 //! the `auth` frame.
 
 pub mod config;
+/// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
+#[cfg(any(fuzzing, test))]
+pub mod fuzzing;
 pub mod inbound;
 pub mod link;
 pub mod outbound;
