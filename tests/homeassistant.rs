@@ -273,3 +273,47 @@ async fn after_the_socket_drops_it_reconnects_resubscribes_and_answers_the_next_
     hass.mute_pongs(false);
     d.daemon.stop().await;
 }
+
+#[test]
+fn check_lists_every_home_assistant_problem_and_exits_78() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.toml");
+    let text = "[platforms.homeassistant]\nenabled = true\nurl = \"homeassistant.local\"\nwatch_entities = [\"front_door\"]\n\
+                watch_domains = [\"binary_sensor\"]\nsensitive_domains = [\"Lock\"]\nping_interval = \"0s\"\n";
+    std::fs::write(&config, text).expect("config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hermesd"))
+        .args(["--home", dir.path().join("home").to_str().expect("utf-8"), "--config", config.to_str().expect("utf-8")])
+        .arg("check")
+        .env_remove("HASS_TOKEN")
+        .env_remove("HASS_URL")
+        .output()
+        .expect("run hermesd check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    for needle in [
+        "platforms.homeassistant: HASS_TOKEN is not set",
+        "platforms.homeassistant.url: \"homeassistant.local\" is not an http(s) or ws(s) URL",
+        "platforms.homeassistant.watch_entities: \"front_door\" is not an entity id",
+        "platforms.homeassistant.sensitive_domains: \"Lock\" is not a domain",
+        "platforms.homeassistant.watch_target: watching state changes needs a delivery target",
+        "platforms.homeassistant.ping_interval: must be at least 1s",
+    ] {
+        assert!(stderr.contains(needle), "{needle:?} missing from:\n{stderr}");
+    }
+
+    let fixed = "[platforms.homeassistant]\nenabled = true\nwatch_domains = [\"binary_sensor\"]\n\
+                 watch_target = \"telegram:123\"\n";
+    std::fs::write(&config, fixed).expect("config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hermesd"))
+        .args(["--home", dir.path().join("home").to_str().expect("utf-8"), "--config", config.to_str().expect("utf-8")])
+        .arg("check")
+        .env("HASS_TOKEN", TOKEN)
+        .output()
+        .expect("run hermesd check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("platforms.homeassistant.watch_target: telegram:123: platform \"telegram\" is not enabled"),
+        "{stderr}"
+    );
+}
