@@ -83,7 +83,22 @@ fn parse_bool(value: Option<String>) -> bool {
 /// Platforms that authenticate their own way.
 fn trusted(platform: &str) -> bool {
     // Cron runs come from the operator's own jobs; webhook deliveries passed their signature.
-    matches!(platform, "api" | "terminal" | "cron" | "webhook")
+    // Home Assistant's watched changes are the operator's own configured rules.
+    matches!(platform, "api" | "terminal" | "cron" | "webhook" | crate::platforms::HASS_WATCH)
+}
+
+/// The prefix of a platform's access variables: Home Assistant's are `HASS_*` (Hermes' names).
+fn env_prefix(platform: &str) -> String {
+    match platform {
+        "homeassistant" => "HASS".to_owned(),
+        other => other.to_ascii_uppercase(),
+    }
+}
+
+/// Platforms where an unknown sender gets no pairing code: Home Assistant requests come from
+/// automations, and HA user ids are listed by the operator (`HASS_ALLOWED_USERS`).
+fn no_pairing(platform: &str) -> bool {
+    platform == "homeassistant"
 }
 
 fn rule(env: &Env, prefix: &str) -> Rule {
@@ -104,7 +119,9 @@ fn describe_admins(gateway: &Rule, platform_rule: Option<&Rule>, platform: &str)
     };
     match platform {
         "terminal" => return "the terminal user (the operator's own shell)".to_owned(),
-        "cron" | "webhook" => return "nobody (no person behind these turns)".to_owned(),
+        "cron" | "webhook" | crate::platforms::HASS_WATCH => {
+            return "nobody (no person behind these turns)".to_owned();
+        }
         _ => {}
     }
     let explicit: HashSet<&String> =
@@ -130,7 +147,7 @@ pub fn admin_report<'a>(env: &Env, platforms: impl IntoIterator<Item = &'a str>)
     platforms
         .into_iter()
         .map(|p| {
-            let platform_rule = rule(env, &p.to_ascii_uppercase());
+            let platform_rule = rule(env, &env_prefix(p));
             format!("{p}: {}", describe_admins(&gateway, Some(&platform_rule), p))
         })
         .collect()
@@ -145,7 +162,7 @@ impl Access {
         store: Arc<dyn Store>,
         key: PairingKey,
     ) -> Self {
-        let rules = platforms.into_iter().map(|p| (p.to_owned(), rule(env, &p.to_ascii_uppercase()))).collect();
+        let rules = platforms.into_iter().map(|p| (p.to_owned(), rule(env, &env_prefix(p)))).collect();
         Self { rules, gateway: rule(env, "GATEWAY"), store, key, answered: Mutex::default() }
     }
 
@@ -160,7 +177,7 @@ impl Access {
         if trusted(platform) || self.listed(platform, sender) || self.store.is_approved(platform, &sender.id).await? {
             return Ok(Decision::Allow);
         }
-        if chat_type != ChatType::Dm || !self.first_reply_in_window(platform, &sender.id) {
+        if chat_type != ChatType::Dm || no_pairing(platform) || !self.first_reply_in_window(platform, &sender.id) {
             return Ok(Decision::Ignore);
         }
         let code = new_code();
@@ -187,7 +204,7 @@ impl Access {
             // The operator's own shell: they could edit the environment anyway.
             "terminal" => return true,
             // Nobody stands behind these turns to be an admin.
-            "cron" | "webhook" => return false,
+            "cron" | "webhook" | crate::platforms::HASS_WATCH => return false,
             _ => {}
         }
         let platform_rule = self.rules.get(platform);
@@ -204,7 +221,7 @@ impl Access {
     pub fn is_named_admin(&self, platform: &str, sender_id: &str) -> bool {
         match platform {
             "terminal" => true,
-            "cron" | "webhook" => false,
+            "cron" | "webhook" | crate::platforms::HASS_WATCH => false,
             _ => {
                 self.gateway.admins.contains(sender_id)
                     || self.rules.get(platform).is_some_and(|r| r.admins.contains(sender_id))

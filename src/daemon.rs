@@ -123,7 +123,7 @@ impl Daemon {
         let store: Arc<dyn Store> = Arc::new(store);
         let metrics = Arc::new(Metrics::default());
 
-        let mut platforms = build_platforms(&config, &env, &paths)?;
+        let (mut platforms, hass_tools) = build_all(&config, &env, &paths)?;
         let usage_board = Arc::new(crate::usage::UsageBoard::default());
         let api = config.platforms.api.enabled.then(|| {
             let api =
@@ -162,7 +162,8 @@ impl Daemon {
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
         let webhooks = Arc::new(WebhookRoutes::build(&config.webhooks, &env).map_err(|e| anyhow::anyhow!(e))?);
         let targets = Targets::new(store.clone(), platforms.clone(), &env);
-        let routing = Routing::new(store.clone(), targets.clone(), webhooks.clone(), &paths.home);
+        let routing = Routing::new(store.clone(), targets.clone(), webhooks.clone(), &paths.home)
+            .with_hass_watch(config.platforms.homeassistant.watch_target.clone());
         let skills =
             crate::agent::skills::Skills::new(paths.skills(), config.skills.clone(), crate::router::commands::names());
         let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone())
@@ -185,6 +186,9 @@ impl Daemon {
             summary: summary.clone(),
         };
         let mut registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
+        for tool in hass_tools.iter().flat_map(|t| t.tools()) {
+            registry.register(tool);
+        }
         // MCP servers connect in the background: start never waits for them.
         let mcp_settings = tools::mcp::HubSettings {
             home: paths.home.clone(),
@@ -386,9 +390,28 @@ impl Daemon {
 
 /// The chat platforms the config enables, plus the `local` delivery target; nothing is started.
 /// (`hermesd send` uses this to deliver without a running daemon.)
-#[cfg_attr(not(any(feature = "telegram", feature = "slack", feature = "discord")), allow(unused_variables))]
 pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Result<PlatformRegistry> {
+    build_all(config, env, paths).map(|(platforms, _)| platforms)
+}
+
+/// The platforms, plus the `homeassistant` tools over that adapter's connection when it runs.
+#[cfg_attr(not(any(feature = "telegram", feature = "slack", feature = "discord")), allow(unused_variables))]
+fn build_all(
+    config: &Config,
+    env: &Env,
+    paths: &Paths,
+) -> anyhow::Result<(PlatformRegistry, Option<tools::homeassistant::HassTools>)> {
     let mut platforms = PlatformRegistry::default();
+    #[allow(unused_mut)]
+    let mut hass_tools = None;
+    #[cfg(feature = "homeassistant")]
+    if config.platforms.homeassistant.enabled {
+        let approval = config.tools.approval_timeout.get();
+        let (hass, tools) = crate::platforms::homeassistant::build(&config.platforms.homeassistant, env, approval)
+            .map_err(|e| anyhow::anyhow!("homeassistant: {e}"))?;
+        platforms.insert(hass);
+        hass_tools = Some(tools);
+    }
     #[cfg(feature = "telegram")]
     if config.platforms.telegram.enabled {
         let telegram = crate::platforms::telegram::build(&config.platforms.telegram, env, &paths.home)
@@ -408,7 +431,7 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
         platforms.insert(discord);
     }
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
-    Ok(platforms)
+    Ok((platforms, hass_tools))
 }
 
 /// Where image parts of API requests are saved.

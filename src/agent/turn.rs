@@ -274,6 +274,11 @@ impl TurnRunner {
     fn policy(&self, origin: &TurnOrigin, platform: &str) -> ToolPolicy {
         let tools = &self.settings.tools;
         let platform_policy = ToolPolicy::new(tools.toolsets_for(platform));
+        if let TurnOrigin::HassWatch { .. } = origin {
+            // A watched change runs like a cron job: nobody is there to answer questions.
+            let sets = platform_policy.toolsets().iter().filter(|set| !NOT_FOR_CRON.contains(&set.as_str()));
+            return ToolPolicy::new(sets);
+        }
         let TurnOrigin::Cron(run) = origin else { return platform_policy };
         let job = &run.job;
         let mut policy = job.toolsets.as_ref().map_or(platform_policy, ToolPolicy::new);

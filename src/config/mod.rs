@@ -6,6 +6,7 @@
 
 mod auxiliary;
 mod duration;
+mod homeassistant;
 mod http;
 mod limits;
 mod load;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub use auxiliary::{AuxiliaryConfig, TranscriptionConfig};
 pub use duration::{HumanDuration, parse_duration};
+pub use homeassistant::{DEFAULT_SENSITIVE_DOMAINS, HomeAssistantConfig};
 pub use http::normalize_origin;
 pub use limits::{LimitsConfig, ModelPrices};
 pub use load::{ConfigFile, Locator};
@@ -294,6 +296,7 @@ pub const ALL_TOOLSETS: &[&str] = &[
     "messaging",
     "skills",
     "mcp",
+    "homeassistant",
 ];
 
 /// Whether `set` names a toolset: a built-in one, `mcp`, or `mcp:<server>` (servers may be

@@ -17,6 +17,8 @@ pub struct PlatformsConfig {
     pub discord: DiscordConfig,
     /// Slack.
     pub slack: SlackConfig,
+    /// Home Assistant.
+    pub homeassistant: super::HomeAssistantConfig,
 }
 
 /// `[platforms.api]`.

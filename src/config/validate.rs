@@ -155,11 +155,13 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
         (name == "telegram" && cfg!(feature = "telegram"))
             || (name == "slack" && cfg!(feature = "slack"))
             || (name == "discord" && cfg!(feature = "discord"))
+            || (name == "homeassistant" && cfg!(feature = "homeassistant"))
     };
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
         ("discord", platforms.discord.enabled),
         ("slack", platforms.slack.enabled),
+        ("homeassistant", platforms.homeassistant.enabled),
     ] {
         if enabled && !built(name) {
             problems.push(format!(
@@ -189,6 +191,15 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     }
     if platforms.discord.enabled && built("discord") {
         check_discord(&platforms.discord, env, problems);
+    }
+    let hass = &platforms.homeassistant;
+    if hass.enabled && built("homeassistant") {
+        problems.extend(hass.problems(env));
+        if let Some(target) = &hass.watch_target
+            && let Err(e) = config.check_target_with(target, false, &[])
+        {
+            problems.push(format!("platforms.homeassistant.watch_target: {e}"));
+        }
     }
     if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
         problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
@@ -288,6 +299,7 @@ impl Config {
             "telegram" => self.platforms.telegram.enabled,
             "discord" => self.platforms.discord.enabled,
             "slack" => self.platforms.slack.enabled,
+            "homeassistant" => self.platforms.homeassistant.enabled,
             "local" => true,
             other => extra.contains(&other),
         };

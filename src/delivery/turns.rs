@@ -35,6 +35,14 @@ pub enum TurnOrigin {
     RemovedJob,
     /// A webhook delivery on this route.
     Webhook(Arc<WebhookRoute>),
+    /// A watched Home Assistant state change of this entity; the reply goes to the watch target
+    /// (`None`: not configured, so `local`).
+    HassWatch {
+        /// The entity that changed.
+        entity: String,
+        /// `platforms.homeassistant.watch_target`.
+        target: Option<String>,
+    },
 }
 
 /// A reply addressed: the chat it goes to and its chunks.
@@ -62,12 +70,19 @@ pub struct Routing {
     targets: Targets,
     webhooks: Arc<WebhookRoutes>,
     output_dir: PathBuf,
+    hass_watch: Option<String>,
 }
 
 impl Routing {
     /// Routing with cron output files under `home/cron/output`.
     pub fn new(store: Arc<dyn Store>, targets: Targets, webhooks: Arc<WebhookRoutes>, home: &std::path::Path) -> Self {
-        Self { store, targets, webhooks, output_dir: home.join("cron").join("output") }
+        Self { store, targets, webhooks, output_dir: home.join("cron").join("output"), hass_watch: None }
+    }
+
+    /// Where Home Assistant's watched changes deliver (`platforms.homeassistant.watch_target`).
+    pub fn with_hass_watch(mut self, target: Option<String>) -> Self {
+        self.hass_watch = target;
+        self
     }
 
     /// The targets, for tools and commands.
@@ -85,6 +100,9 @@ impl Routing {
             }
             WEBHOOK => {
                 Ok(self.webhooks.get(&message.chat.chat_id).cloned().map_or(TurnOrigin::Chat, TurnOrigin::Webhook))
+            }
+            crate::platforms::HASS_WATCH => {
+                Ok(TurnOrigin::HassWatch { entity: message.chat.chat_id.clone(), target: self.hass_watch.clone() })
             }
             _ => Ok(TurnOrigin::Chat),
         }
@@ -117,6 +135,11 @@ impl Routing {
             TurnOrigin::Webhook(route) => {
                 let header = format!("🔔 Webhook {}", route.config.route);
                 let (chat, body, _) = self.resolve(&route.config.deliver, None, &header, text).await;
+                Routed { messages: outbox.compose(&chat, &body, kind, None), chat, run: None }
+            }
+            TurnOrigin::HassWatch { entity, target } => {
+                let header = format!("🏠 Home Assistant: {entity}");
+                let (chat, body, _) = self.resolve(target.as_deref().unwrap_or("local"), None, &header, text).await;
                 Routed { messages: outbox.compose(&chat, &body, kind, None), chat, run: None }
             }
             TurnOrigin::Cron(run) => {

@@ -5,8 +5,14 @@
 pub mod api;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "homeassistant")]
+pub mod homeassistant;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 pub mod terminal;
+
+/// The pseudo-platform of Home Assistant's watched state changes (one session per change,
+/// answered to `platforms.homeassistant.watch_target`); the adapter crate's `WATCH_PLATFORM`.
+pub const HASS_WATCH: &str = "homeassistant_watch";

@@ -19,12 +19,15 @@ pub(super) const MAX_BATCH: usize = 16;
 /// However fast messages keep coming, a batch closes this many windows after its first message.
 const MAX_SPAN_WINDOWS: u32 = 8;
 
-/// Platforms whose events never batch: each request, delivery or run is a turn of its own.
+/// Platforms whose events never batch: each request, delivery or run is a turn of its own (a
+/// Home Assistant request is answered by its own response event, naming its request id).
 const NEVER_BATCHED: &[&str] = &[
     crate::platforms::api::NAME,
     crate::delivery::turns::CRON,
     crate::webhooks::handler::PLATFORM,
     crate::delivery::local::NAME,
+    "homeassistant",
+    crate::platforms::HASS_WATCH,
 ];
 
 /// A job in a session's mailbox, with whether it may open or join a batch.

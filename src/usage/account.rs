@@ -52,7 +52,7 @@ impl Payer {
                 },
                 _ => own(false),
             },
-            TurnOrigin::RemovedJob | TurnOrigin::Webhook(_) => own(false),
+            TurnOrigin::RemovedJob | TurnOrigin::Webhook(_) | TurnOrigin::HassWatch { .. } => own(false),
         }
     }
 }

@@ -4,6 +4,8 @@
 
 #[cfg(feature = "discord")]
 pub mod fake_discord;
+#[cfg(feature = "homeassistant")]
+pub mod fake_hass;
 pub mod fake_llm;
 pub mod fake_search;
 #[cfg(feature = "slack")]

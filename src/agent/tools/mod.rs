@@ -10,6 +10,7 @@ pub mod cronjob;
 pub mod delegate;
 mod executor;
 pub mod files;
+pub mod homeassistant;
 pub mod mcp;
 pub mod memory;
 pub mod place;

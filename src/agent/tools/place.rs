@@ -15,7 +15,8 @@ use crate::store::CronJob;
 const API: &str = "api";
 /// Pseudo-platforms whose "DMs" are runs nobody in particular owns (a cron run, a webhook
 /// delivery): shared chats.
-const UNOWNED: &[&str] = &[crate::delivery::turns::CRON, crate::webhooks::handler::PLATFORM, "local"];
+const UNOWNED: &[&str] =
+    &[crate::delivery::turns::CRON, crate::webhooks::handler::PLATFORM, "local", crate::platforms::HASS_WATCH];
 /// Folder of the people's workdirs (and memory) beneath the root.
 pub const USERS_DIR: &str = "users";
 /// Folder of the shared chats' workdirs beneath the root.

@@ -30,8 +30,12 @@ const TITLE_INPUT_CHARS: usize = 1_500;
 
 /// Pseudo-platforms whose sessions are one run or one delivery each: the lifecycle (resets,
 /// flushes, titles) leaves them alone.
-const ONE_SHOT: &[&str] =
-    &[crate::delivery::turns::CRON, crate::webhooks::handler::PLATFORM, crate::delivery::local::NAME];
+const ONE_SHOT: &[&str] = &[
+    crate::delivery::turns::CRON,
+    crate::webhooks::handler::PLATFORM,
+    crate::delivery::local::NAME,
+    crate::platforms::HASS_WATCH,
+];
 
 /// Whether sessions on `platform` are conversations someone comes back to.
 pub fn conversational(platform: &str) -> bool {
