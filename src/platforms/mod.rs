@@ -10,3 +10,5 @@ pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 pub mod terminal;
+#[cfg(feature = "whatsapp")]
+pub mod whatsapp;
