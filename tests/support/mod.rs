@@ -9,6 +9,8 @@ pub mod fake_search;
 #[cfg(feature = "slack")]
 pub mod fake_slack;
 pub mod fake_telegram;
+#[cfg(feature = "whatsapp")]
+pub mod fake_whatsapp;
 pub mod mcp_server;
 pub mod recording_platform;
 
