@@ -123,9 +123,10 @@ impl WhatsAppPlatform {
         let now = unix_ms();
         let chat_id = chat.chat_id.as_str();
         let mut last = self.windows.last_inbound(chat_id);
-        if self.windows.standing(chat_id, last, now) != Standing::Open
-            && let Some(ingress) = self.ingress()
-        {
+        if self.windows.standing(chat_id, last, now) != Standing::Open {
+            // Before `run` the durable record cannot be asked; a resend after a restart waits.
+            let ingress =
+                self.ingress().ok_or_else(|| PlatformError::Transient("whatsapp adapter not started yet".into()))?;
             match ingress.last_inbound_at(NAME, chat_id).await {
                 Ok(Some(at)) => {
                     self.windows.learn(chat_id, at);

@@ -162,6 +162,9 @@ async fn outside_the_window_the_template_goes_once_and_the_reply_fails_clearly()
 #[tokio::test]
 async fn outside_the_window_without_a_template_nothing_is_sent() {
     let rig = rig().await;
+    let early = rig.platform.send(&reply("hello?", Vec::new())).await.expect_err("not started");
+    assert_eq!(early.kind(), "transient", "before the host's record can be asked, the send waits: {early}");
+    rig.post(&webhook::status(USER, "wamid.OLD", "read", None)).await;
     let error = rig.platform.send(&reply("hello?", Vec::new())).await.expect_err("no window");
     assert!(matches!(&error, PlatformError::Permanent(why) if why.contains("reengage_template")), "{error}");
     assert!(rig.fake.sent().is_empty());
