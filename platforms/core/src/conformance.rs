@@ -38,6 +38,8 @@ struct Recorded {
     statuses: Vec<(String, DeliveryStatus)>,
     /// `last_inbound_at` answers by chat id (Unix ms), set by the test.
     last_inbound: HashMap<String, i64>,
+    /// `delivery_status` finds no receipt (a host that has not stored the send yet).
+    receipts_unknown: bool,
 }
 
 impl RecordingIngress {
@@ -87,6 +89,11 @@ impl RecordingIngress {
     /// Make `last_inbound_at` answer `at_ms` for `chat_id` (a host's durable record).
     pub fn set_last_inbound(&self, chat_id: &str, at_ms: i64) {
         self.lock().last_inbound.insert(chat_id.to_owned(), at_ms);
+    }
+
+    /// Make `delivery_status` answer that no sent message has the id (still recording it).
+    pub fn receipts_unknown(&self) {
+        self.lock().receipts_unknown = true;
     }
 
     fn lock(&self) -> MutexGuard<'_, Recorded> {
@@ -140,8 +147,9 @@ impl Ingress for RecordingIngress {
         platform_message_id: &str,
         status: &DeliveryStatus,
     ) -> Result<bool, IngressError> {
-        self.lock().statuses.push((platform_message_id.to_owned(), status.clone()));
-        Ok(true)
+        let mut state = self.lock();
+        state.statuses.push((platform_message_id.to_owned(), status.clone()));
+        Ok(!state.receipts_unknown)
     }
 
     async fn last_inbound_at(&self, _platform: &str, chat_id: &str) -> Result<Option<i64>, IngressError> {

@@ -20,8 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use hermesd_platform::{
-    Capabilities, ChatRef, FileLimits, Ingress, IngressError, LengthUnit, MarkdownDialect, MessageRef, OutboundFile,
-    OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth, Redactor, WebhookRequest,
+    Capabilities, ChatRef, DeliveryStatus, FileLimits, Ingress, IngressError, LengthUnit, MarkdownDialect, MessageRef,
+    OutboundFile, OutboundMessage, Platform, PlatformContext, PlatformError, PlatformHealth, Redactor, WebhookRequest,
     WebhookResponse,
 };
 use tokio_util::sync::CancellationToken;
@@ -33,7 +33,7 @@ use api::Graph;
 use health::HealthTracker;
 use inbound::Parsed;
 use media::MediaStore;
-use window::{Standing, Windows};
+use window::{RecentSends, Standing, Windows};
 
 /// The platform name in chat refs and session keys.
 pub const NAME: &str = "whatsapp";
@@ -49,6 +49,8 @@ pub struct WhatsAppPlatform {
     media: MediaStore,
     health: HealthTracker,
     windows: Windows,
+    /// Wamids sent lately (a failure status may outrun the host's receipt).
+    recent: RecentSends,
     /// The host's ingress, learnt from `run` or the first webhook (durable window lookups).
     ingress: Mutex<Option<Arc<dyn Ingress>>>,
 }
@@ -63,6 +65,7 @@ impl WhatsAppPlatform {
             media: MediaStore::new(settings.media_dir.clone(), settings.max_file_bytes),
             health: HealthTracker::new(settings.token_check_interval),
             windows: Windows::default(),
+            recent: RecentSends::default(),
             ingress: Mutex::new(None),
             graph,
             settings,
@@ -112,6 +115,10 @@ impl WhatsAppPlatform {
         for report in parsed.statuses {
             let found = ctx.ingress.delivery_status(NAME, &report.id, &report.status).await?;
             tracing::debug!(platform = NAME, status = report.status.as_str(), found, "delivery status");
+            if !found && matches!(report.status, DeliveryStatus::Failed(_)) && self.recent.contains(&report.id) {
+                // Meta was faster than the host's receipt: have it deliver the failure again.
+                return Err(IngressError("a failure status arrived before the send's receipt was stored".into()));
+            }
         }
         Ok(())
     }
@@ -256,6 +263,7 @@ impl Platform for WhatsAppPlatform {
             sent = outbound::sent_id(&answer);
         }
         let id = sent.ok_or_else(|| PlatformError::Permanent("graph accepted the message without an id".into()))?;
+        self.recent.sent(&id);
         Ok(MessageRef { chat: message.chat.clone(), message_id: id })
     }
 
@@ -275,6 +283,7 @@ impl Platform for WhatsAppPlatform {
         let answer = graph.post(&self.messages_path(), &upload::payload(message, file, &media_id)).await?;
         let id = outbound::sent_id(&answer)
             .ok_or_else(|| PlatformError::Permanent("graph accepted the file without a message id".into()))?;
+        self.recent.sent(&id);
         Ok(MessageRef { chat: message.chat.clone(), message_id: id })
     }
 

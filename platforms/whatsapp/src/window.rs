@@ -33,6 +33,30 @@ pub(crate) struct Windows {
     chats: Mutex<HashMap<String, Chat>>,
 }
 
+/// Wamids of messages this process sent lately, newest last, capped: a status about one of
+/// them that finds no receipt arrived before the host recorded the send.
+#[derive(Debug, Default)]
+pub(crate) struct RecentSends {
+    ids: Mutex<std::collections::VecDeque<String>>,
+}
+
+/// Sent wamids remembered.
+const RECENT_SENDS: usize = 4096;
+
+impl RecentSends {
+    pub(crate) fn sent(&self, id: &str) {
+        let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+        if ids.len() >= RECENT_SENDS {
+            ids.pop_front();
+        }
+        ids.push_back(id.to_owned());
+    }
+
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner).iter().rev().any(|sent| sent == id)
+    }
+}
+
 /// Where a send stands against the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Standing {
@@ -128,6 +152,15 @@ mod tests {
         // An older redelivery does not move the window back.
         windows.inbound("a", now - 50 * HOUR, "wamid.0");
         assert_eq!(windows.last_message_id("a").as_deref(), Some("wamid.2"));
+    }
+
+    #[test]
+    fn recent_sends_are_capped() {
+        let recent = RecentSends::default();
+        for i in 0..(RECENT_SENDS + 10) {
+            recent.sent(&format!("wamid.{i}"));
+        }
+        assert!(!recent.contains("wamid.0") && recent.contains(&format!("wamid.{}", RECENT_SENDS + 9)));
     }
 
     #[test]

@@ -121,6 +121,20 @@ async fn statuses_reach_the_hosts_receipts_and_start_nothing() {
 }
 
 #[tokio::test]
+async fn a_failure_that_outruns_the_receipt_is_asked_again() {
+    let rig = rig().await;
+    rig.post(&webhook::text(USER, "hi").1).await;
+    let sent = rig.platform.send(&reply("hello", Vec::new())).await.expect("sent");
+    rig.ingress.receipts_unknown();
+    let failed = webhook::status(USER, &sent.message_id, "failed", Some(131_026));
+    assert_eq!(rig.post(&failed).await, 503, "Meta retries until the receipt is stored");
+    let foreign = webhook::status(USER, "wamid.SENT-BY-ANOTHER-APP", "failed", Some(131_026));
+    assert_eq!(rig.post(&foreign).await, 200, "a message this process never sent is not waited for");
+    let delivered = webhook::status(USER, &sent.message_id, "delivered", None);
+    assert_eq!(rig.post(&delivered).await, 200, "progress without a receipt is not worth a retry");
+}
+
+#[tokio::test]
 async fn typing_marks_the_last_message_read_with_the_indicator() {
     let rig = rig().await;
     let chat = ChatRef::new("whatsapp", USER, ChatType::Dm);
