@@ -421,4 +421,6 @@ fn extension(mime: Option<&str>) -> &'static str {
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;

@@ -7,6 +7,9 @@
 
 mod api;
 mod config;
+/// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
+#[cfg(any(fuzzing, test))]
+pub mod fuzzing;
 mod health;
 mod inbound;
 mod media;
