@@ -116,7 +116,13 @@ impl Daemon {
 
 fn status_mb(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?.split_whitespace().next()?.parse().ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
     Some(kb / 1024.0)
 }
 
@@ -184,7 +190,10 @@ async fn run(label: &'static str, posts_each: usize, users: usize, messages: usi
     let count = |sent: &[serde_json::Value]| {
         let mut replies = vec![0usize; total];
         for payload in sent {
-            let key = (payload["to"].as_str().unwrap_or_default().to_owned(), payload["text"]["body"].as_str().unwrap_or_default().to_owned());
+            let key = (
+                payload["to"].as_str().unwrap_or_default().to_owned(),
+                payload["text"]["body"].as_str().unwrap_or_default().to_owned(),
+            );
             if let Some(&i) = expected.get(&key) {
                 replies[i] += 1;
             }
@@ -221,7 +230,9 @@ async fn run(label: &'static str, posts_each: usize, users: usize, messages: usi
         p99_ms: pick(0.99),
         non_200,
         peak_rss_mb,
-        cpu_ms_per_reply: cpu_end.filter(|_| answered > 0).map(|end| end.saturating_sub(cpu0) as f64 * 10.0 / answered as f64),
+        cpu_ms_per_reply: cpu_end
+            .filter(|_| answered > 0)
+            .map(|end| end.saturating_sub(cpu0) as f64 * 10.0 / answered as f64),
     }
 }
 
@@ -232,13 +243,20 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let outcomes = runtime.block_on(async {
         let llm = FakeLlm::echo().await;
-        vec![run("once", 1, users, messages, &llm).await, run("redelivered (each posted twice)", 2, users, messages, &llm).await]
+        vec![
+            run("once", 1, users, messages, &llm).await,
+            run("redelivered (each posted twice)", 2, users, messages, &llm).await,
+        ]
     });
     let mode = if quick { "quick" } else { "full" };
     println!();
-    println!("## hermesd WhatsApp bench ({mode}; fake Graph API, signed webhooks {IN_FLIGHT} in flight, instant echo LLM)");
+    println!(
+        "## hermesd WhatsApp bench ({mode}; fake Graph API, signed webhooks {IN_FLIGHT} in flight, instant echo LLM)"
+    );
     println!();
-    println!("| variant | total | seconds | replies/s | lost | duplicated | webhook p50 ms | webhook p99 ms | non-200 | peak RSS MB | CPU ms/reply |");
+    println!(
+        "| variant | total | seconds | replies/s | lost | duplicated | webhook p50 ms | webhook p99 ms | non-200 | peak RSS MB | CPU ms/reply |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut pass = true;
     for o in &outcomes {
@@ -249,7 +267,15 @@ fn main() -> ExitCode {
         let fmt = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.1}"));
         println!(
             "| {} | {} | {seconds} | {rate} | {} | {} | {:.1} | {:.1} | {} | {} | {} |",
-            o.label, o.total, o.lost, o.duplicated, o.p50_ms, o.p99_ms, o.non_200, fmt(o.peak_rss_mb), fmt(o.cpu_ms_per_reply)
+            o.label,
+            o.total,
+            o.lost,
+            o.duplicated,
+            o.p50_ms,
+            o.p99_ms,
+            o.non_200,
+            fmt(o.peak_rss_mb),
+            fmt(o.cpu_ms_per_reply)
         );
         pass &= o.lost == 0 && o.duplicated == 0 && o.seconds.is_some();
     }
