@@ -4,9 +4,12 @@
 ALTER TABLE outbound_messages ADD COLUMN delivery_status TEXT;
 CREATE INDEX outbound_by_platform_id ON outbound_messages (platform, platform_message_id)
     WHERE platform_message_id IS NOT NULL;
--- The chat an event came from (messages and button presses), as stored in its payload.
+-- The chat an event came from (messages and button presses), as stored in its payload; a
+-- payload that is not JSON (quarantined rows) has none, and never makes a write fail.
 CREATE INDEX inbound_by_chat ON inbound_events (
     platform,
-    coalesce(json_extract(payload, '$.message.chat.chat_id'), json_extract(payload, '$.action.chat.chat_id')),
+    CASE WHEN json_valid(payload)
+        THEN coalesce(json_extract(payload, '$.message.chat.chat_id'), json_extract(payload, '$.action.chat.chat_id'))
+    END,
     received_at
 );

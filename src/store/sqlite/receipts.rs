@@ -57,7 +57,8 @@ impl ReceiptStore for SqliteStore {
     async fn last_inbound_at(&self, platform: &str, chat_id: &str) -> StoreResult<Option<i64>> {
         let row: Option<(Option<i64>,)> = sqlx::query_as(
             "SELECT max(received_at) FROM inbound_events WHERE platform = ?1 AND \
-             coalesce(json_extract(payload, '$.message.chat.chat_id'), json_extract(payload, '$.action.chat.chat_id')) = ?2",
+             CASE WHEN json_valid(payload) THEN coalesce(json_extract(payload, '$.message.chat.chat_id'), \
+             json_extract(payload, '$.action.chat.chat_id')) END = ?2",
         )
         .bind(platform)
         .bind(chat_id)
@@ -104,11 +105,13 @@ mod tests {
         store.accept_inbound(&event("w1", "15550001"), 1_000).await.unwrap();
         store.accept_inbound(&event("w2", "15550001"), 5_000).await.unwrap();
         store.accept_inbound(&event("w3", "15550002"), 9_000).await.unwrap();
+        store.insert_raw_inbound("whatsapp", "w4", "{not json", 9_500).await.unwrap();
         assert_eq!(store.last_inbound_at("whatsapp", "15550001").await.unwrap(), Some(5_000));
         assert_eq!(store.last_inbound_at("telegram", "15550001").await.unwrap(), None);
         let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
             "EXPLAIN QUERY PLAN SELECT max(received_at) FROM inbound_events WHERE platform = 'whatsapp' AND \
-             coalesce(json_extract(payload, '$.message.chat.chat_id'), json_extract(payload, '$.action.chat.chat_id')) = 'x'",
+             CASE WHEN json_valid(payload) THEN coalesce(json_extract(payload, '$.message.chat.chat_id'), \
+             json_extract(payload, '$.action.chat.chat_id')) END = 'x'",
         )
         .fetch_all(&store.readers)
         .await
