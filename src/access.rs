@@ -80,6 +80,12 @@ fn parse_bool(value: Option<String>) -> bool {
     value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
 
+/// Whether `ids` (an allowlist or admin list) names `user_id` on `platform`. WhatsApp ids are
+/// E.164 numbers without the `+` (`wa_id`), and operators write them either way.
+fn holds(ids: &HashSet<String>, platform: &str, user_id: &str) -> bool {
+    ids.contains(user_id) || (platform == "whatsapp" && ids.contains(&format!("+{user_id}")))
+}
+
 /// Platforms that authenticate their own way.
 fn trusted(platform: &str) -> bool {
     // Cron runs come from the operator's own jobs; webhook deliveries passed their signature.
@@ -209,10 +215,11 @@ impl Access {
         }
         let platform_rule = self.rules.get(platform);
         let explicit = !self.gateway.admins.is_empty() || platform_rule.is_some_and(|r| !r.admins.is_empty());
-        let holds = |pick: fn(&Rule) -> &HashSet<String>| {
-            pick(&self.gateway).contains(sender_id) || platform_rule.is_some_and(|r| pick(r).contains(sender_id))
+        let held = |pick: fn(&Rule) -> &HashSet<String>| {
+            holds(pick(&self.gateway), platform, sender_id)
+                || platform_rule.is_some_and(|r| holds(pick(r), platform, sender_id))
         };
-        if explicit { holds(|r| &r.admins) } else { holds(|r| &r.users) }
+        if explicit { held(|r| &r.admins) } else { held(|r| &r.users) }
     }
 
     /// Whether `sender` is named in `<PLATFORM>_ADMIN_USERS` or `GATEWAY_ADMIN_USERS` (or is the
@@ -223,8 +230,8 @@ impl Access {
             "terminal" => true,
             "cron" | "webhook" | crate::platforms::HASS_WATCH => false,
             _ => {
-                self.gateway.admins.contains(sender_id)
-                    || self.rules.get(platform).is_some_and(|r| r.admins.contains(sender_id))
+                holds(&self.gateway.admins, platform, sender_id)
+                    || self.rules.get(platform).is_some_and(|r| holds(&r.admins, platform, sender_id))
             }
         }
     }
@@ -232,7 +239,7 @@ impl Access {
     /// Whether allowlists (not approvals) admit the user, by id or by a role they hold.
     fn listed(&self, platform: &str, sender: &Sender) -> bool {
         let admits = |rule: &Rule| {
-            rule.all || rule.users.contains(&sender.id) || sender.roles.iter().any(|r| rule.roles.contains(r))
+            rule.all || holds(&rule.users, platform, &sender.id) || sender.roles.iter().any(|r| rule.roles.contains(r))
         };
         admits(&self.gateway) || self.rules.get(platform).is_some_and(admits)
     }
@@ -295,7 +302,7 @@ mod tests {
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
         let env = Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
-        (Access::from_env(&env, ["telegram", "slack"], store.clone(), key()), store, dir)
+        (Access::from_env(&env, ["telegram", "slack", "whatsapp"], store.clone(), key()), store, dir)
     }
 
     fn key() -> PairingKey {
@@ -307,6 +314,26 @@ mod tests {
             .find(|w| w.len() == CODE_LEN && w.chars().all(|c| ALPHABET.contains(&(c as u8))))
             .unwrap()
             .to_owned()
+    }
+
+    #[tokio::test]
+    async fn whatsapp_numbers_match_with_or_without_the_plus() {
+        let (access, _store, _dir) = access(&[
+            ("WHATSAPP_ALLOWED_USERS", "+15551230001, 15551230002"),
+            ("GATEWAY_ALLOWED_USERS", "+15551230003"),
+            ("WHATSAPP_ADMIN_USERS", "+15551230002"),
+        ])
+        .await;
+        for id in ["15551230001", "15551230002", "15551230003"] {
+            let decision = access.check("whatsapp", id, ChatType::Dm, &sender(id)).await.unwrap();
+            assert_eq!(decision, Decision::Allow, "{id}");
+        }
+        assert!(access.is_admin("whatsapp", "15551230002") && access.is_named_admin("whatsapp", "15551230002"));
+        assert!(!access.is_admin("whatsapp", "15551230001"));
+        let stranger = access.check("whatsapp", "15559999999", ChatType::Dm, &sender("15559999999")).await.unwrap();
+        assert!(matches!(stranger, Decision::Pair(_)), "{stranger:?}");
+        let telegram = access.check("telegram", "x", ChatType::Dm, &sender("15551230003")).await.unwrap();
+        assert_ne!(telegram, Decision::Allow, "the plus rule is WhatsApp's alone");
     }
 
     #[tokio::test]

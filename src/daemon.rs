@@ -395,7 +395,16 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
 }
 
 /// The platforms, plus the `homeassistant` tools over that adapter's connection when it runs.
-#[cfg_attr(not(any(feature = "telegram", feature = "slack", feature = "discord")), allow(unused_variables))]
+#[cfg_attr(
+    not(any(
+        feature = "telegram",
+        feature = "slack",
+        feature = "discord",
+        feature = "whatsapp",
+        feature = "homeassistant"
+    )),
+    allow(unused_variables)
+)]
 fn build_all(
     config: &Config,
     env: &Env,
@@ -429,6 +438,12 @@ fn build_all(
         let discord = crate::platforms::discord::build(&config.platforms.discord, env, &paths.home)
             .map_err(|e| anyhow::anyhow!("discord: {e}"))?;
         platforms.insert(discord);
+    }
+    #[cfg(feature = "whatsapp")]
+    if config.platforms.whatsapp.enabled {
+        let whatsapp = crate::platforms::whatsapp::build(&config.platforms.whatsapp, env, &paths.home)
+            .map_err(|e| anyhow::anyhow!("whatsapp: {e}"))?;
+        platforms.insert(whatsapp);
     }
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
     Ok((platforms, hass_tools))

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use hermesd_platform::{Accepted, Admission, InboundEvent, Ingress, IngressError};
+use hermesd_platform::{Accepted, Admission, DeliveryStatus, InboundEvent, Ingress, IngressError};
 
 use crate::clock::now_ms;
 use crate::metrics::{INBOUND_TOTAL, Metrics};
@@ -121,5 +121,31 @@ impl Ingress for HostIngress {
 
     async fn save_cursor(&self, platform: &str, cursor: &str) -> Result<(), IngressError> {
         self.store.save_cursor(platform, cursor, now_ms()).await.map_err(|e| IngressError(format!("save cursor: {e}")))
+    }
+
+    async fn delivery_status(
+        &self,
+        platform: &str,
+        platform_message_id: &str,
+        status: &DeliveryStatus,
+    ) -> Result<bool, IngressError> {
+        let error = match status {
+            DeliveryStatus::Failed(error) => Some(error.as_str()),
+            _ => None,
+        };
+        let found = self
+            .store
+            .record_delivery_status(platform, platform_message_id, status.as_str(), error)
+            .await
+            .map_err(|e| IngressError(format!("record delivery status: {e}")))?;
+        if let (true, Some(error)) = (found, error) {
+            // The reply was sent and counted as delivered; the user never got it.
+            tracing::warn!(platform, %error, "a sent message failed later at the platform; receipt marked failed");
+        }
+        Ok(found)
+    }
+
+    async fn last_inbound_at(&self, platform: &str, chat_id: &str) -> Result<Option<i64>, IngressError> {
+        self.store.last_inbound_at(platform, chat_id).await.map_err(|e| IngressError(format!("last inbound: {e}")))
     }
 }

@@ -52,8 +52,12 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
 fn chat_platforms(config: &Config) -> Vec<&'static str> {
     let p = &config.platforms;
     let enabled = [("api", p.api.enabled), ("telegram", p.telegram.enabled), ("discord", p.discord.enabled)];
-    let mut names: Vec<&str> =
-        enabled.into_iter().chain([("slack", p.slack.enabled)]).filter(|(_, on)| *on).map(|(n, _)| n).collect();
+    let mut names: Vec<&str> = enabled
+        .into_iter()
+        .chain([("slack", p.slack.enabled), ("whatsapp", p.whatsapp.enabled)])
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| n)
+        .collect();
     names.push("terminal");
     names
 }

@@ -89,6 +89,9 @@ impl Config {
         if platforms.slack.enabled && platforms.slack.mode == ReceiveMode::Events {
             signed.push("platforms.slack (events mode)");
         }
+        if platforms.whatsapp.enabled {
+            signed.push("platforms.whatsapp");
+        }
         if !self.webhooks.is_empty() {
             signed.push("[[webhooks]]");
         }

@@ -19,6 +19,8 @@ pub struct PlatformsConfig {
     pub slack: SlackConfig,
     /// Home Assistant.
     pub homeassistant: super::HomeAssistantConfig,
+    /// WhatsApp (Business Cloud API).
+    pub whatsapp: WhatsAppConfig,
 }
 
 /// `[platforms.api]`.
@@ -190,6 +192,49 @@ impl Default for SlackConfig {
             max_file_mb: 20,
             socket_idle_reconnect: HumanDuration::secs(30 * 60),
             streaming: false,
+            api_timeout: HumanDuration::secs(30),
+        }
+    }
+}
+
+/// `[platforms.whatsapp]`: the WhatsApp Business Cloud API. Meta posts webhooks to
+/// `/whatsapp/webhook`; secrets come from `WHATSAPP_ACCESS_TOKEN`, `WHATSAPP_APP_SECRET` and
+/// `WHATSAPP_VERIFY_TOKEN`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WhatsAppConfig {
+    /// Run the adapter.
+    pub enabled: bool,
+    /// The business phone number id replies are sent from (Meta's numeric id, not the number).
+    pub phone_number_id: String,
+    /// Graph API base URL.
+    pub api_url: String,
+    /// Graph API version.
+    pub api_version: String,
+    /// An approved message template sent instead of a reply outside the 24-hour customer
+    /// service window (the user's answer opens the window again); empty: such replies fail.
+    pub reengage_template: String,
+    /// The template's language code.
+    pub reengage_language: String,
+    /// Largest inbound media file downloaded, in MB.
+    pub max_file_mb: u64,
+    /// How often the access token is checked against the Graph API (health).
+    pub token_check_interval: HumanDuration,
+    /// The longest one Graph API call may take before it fails as transient (and is retried).
+    pub api_timeout: HumanDuration,
+}
+
+impl Default for WhatsAppConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            phone_number_id: String::new(),
+            api_url: "https://graph.facebook.com".into(),
+            api_version: "v26.0".into(),
+            reengage_template: String::new(),
+            reengage_language: "en_US".into(),
+            max_file_mb: 20,
+            token_check_interval: HumanDuration::secs(300),
             api_timeout: HumanDuration::secs(30),
         }
     }

@@ -156,12 +156,14 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
             || (name == "slack" && cfg!(feature = "slack"))
             || (name == "discord" && cfg!(feature = "discord"))
             || (name == "homeassistant" && cfg!(feature = "homeassistant"))
+            || (name == "whatsapp" && cfg!(feature = "whatsapp"))
     };
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
         ("discord", platforms.discord.enabled),
         ("slack", platforms.slack.enabled),
         ("homeassistant", platforms.homeassistant.enabled),
+        ("whatsapp", platforms.whatsapp.enabled),
     ] {
         if enabled && !built(name) {
             problems.push(format!(
@@ -200,6 +202,9 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
         {
             problems.push(format!("platforms.homeassistant.watch_target: {e}"));
         }
+    }
+    if platforms.whatsapp.enabled && built("whatsapp") {
+        check_whatsapp(&platforms.whatsapp, env, problems);
     }
     if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
         problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
@@ -300,10 +305,44 @@ impl Config {
             "discord" => self.platforms.discord.enabled,
             "slack" => self.platforms.slack.enabled,
             "homeassistant" => self.platforms.homeassistant.enabled,
+            "whatsapp" => self.platforms.whatsapp.enabled,
             "local" => true,
             other => extra.contains(&other),
         };
         if enabled { Ok(()) } else { Err(format!("{text}: platform {platform:?} is not enabled in this config")) }
+    }
+}
+
+fn check_whatsapp(whatsapp: &super::WhatsAppConfig, env: &Env, problems: &mut Vec<String>) {
+    for var in ["WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"] {
+        match env.secret(var) {
+            Ok(Some(_)) => {}
+            Ok(None) => problems.push(format!("platforms.whatsapp: {var} is not set")),
+            Err(e) => problems.push(format!("platforms.whatsapp: {e}")),
+        }
+    }
+    if whatsapp.phone_number_id.is_empty() || !whatsapp.phone_number_id.chars().all(|c| c.is_ascii_digit()) {
+        problems.push(format!(
+            "platforms.whatsapp.phone_number_id: {:?} must be the numeric id of the business number",
+            whatsapp.phone_number_id
+        ));
+    }
+    if !(whatsapp.api_url.starts_with("http://") || whatsapp.api_url.starts_with("https://")) {
+        problems.push(format!("platforms.whatsapp.api_url: {:?} is not an http(s) URL", whatsapp.api_url));
+    }
+    let version = whatsapp.api_version.strip_prefix('v').and_then(|v| v.split_once('.'));
+    let numeric = |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit());
+    if !version.is_some_and(|(major, minor)| numeric(major) && numeric(minor)) {
+        problems.push(format!("platforms.whatsapp.api_version: {:?} must look like \"v26.0\"", whatsapp.api_version));
+    }
+    if whatsapp.max_file_mb == 0 {
+        problems.push("platforms.whatsapp.max_file_mb: must be positive".into());
+    }
+    if !whatsapp.reengage_template.is_empty() && whatsapp.reengage_language.trim().is_empty() {
+        problems.push("platforms.whatsapp.reengage_language: must be set with reengage_template".into());
+    }
+    if whatsapp.token_check_interval.get() < std::time::Duration::from_secs(10) {
+        problems.push("platforms.whatsapp.token_check_interval: must be at least 10s".into());
     }
 }
 
@@ -411,6 +450,29 @@ mod tests {
         let problems = events.validate(&env(&[("SLACK_BOT_TOKEN", "xoxb-1")]));
         assert_eq!(problems, ["platforms.slack: SLACK_SIGNING_SECRET is not set"]);
         assert!(events.validate(&env(&[("SLACK_BOT_TOKEN", "xoxb-1"), ("SLACK_SIGNING_SECRET", "s")])).is_empty());
+    }
+
+    #[test]
+    #[cfg(feature = "whatsapp")]
+    fn whatsapp_lists_every_missing_secret_and_bad_field() {
+        let broken = "[platforms.whatsapp]\nenabled = true\napi_url = \"graph\"\napi_version = \"23\"\nmax_file_mb = 0";
+        let problems = Config::parse(broken).unwrap().validate(&env(&[("WHATSAPP_APP_SECRET", "s")]));
+        assert_eq!(
+            problems,
+            [
+                "platforms.whatsapp: WHATSAPP_ACCESS_TOKEN is not set",
+                "platforms.whatsapp: WHATSAPP_VERIFY_TOKEN is not set",
+                "platforms.whatsapp.phone_number_id: \"\" must be the numeric id of the business number",
+                "platforms.whatsapp.api_url: \"graph\" is not an http(s) URL",
+                "platforms.whatsapp.api_version: \"23\" must look like \"v26.0\"",
+                "platforms.whatsapp.max_file_mb: must be positive",
+            ]
+        );
+        let good =
+            Config::parse("[platforms.whatsapp]\nenabled = true\nphone_number_id = \"106540352242922\"").unwrap();
+        let secrets = [("WHATSAPP_ACCESS_TOKEN", "t"), ("WHATSAPP_APP_SECRET", "s"), ("WHATSAPP_VERIFY_TOKEN", "v")];
+        assert!(good.validate(&env(&secrets)).is_empty());
+        assert!(good.check_target("whatsapp:15551234567", false).is_ok());
     }
 
     #[test]

@@ -105,7 +105,10 @@ pub fn router(state: AppState, http: &HttpConfig) -> Router {
     for platform in state.platforms.all() {
         if let Some(path) = platform.webhook_path() {
             let (platform, ctx) = (platform.clone(), state.platform_ctx.clone());
-            app = app.route(&path, post(move |headers, body| webhook::handle(platform, ctx, headers, body)));
+            let get_platform = platform.clone();
+            let route = post(move |headers, body| webhook::handle(platform, ctx, headers, body))
+                .get(move |query| webhook::handshake(get_platform, query));
+            app = app.route(&path, route);
         }
     }
     if !state.webhooks.routes.is_empty() {

@@ -10,6 +10,7 @@ mod idempotency;
 mod lifecycle;
 mod people;
 mod preview;
+mod receipts;
 mod retention;
 pub mod search;
 mod sqlite;
@@ -463,6 +464,7 @@ pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, Stor
 pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
 pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
+pub use receipts::ReceiptStore;
 pub use retention::RetentionStore;
 pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
 pub use usage::{UsageRecord, UsageScope, UsageStore};
@@ -514,6 +516,7 @@ pub trait Store:
     + ExtrasStore
     + IdempotencyStore
     + RetentionStore
+    + ReceiptStore
     + SearchStore
     + PreviewStore
     + UsageStore
@@ -532,6 +535,7 @@ impl<T> Store for T where
         + ExtrasStore
         + IdempotencyStore
         + RetentionStore
+        + ReceiptStore
         + SearchStore
         + PreviewStore
         + UsageStore

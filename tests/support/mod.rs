@@ -11,6 +11,8 @@ pub mod fake_search;
 #[cfg(feature = "slack")]
 pub mod fake_slack;
 pub mod fake_telegram;
+#[cfg(feature = "whatsapp")]
+pub mod fake_whatsapp;
 pub mod mcp_server;
 pub mod recording_platform;
 
@@ -118,6 +120,18 @@ pub fn spawn_telegram_gateway(home: &Path, token: &str, allowed_users: &str) -> 
         .stderr(log)
         .spawn()
         .expect("spawn hermesd")
+}
+
+/// The real binary running in `home` (its config already written) with `env` as its
+/// environment, logging to `hermesd.log` there.
+pub fn spawn_gateway_with_env(home: &Path, env: &[(&str, &str)]) -> std::process::Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(home.join("hermesd.log")).unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hermesd"));
+    command.args(["--home", home.to_str().unwrap(), "run"]).env("HERMESD_LOG", "info");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.stdout(std::process::Stdio::null()).stderr(log).spawn().expect("spawn hermesd")
 }
 
 /// What a daemon started by `spawn_telegram_gateway` logged so far.

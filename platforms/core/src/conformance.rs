@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chunk::{chunk, measure};
 use crate::{
-    Accepted, Admission, Capabilities, ChatRef, InboundEvent, Ingress, IngressError, MessageRef, OutboundKind,
-    OutboundMessage, Platform, PlatformContext, PlatformError,
+    Accepted, Admission, Capabilities, ChatRef, DeliveryStatus, InboundEvent, Ingress, IngressError, MessageRef,
+    OutboundKind, OutboundMessage, Platform, PlatformContext, PlatformError,
 };
 
 /// An Ingress that records every accepted event and dedups by (platform, event_id) like the host
@@ -34,6 +34,12 @@ struct Recorded {
     cursors: HashMap<String, String>,
     refused: HashSet<String>,
     admissions: Vec<(String, Admission)>,
+    /// `delivery_status` reports: (platform message id, status).
+    statuses: Vec<(String, DeliveryStatus)>,
+    /// `last_inbound_at` answers by chat id (Unix ms), set by the test.
+    last_inbound: HashMap<String, i64>,
+    /// `delivery_status` finds no receipt (a host that has not stored the send yet).
+    receipts_unknown: bool,
 }
 
 impl RecordingIngress {
@@ -73,6 +79,21 @@ impl RecordingIngress {
     /// The cursor last saved for `platform`.
     pub fn cursor(&self, platform: &str) -> Option<String> {
         self.lock().cursors.get(platform).cloned()
+    }
+
+    /// Every `delivery_status` report so far: (platform message id, status), in call order.
+    pub fn statuses(&self) -> Vec<(String, DeliveryStatus)> {
+        self.lock().statuses.clone()
+    }
+
+    /// Make `last_inbound_at` answer `at_ms` for `chat_id` (a host's durable record).
+    pub fn set_last_inbound(&self, chat_id: &str, at_ms: i64) {
+        self.lock().last_inbound.insert(chat_id.to_owned(), at_ms);
+    }
+
+    /// Make `delivery_status` answer that no sent message has the id (still recording it).
+    pub fn receipts_unknown(&self) {
+        self.lock().receipts_unknown = true;
     }
 
     fn lock(&self) -> MutexGuard<'_, Recorded> {
@@ -118,6 +139,21 @@ impl Ingress for RecordingIngress {
     async fn save_cursor(&self, platform: &str, cursor: &str) -> Result<(), IngressError> {
         self.lock().cursors.insert(platform.to_owned(), cursor.to_owned());
         Ok(())
+    }
+
+    async fn delivery_status(
+        &self,
+        _platform: &str,
+        platform_message_id: &str,
+        status: &DeliveryStatus,
+    ) -> Result<bool, IngressError> {
+        let mut state = self.lock();
+        state.statuses.push((platform_message_id.to_owned(), status.clone()));
+        Ok(!state.receipts_unknown)
+    }
+
+    async fn last_inbound_at(&self, _platform: &str, chat_id: &str) -> Result<Option<i64>, IngressError> {
+        Ok(self.lock().last_inbound.get(chat_id).copied())
     }
 }
 

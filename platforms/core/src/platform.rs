@@ -202,6 +202,51 @@ pub trait Ingress: Send + Sync {
 
     /// Persist a cursor; call it only after every event before it was accepted.
     async fn save_cursor(&self, platform: &str, cursor: &str) -> Result<(), IngressError>;
+
+    /// What the platform later reported about a message the bot sent (`platform_message_id`, the
+    /// id `send` returned): delivered, read, or failed after it was accepted. A failure marks the
+    /// outbound receipt failed. Returns whether a sent message with that id was found. Hosts
+    /// without receipts keep the default, which records nothing.
+    async fn delivery_status(
+        &self,
+        _platform: &str,
+        _platform_message_id: &str,
+        _status: &DeliveryStatus,
+    ) -> Result<bool, IngressError> {
+        Ok(false)
+    }
+
+    /// When the newest stored event from `chat_id` on `platform` was received (Unix ms), from the
+    /// host's durable record; `None` when none is known. Platforms whose free-form replies are
+    /// limited to a window after the user's last message (WhatsApp's 24 hours) ask this.
+    async fn last_inbound_at(&self, _platform: &str, _chat_id: &str) -> Result<Option<i64>, IngressError> {
+        Ok(None)
+    }
+}
+
+/// A platform's later report on a message the bot sent (`Ingress::delivery_status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryStatus {
+    /// The platform sent it on.
+    Sent,
+    /// It reached the recipient's device.
+    Delivered,
+    /// The recipient read it.
+    Read,
+    /// It failed after the platform had accepted it; the text says why (free of secrets).
+    Failed(String),
+}
+
+impl DeliveryStatus {
+    /// The name stored with the receipt: `sent`, `delivered`, `read` or `failed`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DeliveryStatus::Sent => "sent",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Read => "read",
+            DeliveryStatus::Failed(_) => "failed",
+        }
+    }
 }
 
 /// What an adapter receives when it starts.
@@ -296,6 +341,13 @@ pub trait Platform: Send + Sync {
     /// after the event was accepted.
     async fn handle_webhook(&self, _ctx: &PlatformContext, _request: WebhookRequest) -> WebhookResponse {
         WebhookResponse { status: 404, body: String::new() }
+    }
+
+    /// Answer a GET on the webhook route: a subscription handshake such as WhatsApp's
+    /// `hub.challenge` echo. `query` is the raw query string; the body is sent as plain text.
+    /// Adapters without a handshake keep the default, 405.
+    fn webhook_get(&self, _query: &str) -> WebhookResponse {
+        WebhookResponse { status: 405, body: String::new() }
     }
 
     /// Whether tool progress messages should be shown in `chat` (some platforms keep busy

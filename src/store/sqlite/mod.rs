@@ -16,6 +16,7 @@ mod lifecycle;
 mod outbox;
 mod people;
 mod preview;
+mod receipts;
 mod retention;
 mod search;
 mod sessions;
@@ -51,6 +52,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (12, "search", include_str!("../../../migrations/0012_search.sql")),
     (13, "usage", include_str!("../../../migrations/0013_usage.sql")),
     (14, "session_people", include_str!("../../../migrations/0014_session_people.sql")),
+    (15, "delivery_receipts", include_str!("../../../migrations/0015_delivery_receipts.sql")),
     (19, "fts_pending", include_str!("../../../migrations/0019_fts_pending.sql")),
 ];
 
