@@ -385,7 +385,10 @@ impl Daemon {
 
 /// The chat platforms the config enables, plus the `local` delivery target; nothing is started.
 /// (`hermesd send` uses this to deliver without a running daemon.)
-#[cfg_attr(not(any(feature = "telegram", feature = "slack", feature = "discord")), allow(unused_variables))]
+#[cfg_attr(
+    not(any(feature = "telegram", feature = "slack", feature = "discord", feature = "signal")),
+    allow(unused_variables)
+)]
 pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Result<PlatformRegistry> {
     let mut platforms = PlatformRegistry::default();
     #[cfg(feature = "telegram")]
@@ -405,6 +408,12 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
         let discord = crate::platforms::discord::build(&config.platforms.discord, env, &paths.home)
             .map_err(|e| anyhow::anyhow!("discord: {e}"))?;
         platforms.insert(discord);
+    }
+    #[cfg(feature = "signal")]
+    if config.platforms.signal.enabled {
+        let signal = crate::platforms::signal::build(&config.platforms.signal, env, &paths.home)
+            .map_err(|e| anyhow::anyhow!("signal: {e}"))?;
+        platforms.insert(signal);
     }
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
     Ok(platforms)

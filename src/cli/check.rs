@@ -19,6 +19,10 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
     for note in loaded.config.advice(&loaded.env) {
         println!("note: {note}");
     }
+    #[cfg(feature = "signal")]
+    for note in loaded.config.platforms.signal.advice(&loaded.env) {
+        println!("note: {note}");
+    }
     let workdir = loaded.paths.workdir(&loaded.config.tools);
     for note in crate::agent::tools::memory::upgrade_notes(&loaded.config.memory, &loaded.paths.home, &workdir) {
         println!("note: {note}");
@@ -54,6 +58,9 @@ fn chat_platforms(config: &Config) -> Vec<&'static str> {
     let enabled = [("api", p.api.enabled), ("telegram", p.telegram.enabled), ("discord", p.discord.enabled)];
     let mut names: Vec<&str> =
         enabled.into_iter().chain([("slack", p.slack.enabled)]).filter(|(_, on)| *on).map(|(n, _)| n).collect();
+    if p.signal.enabled {
+        names.push("signal");
+    }
     names.push("terminal");
     names
 }

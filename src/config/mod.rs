@@ -13,6 +13,7 @@ mod mcp;
 mod memory;
 mod platforms;
 mod secrets;
+mod signal;
 mod terminal;
 mod validate;
 mod web_search;
@@ -31,6 +32,7 @@ pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFi
 pub use memory::{MemoryConfig, MemoryScope};
 pub use platforms::{ApiPlatformConfig, DiscordConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
+pub use signal::{DEFAULT_SIGNAL_URL, SignalConfig};
 pub use terminal::{SandboxMode, TerminalConfig};
 pub use web_search::{
     BRAVE_URL as BRAVE_SEARCH_URL, MAX_RESULTS_LIMIT as WEB_SEARCH_MAX_RESULTS, SearchBackend, WebSearchConfig,

@@ -17,6 +17,8 @@ pub struct PlatformsConfig {
     pub discord: DiscordConfig,
     /// Slack.
     pub slack: SlackConfig,
+    /// Signal, through a local signal-cli daemon.
+    pub signal: super::SignalConfig,
 }
 
 /// `[platforms.api]`.

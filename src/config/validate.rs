@@ -155,11 +155,13 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
         (name == "telegram" && cfg!(feature = "telegram"))
             || (name == "slack" && cfg!(feature = "slack"))
             || (name == "discord" && cfg!(feature = "discord"))
+            || (name == "signal" && cfg!(feature = "signal"))
     };
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
         ("discord", platforms.discord.enabled),
         ("slack", platforms.slack.enabled),
+        ("signal", platforms.signal.enabled),
     ] {
         if enabled && !built(name) {
             problems.push(format!(
@@ -189,6 +191,10 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     }
     if platforms.discord.enabled && built("discord") {
         check_discord(&platforms.discord, env, problems);
+    }
+    #[cfg(feature = "signal")]
+    if platforms.signal.enabled {
+        platforms.signal.check(env, problems);
     }
     if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
         problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
@@ -288,6 +294,7 @@ impl Config {
             "telegram" => self.platforms.telegram.enabled,
             "discord" => self.platforms.discord.enabled,
             "slack" => self.platforms.slack.enabled,
+            "signal" => self.platforms.signal.enabled,
             "local" => true,
             other => extra.contains(&other),
         };

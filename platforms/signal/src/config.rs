@@ -112,17 +112,16 @@ pub fn host_of(url: &str) -> Option<&str> {
     let host = if let Some(v6) = authority.strip_prefix('[') {
         v6.split(']').next().unwrap_or_default()
     } else {
-        authority.rsplit_once(':').map_or(authority, |(host, port)| {
-            if port.chars().all(|c| c.is_ascii_digit()) { host } else { authority }
-        })
+        authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, port)| if port.chars().all(|c| c.is_ascii_digit()) { host } else { authority })
     };
     (!host.is_empty()).then_some(host)
 }
 
 /// Whether `host` names this machine.
 pub fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `+` and 6 to 15 digits.

@@ -76,13 +76,16 @@ impl HealthTracker {
         let since = state.last_alive.map(|at| at.elapsed());
         let fresh = since.is_some_and(|s| s < self.deadline);
         let secs = since.map(|s| s.as_secs_f64());
-        let replaced = if state.wedged > 0 { format!("; {} silent stream(s) replaced", state.wedged) } else { String::new() };
+        let replaced =
+            if state.wedged > 0 { format!("; {} silent stream(s) replaced", state.wedged) } else { String::new() };
         let detail = match (&state.failing, secs) {
             (Some(failing), _) => format!("{failing}{replaced}"),
             (None, _) if !state.connected => "connecting to signal-cli".to_owned(),
             (None, Some(secs)) if fresh => format!("signal-cli stream alive {secs:.1} s ago{replaced}"),
-            (None, Some(secs)) => format!("signal-cli stream silent for {secs:.1} s (deadline {:.0} s){replaced}",
-                self.deadline.as_secs_f64()),
+            (None, Some(secs)) => format!(
+                "signal-cli stream silent for {secs:.1} s (deadline {:.0} s){replaced}",
+                self.deadline.as_secs_f64()
+            ),
             (None, None) => "waiting for signal-cli".to_owned(),
         };
         Some(PlatformHealth { healthy: state.connected && fresh, seconds_since_progress: secs, detail })

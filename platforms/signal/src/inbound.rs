@@ -6,9 +6,7 @@
 //! in `Sender.roles` so an allowlist may name either. The event id is Signal's message identity,
 //! `<sourceUuid>:<timestamp>`, and doubles as the message id a reply quotes.
 
-use hermesd_platform::{
-    AttachmentKind, ChatRef, ChatType, InboundEvent, InboundMessage, ReplyContext, Sender,
-};
+use hermesd_platform::{AttachmentKind, ChatRef, ChatType, InboundEvent, InboundMessage, ReplyContext, Sender};
 use serde_json::Value;
 
 /// Who the bot is and when a group message addresses it.

@@ -32,7 +32,12 @@ fn message(chat: ChatRef, text: &str, addressed: bool) -> InboundEvent {
         message: InboundMessage {
             message_id,
             chat,
-            sender: Sender { id: ALICE.into(), name: Some("Alice".into()), is_bot: false, roles: vec!["+15557654321".into()] },
+            sender: Sender {
+                id: ALICE.into(),
+                name: Some("Alice".into()),
+                is_bot: false,
+                roles: vec!["+15557654321".into()],
+            },
             text: text.into(),
             attachments: Vec::new(),
             reply_to: None,
@@ -63,7 +68,11 @@ fn in_group(mut event: InboundEvent) -> InboundEvent {
 fn envelopes_normalise_as_the_table_says() {
     let group_info = json!({"groupId": "R3JvdXA=", "groupName": "Team", "revision": 3, "type": "DELIVER"});
     let rows = vec![
-        ("dm text", envelope(json!({"timestamp": 1_700_000_000_123_i64, "message": "hello"})), Some(message(dm(), "hello", true))),
+        (
+            "dm text",
+            envelope(json!({"timestamp": 1_700_000_000_123_i64, "message": "hello"})),
+            Some(message(dm(), "hello", true)),
+        ),
         (
             "group without mention",
             envelope(json!({"timestamp": 1, "message": "lunch?", "groupInfo": group_info})),
@@ -93,7 +102,11 @@ fn envelopes_normalise_as_the_table_says() {
             json!({"envelope": {"sourceUuid": ALICE, "timestamp": 5, "typingMessage": {"action": "STARTED"}}}),
             None,
         ),
-        ("receipt", json!({"envelope": {"sourceUuid": ALICE, "timestamp": 5, "receiptMessage": {"isDelivery": true}}}), None),
+        (
+            "receipt",
+            json!({"envelope": {"sourceUuid": ALICE, "timestamp": 5, "receiptMessage": {"isDelivery": true}}}),
+            None,
+        ),
         (
             "sync sent message",
             json!({"envelope": {"sourceUuid": ME_UUID, "timestamp": 5, "syncMessage": {"sentMessage": {"message": "x"}}}}),

@@ -127,7 +127,11 @@ impl SignalPlatform {
 
 fn lost(event_id: &str) {
     // signal-cli acknowledged the message to Signal already; nothing can fetch it again.
-    tracing::error!(platform = NAME, event = event_id, "signal message lost: the store refused it and signal-cli cannot redeliver it");
+    tracing::error!(
+        platform = NAME,
+        event = event_id,
+        "signal message lost: the store refused it and signal-cli cannot redeliver it"
+    );
 }
 
 /// `call` retried with backoff until it works, `stream::ACCEPT_PATIENCE` passes or `cancel`.

@@ -66,8 +66,7 @@ pub(crate) async fn send_file(
 ) -> Result<MessageRef, PlatformError> {
     let mut params = params(message);
     params["attachments"] = json!([data_uri(&file.mime, &file.name, bytes)]);
-    let result =
-        rpc.call_within("send", params, timeout).await.map_err(crate::rpc::RpcError::into_platform)?;
+    let result = rpc.call_within("send", params, timeout).await.map_err(crate::rpc::RpcError::into_platform)?;
     sent(&message.chat, &result)
 }
 
@@ -125,8 +124,10 @@ mod tests {
         let group = ChatRef::new("signal", "group:R3JvdXA=", ChatType::Group);
         let first = params(&message(dm.clone(), Some("a11ce000-0000-4000-8000-00000000000a:1700"), (0, 2)));
         assert_eq!(first["recipient"], json!(["a11ce000-0000-4000-8000-00000000000a"]));
-        assert_eq!((first["quoteTimestamp"].as_i64(), first["quoteAuthor"].as_str()),
-            (Some(1700), Some("a11ce000-0000-4000-8000-00000000000a")));
+        assert_eq!(
+            (first["quoteTimestamp"].as_i64(), first["quoteAuthor"].as_str()),
+            (Some(1700), Some("a11ce000-0000-4000-8000-00000000000a"))
+        );
         let second = params(&message(dm, Some("x:1700"), (1, 2)));
         assert!(second.get("quoteTimestamp").is_none());
         let in_group = params(&message(group, Some("+15557654321:5"), (0, 1)));

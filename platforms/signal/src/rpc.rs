@@ -74,11 +74,8 @@ impl RpcError {
 /// default wait when none is given.
 pub(crate) fn retry_after(data: &Value) -> Duration {
     let results = data.pointer("/response/results").and_then(Value::as_array);
-    let longest = results
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.get("retryAfterSeconds").and_then(Value::as_u64))
-        .max();
+    let longest =
+        results.into_iter().flatten().filter_map(|r| r.get("retryAfterSeconds").and_then(Value::as_u64)).max();
     longest.map_or(DEFAULT_RATE_LIMIT_WAIT, |secs| clamp_retry_after(Duration::from_secs(secs.max(1))))
 }
 
@@ -202,13 +199,18 @@ mod tests {
             {"recipientAddress": {"uuid": "u"}, "type": "RATE_LIMIT_FAILURE", "retryAfterSeconds": 7},
             {"recipientAddress": {"uuid": "v"}, "type": "RATE_LIMIT_FAILURE", "retryAfterSeconds": 12}]}});
         let limited = rpc_error(code::RATE_LIMIT, "Failed to send message due to rate limiting", data);
-        assert!(matches!(limited, PlatformError::RateLimited { retry_after } if retry_after == Duration::from_secs(12)));
+        assert!(
+            matches!(limited, PlatformError::RateLimited { retry_after } if retry_after == Duration::from_secs(12))
+        );
         let bare = rpc_error(code::RATE_LIMIT, "rate limited", Value::Null);
         assert!(matches!(bare, PlatformError::RateLimited { retry_after } if retry_after == DEFAULT_RATE_LIMIT_WAIT));
         let huge = json!({"response": {"results": [{"retryAfterSeconds": 999_999_999}]}});
         assert!(matches!(rpc_error(code::RATE_LIMIT, "", huge),
             PlatformError::RateLimited { retry_after } if retry_after == hermesd_platform::MAX_RETRY_AFTER));
-        assert_eq!(rpc_error(code::UNTRUSTED_KEY, "Failed to send message due to untrusted identities", Value::Null).kind(), "permanent");
+        assert_eq!(
+            rpc_error(code::UNTRUSTED_KEY, "Failed to send message due to untrusted identities", Value::Null).kind(),
+            "permanent"
+        );
         assert_eq!(rpc_error(code::USER_ERROR, "The user +1555 is not registered.", Value::Null).kind(), "permanent");
         assert_eq!(rpc_error(code::CAPTCHA_REJECTED, "captcha", Value::Null).kind(), "permanent");
         assert_eq!(rpc_error(code::IO_ERROR, "Error while receiving", Value::Null).kind(), "transient");

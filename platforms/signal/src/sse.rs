@@ -59,7 +59,10 @@ impl SseDecoder {
         if line.is_empty() {
             self.held = 0;
             let name = self.name.take();
-            return self.data.take().map(|data| SseItem::Event { name: name.unwrap_or_else(|| "message".into()), data });
+            return self
+                .data
+                .take()
+                .map(|data| SseItem::Event { name: name.unwrap_or_else(|| "message".into()), data });
         }
         if line.starts_with(':') {
             return Some(SseItem::Comment);
