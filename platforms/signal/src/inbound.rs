@@ -1,7 +1,8 @@
 //! signal-cli's `receive` payload (`{"envelope": {...}, "account": ...}`) → `InboundEvent`.
 //!
 //! Only data messages start turns: receipts, typing, sync, call, story and edit envelopes,
-//! reactions, remote deletes and group updates without text are dropped here. A user is the
+//! reactions, remote deletes, group updates without text and (with `require_mention`) group
+//! messages that do not address the bot are dropped here. A user is the
 //! sender's ACI UUID (`sourceUuid`; numbers can be hidden or change); their number rides along
 //! in `Sender.roles` so an allowlist may name either. The event id is Signal's message identity,
 //! `<sourceUuid>:<timestamp>`, and doubles as the message id a reply quotes.
@@ -108,6 +109,10 @@ pub(crate) fn normalise(payload: &Value, rules: &Rules) -> Option<Normalised> {
         || reply_to.as_ref().is_some_and(|r| r.from_bot)
         || text.trim_start().starts_with('/')
         || rules.patterns.iter().any(|p| lowered.contains(p.as_str()));
+    if !addressed {
+        // Chatter in a group that does not address the bot starts nothing.
+        return None;
+    }
     let message_id = format!("{author}:{timestamp}");
     let message = InboundMessage {
         message_id: message_id.clone(),

@@ -76,7 +76,7 @@ fn envelopes_normalise_as_the_table_says() {
         (
             "group without mention",
             envelope(json!({"timestamp": 1, "message": "lunch?", "groupInfo": group_info})),
-            Some(in_group(message(group(), "lunch?", false))),
+            None,
         ),
         (
             "group mention of our uuid",

@@ -1,7 +1,8 @@
 //! The receive loop: signal-cli's `GET /api/v1/events` stream, held open, with a liveness
 //! deadline measured on bytes and keepalive comments (signal-cli writes `:` every 15 s, so a
 //! quiet chat still shows a live stream). A stream silent past `stream_deadline` is dropped and
-//! opened again with backoff, as is one that ends or fails.
+//! opened again at once, as is one that ends after working; one that cannot be opened is tried
+//! again with backoff.
 //!
 //! signal-cli acknowledges a message to Signal before it writes it here, so whatever it wrote
 //! into a stream that dies before we accept it is lost; with `--receive-mode=manual` it takes
@@ -19,9 +20,17 @@ use crate::sse::{SseDecoder, SseItem};
 /// How one stream ended.
 enum Ended {
     Cancelled,
-    /// It failed or went silent; open another after the backoff.
+    /// It could not be opened, or failed before it carried anything: open another after the
+    /// backoff.
     Retry,
+    /// It carried bytes for a while, then ended or went silent: open another at once, so a
+    /// wedged stream is replaced within its deadline.
+    Lost,
 }
+
+/// A stream must have lived this long for its loss to skip the backoff (a peer that answers
+/// and hangs up at once must not make the loop spin).
+const LIVED: Duration = Duration::from_secs(1);
 
 /// Runs until `cancel`.
 pub(crate) async fn run(
@@ -33,6 +42,7 @@ pub(crate) async fn run(
     loop {
         match one_stream(platform, ctx, cancel, &mut backoff).await {
             Ended::Cancelled => return Ok(()),
+            Ended::Lost => {}
             Ended::Retry => {
                 if !backoff.wait(cancel).await {
                     return Ok(());
@@ -82,6 +92,8 @@ async fn one_stream(
     let mut body = response.bytes_stream();
     let mut decoder = SseDecoder::default();
     let mut healthy_since_open = false;
+    let opened = tokio::time::Instant::now();
+    let lost = |carried: bool| if carried && opened.elapsed() >= LIVED { Ended::Lost } else { Ended::Retry };
     loop {
         let next = tokio::select! {
             () = cancel.cancelled() => return Ended::Cancelled,
@@ -95,17 +107,17 @@ async fn one_stream(
                     "signal-cli event stream silent past its deadline; replacing it"
                 );
                 platform.health.wedged();
-                return Ended::Retry;
+                return lost(healthy_since_open);
             }
             Ok(None) => {
                 platform.health.disconnected("signal-cli closed the event stream".into());
-                return Ended::Retry;
+                return lost(healthy_since_open);
             }
             Ok(Some(Err(error))) => {
                 let why = format!("event stream failed: {}", crate::rpc::describe(&error));
                 tracing::warn!(platform = crate::NAME, %why);
                 platform.health.disconnected(why);
-                return Ended::Retry;
+                return lost(healthy_since_open);
             }
             Ok(Some(Ok(bytes))) => bytes,
         };
