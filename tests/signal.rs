@@ -257,3 +257,28 @@ async fn a_wedged_stream_is_detected_and_replaced_within_the_deadline() {
     assert!(eventually(WAIT, || sent_to(&fake, ALICE.uuid) == ["echo: still there?"]).await);
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_names_an_unreachable_signal_cli() {
+    let llm = FakeLlm::echo().await;
+    let fake = FakeSignal::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = signal_config(&llm, &fake, "", NO_BATCHING).replace(fake.url(), &format!("http://127.0.0.1:{closed}"));
+    let d = start(home.path(), &config, &[]).await;
+    let not_ready = || async {
+        let response = support::client().get(format!("{}/readyz", d.base)).send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    };
+    let mut last = (0, String::new());
+    for _ in 0..100 {
+        last = not_ready().await;
+        if last.1.contains("cannot reach signal-cli") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(last.0, 503, "{}", last.1);
+    assert!(last.1.contains("signal: cannot reach signal-cli"), "{}", last.1);
+    d.daemon.stop().await;
+}
