@@ -282,3 +282,24 @@ async fn readyz_names_an_unreachable_signal_cli() {
     assert!(last.1.contains("signal: cannot reach signal-cli"), "{}", last.1);
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_to_signal_go_to_the_home_channel() {
+    let llm = FakeLlm::echo().await;
+    let fake = FakeSignal::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let home_channel = format!("group:{GROUP}");
+    let env = [("SIGNAL_HOME_CHANNEL", home_channel.as_str())];
+    let d = start(home.path(), &signal_config(&llm, &fake, "", NO_BATCHING), &env).await;
+    let send = |target: &str| {
+        let body = serde_json::json!({"target": target, "text": "nightly report"});
+        support::client().post(format!("{}/admin/send", d.base)).json(&body).send()
+    };
+    let response = send("signal").await.unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{:?}", response.text().await);
+    assert_eq!(sent_to_group(&fake), ["nightly report"], "SIGNAL_HOME_CHANNEL names a group: {:?}", fake.calls("send"));
+    let response = send(&format!("signal:{}", BOB.uuid)).await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(sent_to(&fake, BOB.uuid), ["nightly report"], "an explicit target is a person's UUID");
+    d.daemon.stop().await;
+}

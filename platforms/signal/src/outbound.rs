@@ -5,7 +5,7 @@
 //! the buttons of a message are dropped here. The id of a sent message is its `timestamp`.
 
 use base64::Engine;
-use hermesd_platform::{ChatRef, ChatType, FileLimits, MessageRef, OutboundFile, OutboundMessage, PlatformError};
+use hermesd_platform::{ChatRef, FileLimits, MessageRef, OutboundFile, OutboundMessage, PlatformError};
 use serde_json::{Value, json};
 
 use crate::rpc::Rpc;
@@ -14,10 +14,13 @@ use crate::rpc::Rpc;
 pub(crate) const LIMITS: FileLimits =
     FileLimits { max_document_bytes: 95 * 1024 * 1024, max_photo_bytes: 95 * 1024 * 1024 };
 
-/// `recipient` or `groupId` for `chat`.
+/// `recipient` or `groupId` for `chat`. The id alone decides (a UUID or number never starts with
+/// `group:`), so a chat named only by id goes right too. A delivery target or home channel
+/// `signal:group:<id>` reads as chat `group`, thread `<id>` in the host's target syntax
+/// (`<platform>:<chat>[:<thread>]`); Signal has no threads, so that is the group.
 pub(crate) fn target(chat: &ChatRef) -> Value {
-    match chat.chat_id.strip_prefix("group:") {
-        Some(group) if chat.chat_type != ChatType::Dm => json!({"groupId": group}),
+    match (chat.chat_id.strip_prefix("group:"), chat.chat_id.as_str(), chat.thread_id.as_deref()) {
+        (Some(group), ..) | (None, "group", Some(group)) => json!({"groupId": group}),
         _ => json!({"recipient": [chat.chat_id]}),
     }
 }
@@ -102,7 +105,7 @@ pub(crate) async fn react(rpc: &Rpc, chat: &ChatRef, message_id: &str, emoji: &s
 
 #[cfg(test)]
 mod tests {
-    use hermesd_platform::OutboundKind;
+    use hermesd_platform::{ChatType, OutboundKind};
 
     use super::*;
 
@@ -131,6 +134,11 @@ mod tests {
         let second = params(&message(dm, Some("x:1700"), (1, 2)));
         assert!(second.get("quoteTimestamp").is_none());
         let in_group = params(&message(group, Some("+15557654321:5"), (0, 1)));
+        let named_only = ChatRef::new("signal", "group:R3JvdXA=", ChatType::Dm);
+        assert_eq!(target(&named_only), json!({"groupId": "R3JvdXA="}));
+        let as_target =
+            ChatRef { thread_id: Some("R3JvdXA=".into()), ..ChatRef::new("signal", "group", ChatType::Thread) };
+        assert_eq!(target(&as_target), json!({"groupId": "R3JvdXA="}));
         assert_eq!(in_group["groupId"], "R3JvdXA=");
         assert!(in_group.get("recipient").is_none());
         assert_eq!(in_group["quoteAuthor"], "+15557654321");
