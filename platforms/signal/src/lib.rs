@@ -6,6 +6,9 @@
 //! gives it. Allowlists, pairing, dedup, pacing and chunking are the host's.
 
 mod config;
+/// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
+#[cfg(any(fuzzing, test))]
+pub mod fuzzing;
 mod health;
 mod inbound;
 mod media;
