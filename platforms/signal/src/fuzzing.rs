@@ -56,7 +56,9 @@ fn check(payload: &Value, rules: &Rules, event: Option<&InboundEvent>) -> Result
     match message.chat.chat_type {
         ChatType::Dm if !message.addressed => return Err("a DM was not addressed".into()),
         ChatType::Dm if message.chat.chat_id != message.sender.id => return Err("a DM chat is not its sender".into()),
-        ChatType::Group if !message.chat.chat_id.starts_with("group:") => return Err("a group chat lacks group:".into()),
+        ChatType::Group if !message.chat.chat_id.starts_with("group:") => {
+            return Err("a group chat lacks group:".into());
+        }
         ChatType::Group if rules.require_mention && !message.addressed => {
             return Err("unaddressed group chatter passed mention gating".into());
         }

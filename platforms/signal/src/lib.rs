@@ -18,7 +18,6 @@ mod sse;
 mod stream;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use hermesd_platform::media::MediaDir;
@@ -220,6 +219,3 @@ impl Platform for SignalPlatform {
         self.health.report()
     }
 }
-
-/// How long the stream may stay silent by default before it is replaced.
-pub const DEFAULT_STREAM_DEADLINE: Duration = Duration::from_secs(45);
