@@ -86,6 +86,12 @@ fn holds(ids: &HashSet<String>, platform: &str, user_id: &str) -> bool {
     ids.contains(user_id) || (platform == "whatsapp" && ids.contains(&format!("+{user_id}")))
 }
 
+/// A phone number (`+` and digits) a platform reports among a sender's `roles` (Signal, whose
+/// users are UUIDs): an allowlist may name the person by it. Role ids never start with `+`.
+fn is_number(id: &str) -> bool {
+    id.len() > 1 && id.starts_with('+') && id[1..].chars().all(|c| c.is_ascii_digit())
+}
+
 /// Platforms that authenticate their own way.
 fn trusted(platform: &str) -> bool {
     // Cron runs come from the operator's own jobs; webhook deliveries passed their signature.
@@ -239,7 +245,9 @@ impl Access {
     /// Whether allowlists (not approvals) admit the user, by id or by a role they hold.
     fn listed(&self, platform: &str, sender: &Sender) -> bool {
         let admits = |rule: &Rule| {
-            rule.all || holds(&rule.users, platform, &sender.id) || sender.roles.iter().any(|r| rule.roles.contains(r))
+            rule.all
+                || holds(&rule.users, platform, &sender.id)
+                || sender.roles.iter().any(|r| rule.roles.contains(r) || (is_number(r) && rule.users.contains(r)))
         };
         admits(&self.gateway) || self.rules.get(platform).is_some_and(admits)
     }
@@ -359,6 +367,19 @@ mod tests {
         assert_eq!(access.check("telegram", "c", ChatType::Group, &moderator).await.unwrap(), Decision::Allow);
         let other = Sender { roles: vec!["guests".into()], ..sender("8") };
         assert_eq!(access.check("telegram", "c", ChatType::Group, &other).await.unwrap(), Decision::Ignore);
+    }
+
+    #[tokio::test]
+    async fn a_number_in_the_allowlist_admits_the_person_a_platform_knows_by_uuid() {
+        let (access, _, _dir) =
+            access(&[("TELEGRAM_ALLOWED_USERS", "+15557654321, 0d6a0c8e-0000-4000-8000-000000000001")]).await;
+        let by_number = Sender { roles: vec!["+15557654321".into()], ..sender("a11ce000-0000-4000-8000-00000000000a") };
+        assert_eq!(access.check("telegram", "c", ChatType::Group, &by_number).await.unwrap(), Decision::Allow);
+        let by_uuid = sender("0d6a0c8e-0000-4000-8000-000000000001");
+        assert_eq!(access.check("telegram", "c", ChatType::Group, &by_uuid).await.unwrap(), Decision::Allow);
+        let other = Sender { roles: vec!["+15550000000".into()], ..sender("b0b00000-0000-4000-8000-00000000000b") };
+        assert_eq!(access.check("telegram", "c", ChatType::Group, &other).await.unwrap(), Decision::Ignore);
+        assert!(!is_number("+") && !is_number("mods") && is_number("+1"));
     }
 
     #[tokio::test]

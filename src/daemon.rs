@@ -401,7 +401,8 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
         feature = "slack",
         feature = "discord",
         feature = "whatsapp",
-        feature = "homeassistant"
+        feature = "homeassistant",
+        feature = "signal"
     )),
     allow(unused_variables)
 )]
@@ -444,6 +445,12 @@ fn build_all(
         let whatsapp = crate::platforms::whatsapp::build(&config.platforms.whatsapp, env, &paths.home)
             .map_err(|e| anyhow::anyhow!("whatsapp: {e}"))?;
         platforms.insert(whatsapp);
+    }
+    #[cfg(feature = "signal")]
+    if config.platforms.signal.enabled {
+        let signal = crate::platforms::signal::build(&config.platforms.signal, env, &paths.home)
+            .map_err(|e| anyhow::anyhow!("signal: {e}"))?;
+        platforms.insert(signal);
     }
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
     Ok((platforms, hass_tools))

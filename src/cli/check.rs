@@ -19,6 +19,10 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
     for note in loaded.config.advice(&loaded.env) {
         println!("note: {note}");
     }
+    #[cfg(feature = "signal")]
+    for note in loaded.config.platforms.signal.advice(&loaded.env) {
+        println!("note: {note}");
+    }
     let workdir = loaded.paths.workdir(&loaded.config.tools);
     for note in crate::agent::tools::memory::upgrade_notes(&loaded.config.memory, &loaded.paths.home, &workdir) {
         println!("note: {note}");
@@ -58,6 +62,9 @@ fn chat_platforms(config: &Config) -> Vec<&'static str> {
         .filter(|(_, on)| *on)
         .map(|(n, _)| n)
         .collect();
+    if p.signal.enabled {
+        names.push("signal");
+    }
     names.push("terminal");
     names
 }

@@ -14,6 +14,7 @@ mod mcp;
 mod memory;
 mod platforms;
 mod secrets;
+mod signal;
 mod terminal;
 mod validate;
 mod web_search;
@@ -35,6 +36,7 @@ pub use platforms::{
     ApiPlatformConfig, DiscordConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig, WhatsAppConfig,
 };
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
+pub use signal::{DEFAULT_SIGNAL_URL, SignalConfig};
 pub use terminal::{SandboxMode, TerminalConfig};
 pub use web_search::{
     BRAVE_URL as BRAVE_SEARCH_URL, MAX_RESULTS_LIMIT as WEB_SEARCH_MAX_RESULTS, SearchBackend, WebSearchConfig,

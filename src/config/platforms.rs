@@ -21,6 +21,8 @@ pub struct PlatformsConfig {
     pub homeassistant: super::HomeAssistantConfig,
     /// WhatsApp (Business Cloud API).
     pub whatsapp: WhatsAppConfig,
+    /// Signal, through a local signal-cli daemon.
+    pub signal: super::SignalConfig,
 }
 
 /// `[platforms.api]`.

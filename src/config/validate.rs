@@ -157,6 +157,7 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
             || (name == "discord" && cfg!(feature = "discord"))
             || (name == "homeassistant" && cfg!(feature = "homeassistant"))
             || (name == "whatsapp" && cfg!(feature = "whatsapp"))
+            || (name == "signal" && cfg!(feature = "signal"))
     };
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
@@ -164,6 +165,7 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
         ("slack", platforms.slack.enabled),
         ("homeassistant", platforms.homeassistant.enabled),
         ("whatsapp", platforms.whatsapp.enabled),
+        ("signal", platforms.signal.enabled),
     ] {
         if enabled && !built(name) {
             problems.push(format!(
@@ -205,6 +207,10 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     }
     if platforms.whatsapp.enabled && built("whatsapp") {
         check_whatsapp(&platforms.whatsapp, env, problems);
+    }
+    #[cfg(feature = "signal")]
+    if platforms.signal.enabled {
+        platforms.signal.check(env, problems);
     }
     if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
         problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
@@ -306,6 +312,7 @@ impl Config {
             "slack" => self.platforms.slack.enabled,
             "homeassistant" => self.platforms.homeassistant.enabled,
             "whatsapp" => self.platforms.whatsapp.enabled,
+            "signal" => self.platforms.signal.enabled,
             "local" => true,
             other => extra.contains(&other),
         };

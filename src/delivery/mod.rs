@@ -191,6 +191,7 @@ fn explicit_chat(platform: String, chat_id: String, thread_id: Option<String>) -
         ("telegram", false) if chat_id.starts_with('-') => ChatType::Group,
         ("slack", false) if chat_id.starts_with('D') => ChatType::Dm,
         ("slack" | "discord", false) => ChatType::Channel,
+        ("signal", false) if chat_id.starts_with("group:") => ChatType::Group,
         _ => ChatType::Dm,
     };
     ChatRef { platform, chat_id, chat_type, thread_id }

@@ -66,4 +66,9 @@ fn explicit_chats_get_a_type_from_their_id() {
     assert_eq!(explicit_chat("telegram".into(), "42".into(), None).chat_type, ChatType::Dm);
     assert_eq!(explicit_chat("slack".into(), "D1".into(), None).chat_type, ChatType::Dm);
     assert_eq!(explicit_chat("discord".into(), "1".into(), Some("2".into())).chat_type, ChatType::Thread);
+    assert_eq!(explicit_chat("signal".into(), "group:R3JvdXA=".into(), None).chat_type, ChatType::Group);
+    assert_eq!(
+        explicit_chat("signal".into(), "a11ce000-0000-4000-8000-00000000000a".into(), None).chat_type,
+        ChatType::Dm
+    );
 }

@@ -7,6 +7,8 @@ pub mod api;
 pub mod discord;
 #[cfg(feature = "homeassistant")]
 pub mod homeassistant;
+#[cfg(feature = "signal")]
+pub mod signal;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]

@@ -21,7 +21,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 targets=(chunk telegram_update telegram_markdown slack_envelope slack_signature slack_markdown discord_message hass_event sse
-    tool_arguments webhook whatsapp_webhook whatsapp_signature)
+    tool_arguments webhook whatsapp_webhook whatsapp_signature signal_envelope signal_stream)
 want="${1:-all}"
 seconds="${2:-300}"
 if [[ "$want" != all ]]; then
@@ -41,7 +41,7 @@ fi
 
 dictionary() {
     case "$1" in
-        telegram_update | slack_envelope | discord_message | hass_event | whatsapp_webhook) echo "$here/dict/json.dict" ;;
+        telegram_update | slack_envelope | discord_message | hass_event | whatsapp_webhook | signal_envelope) echo "$here/dict/json.dict" ;;
         *) echo "$here/dict/text.dict" ;;
     esac
 }

@@ -8,6 +8,8 @@ pub mod fake_discord;
 pub mod fake_hass;
 pub mod fake_llm;
 pub mod fake_search;
+#[cfg(feature = "signal")]
+pub mod fake_signal;
 #[cfg(feature = "slack")]
 pub mod fake_slack;
 pub mod fake_telegram;
