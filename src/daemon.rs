@@ -198,7 +198,10 @@ impl Daemon {
         let mcp = tools::mcp::McpHub::start(&config.mcp, &env, mcp_settings);
         registry.add_source(mcp.clone());
         let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
-        let access = Arc::new(Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key));
+        let unpaired = (!config.platforms.email.pairing).then_some("email");
+        let access = Arc::new(
+            Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key).without_pairing(unpaired),
+        );
         let accounting = {
             let access = access.clone();
             let exempt = Box::new(move |platform: &str, user: &str| access.is_named_admin(platform, user));
@@ -385,7 +388,10 @@ impl Daemon {
 
 /// The chat platforms the config enables, plus the `local` delivery target; nothing is started.
 /// (`hermesd send` uses this to deliver without a running daemon.)
-#[cfg_attr(not(any(feature = "telegram", feature = "slack", feature = "discord")), allow(unused_variables))]
+#[cfg_attr(
+    not(any(feature = "telegram", feature = "slack", feature = "discord", feature = "email")),
+    allow(unused_variables)
+)]
 pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Result<PlatformRegistry> {
     let mut platforms = PlatformRegistry::default();
     #[cfg(feature = "telegram")]
@@ -405,6 +411,12 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
         let discord = crate::platforms::discord::build(&config.platforms.discord, env, &paths.home)
             .map_err(|e| anyhow::anyhow!("discord: {e}"))?;
         platforms.insert(discord);
+    }
+    #[cfg(feature = "email")]
+    if config.platforms.email.enabled {
+        let email = crate::platforms::email::build(&config.platforms.email, env, &paths.home)
+            .map_err(|e| anyhow::anyhow!("email: {e}"))?;
+        platforms.insert(email);
     }
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
     Ok(platforms)

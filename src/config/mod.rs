@@ -29,7 +29,9 @@ pub use limits::{LimitsConfig, ModelPrices};
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use memory::{MemoryConfig, MemoryScope};
-pub use platforms::{ApiPlatformConfig, DiscordConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig};
+pub use platforms::{
+    ApiPlatformConfig, DiscordConfig, EmailConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig,
+};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
 pub use terminal::{SandboxMode, TerminalConfig};
 pub use web_search::{

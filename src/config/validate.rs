@@ -155,11 +155,13 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
         (name == "telegram" && cfg!(feature = "telegram"))
             || (name == "slack" && cfg!(feature = "slack"))
             || (name == "discord" && cfg!(feature = "discord"))
+            || (name == "email" && cfg!(feature = "email"))
     };
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
         ("discord", platforms.discord.enabled),
         ("slack", platforms.slack.enabled),
+        ("email", platforms.email.enabled),
     ] {
         if enabled && !built(name) {
             problems.push(format!(
@@ -189,6 +191,10 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     }
     if platforms.discord.enabled && built("discord") {
         check_discord(&platforms.discord, env, problems);
+    }
+    #[cfg(feature = "email")]
+    if platforms.email.enabled {
+        check_email(&platforms.email, env, problems);
     }
     if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
         problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
@@ -288,11 +294,25 @@ impl Config {
             "telegram" => self.platforms.telegram.enabled,
             "discord" => self.platforms.discord.enabled,
             "slack" => self.platforms.slack.enabled,
+            "email" => self.platforms.email.enabled,
             "local" => true,
             other => extra.contains(&other),
         };
         if enabled { Ok(()) } else { Err(format!("{text}: platform {platform:?} is not enabled in this config")) }
     }
+}
+
+/// `[platforms.email]`: the adapter's own checks (URLs, plain only to loopback, address,
+/// durations, `authserv_id` unless `require_auth = false`) plus the password.
+#[cfg(feature = "email")]
+fn check_email(email: &super::EmailConfig, env: &Env, problems: &mut Vec<String>) {
+    match env.secret("EMAIL_PASSWORD") {
+        Ok(Some(_)) => {}
+        Ok(None) => problems.push("platforms.email: EMAIL_PASSWORD is not set".into()),
+        Err(e) => problems.push(format!("platforms.email: {e}")),
+    }
+    let settings = crate::platforms::email::settings(email, String::new(), std::path::Path::new(""));
+    problems.extend(settings.problems().into_iter().map(|p| format!("platforms.email.{p}")));
 }
 
 fn check_discord(discord: &super::DiscordConfig, env: &Env, problems: &mut Vec<String>) {
@@ -399,6 +419,35 @@ mod tests {
         let problems = events.validate(&env(&[("SLACK_BOT_TOKEN", "xoxb-1")]));
         assert_eq!(problems, ["platforms.slack: SLACK_SIGNING_SECRET is not set"]);
         assert!(events.validate(&env(&[("SLACK_BOT_TOKEN", "xoxb-1"), ("SLACK_SIGNING_SECRET", "s")])).is_empty());
+    }
+
+    #[test]
+    #[cfg(feature = "email")]
+    fn email_lists_every_problem_and_plain_only_on_loopback() {
+        let broken = Config::parse(
+            "[platforms.email]\nenabled = true\nimap_url = \"imap://mail.example.com\"\n\
+             smtp_url = \"smtp://mail.example.com:25\"\naddress = \"agent\"\nidle_timeout = \"45m\"",
+        )
+        .unwrap();
+        let problems = broken.validate(&env(&[]));
+        for expected in [
+            "platforms.email: EMAIL_PASSWORD is not set",
+            "platforms.email.imap_url:",
+            "platforms.email.smtp_url:",
+            "platforms.email.address:",
+            "platforms.email.idle_timeout:",
+            "platforms.email.authserv_id:",
+        ] {
+            assert!(problems.iter().any(|p| p.starts_with(expected)), "{expected} missing in {problems:?}");
+        }
+        assert_eq!(problems.len(), 6, "{problems:?}");
+        let fine = Config::parse(
+            "[platforms.email]\nenabled = true\nimap_url = \"imap://127.0.0.1:1143\"\n\
+             smtp_url = \"smtps://smtp.example.com\"\naddress = \"agent@example.com\"\nauthserv_id = \"mx.example.com\"",
+        )
+        .unwrap();
+        assert_eq!(fine.validate(&env(&[("EMAIL_PASSWORD", "pw")])), Vec::<String>::new());
+        assert!(fine.check_target("email:ann@example.org", false).is_ok());
     }
 
     #[test]

@@ -5,6 +5,8 @@
 pub mod api;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "email")]
+pub mod email;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]

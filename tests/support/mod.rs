@@ -4,10 +4,14 @@
 
 #[cfg(feature = "discord")]
 pub mod fake_discord;
+#[cfg(feature = "email")]
+pub mod dovecot;
 pub mod fake_llm;
 pub mod fake_search;
 #[cfg(feature = "slack")]
 pub mod fake_slack;
+#[cfg(feature = "email")]
+pub mod fake_smtp;
 pub mod fake_telegram;
 pub mod mcp_server;
 pub mod recording_platform;
@@ -101,6 +105,22 @@ pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, mut check: F) -> 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     check()
+}
+
+/// `eventually` for an async check (an HTTP probe, a query).
+pub async fn eventually_async<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check().await
 }
 
 /// The real binary running as a Telegram gateway in `home` (its config already written), with
