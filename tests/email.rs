@@ -5,6 +5,8 @@
 
 mod support;
 
+#[path = "email/conformance.rs"]
+mod conformance;
 #[path = "email/delivery.rs"]
 mod delivery;
 #[path = "email/durability.rs"]

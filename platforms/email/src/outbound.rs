@@ -118,13 +118,27 @@ fn transport(settings: &EmailSettings) -> Result<AsyncSmtpTransport<Tokio1Execut
         .build())
 }
 
+/// How long to hold a chat after a server said we send too fast (SMTP gives no figure).
+pub(crate) const THROTTLE_WAIT: Duration = Duration::from_secs(60);
+
 /// Maps an SMTP failure to what the host does about it.
 fn classify(error: lettre::transport::smtp::Error) -> PlatformError {
     let code = error.status().map(|code| code.to_string());
     let text = error.to_string();
-    match code.as_deref() {
+    classify_reply(code.as_deref(), error.is_permanent(), &text)
+}
+
+/// `code` (e.g. "451"), whether the server called it permanent (5xx), and its words.
+fn classify_reply(code: Option<&str>, permanent: bool, text: &str) -> PlatformError {
+    let lower = text.to_ascii_lowercase();
+    let throttled = ["rate limit", "rate-limit", "ratelimit", "rate limited", "too many", "throttl"]
+        .iter()
+        .any(|word| lower.contains(word));
+    match code {
         Some("535" | "534" | "530") => PlatformError::Unauthorized(format!("smtp: {text}")),
-        Some(_) if error.is_permanent() => PlatformError::Permanent(format!("smtp: {text}")),
+        Some(_) if permanent => PlatformError::Permanent(format!("smtp: {text}")),
+        // Submission servers say "slow down" with a 4xx and words, never a number.
+        Some(c) if c.starts_with('4') && throttled => PlatformError::RateLimited { retry_after: THROTTLE_WAIT },
         _ => PlatformError::Transient(format!("smtp: {text}")),
     }
 }
@@ -160,6 +174,17 @@ mod tests {
         assert!(id.ends_with("@example.com"));
         assert!(raw.contains("multipart/alternative"));
         assert!(raw.contains("<strong>Yes</strong>"), "{raw}");
+    }
+
+    #[test]
+    fn smtp_replies_map_to_what_the_host_does() {
+        let kind = |code, permanent, text| classify_reply(Some(code), permanent, text).kind();
+        assert_eq!(kind("451", false, "4.3.0 mailbox busy"), "transient");
+        assert_eq!(kind("421", false, "4.7.28 rate limited, too many messages"), "rate");
+        assert_eq!(kind("550", true, "5.7.1 recipient refused"), "permanent");
+        assert_eq!(kind("554", true, "5.7.1 rate of spam too high"), "permanent");
+        assert_eq!(kind("535", true, "5.7.8 bad credentials"), "unauthorized");
+        assert_eq!(classify_reply(None, false, "connection reset").kind(), "transient");
     }
 
     #[test]
