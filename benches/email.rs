@@ -170,7 +170,7 @@ async fn run(variant: Variant, llm: &FakeLlm, users: usize, messages: usize, tic
         cpu0 = 0;
     }
     let total = users * messages;
-    while Instant::now() - t0 < REPLY_TIMEOUT && tally(&smtp, users, messages).iter().any(|&n| n == 0) {
+    while Instant::now() - t0 < REPLY_TIMEOUT && tally(&smtp, users, messages).contains(&0) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let seconds = t0.elapsed().as_secs_f64();
@@ -196,8 +196,13 @@ async fn run(variant: Variant, llm: &FakeLlm, users: usize, messages: usize, tic
 /// A `kB` field of `/proc/<pid>/status`, in MB.
 fn status_mb(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 =
-        status.lines().find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?.split_whitespace().next()?.parse().ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
     Some(kb as f64 / 1024.0)
 }
 

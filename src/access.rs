@@ -78,7 +78,8 @@ pub struct Access {
 /// Comma-separated ids; e-mail addresses (`local@domain`) are lowercased, as the e-mail adapter
 /// lowercases senders: addresses are compared case-insensitively.
 fn parse_users(value: Option<String>) -> HashSet<String> {
-    let normalise = |u: &str| if u.contains('@') && !u.starts_with('@') { u.to_ascii_lowercase() } else { u.to_owned() };
+    let normalise =
+        |u: &str| if u.contains('@') && !u.starts_with('@') { u.to_ascii_lowercase() } else { u.to_owned() };
     value.unwrap_or_default().split(',').map(str::trim).filter(|u| !u.is_empty()).map(normalise).collect()
 }
 

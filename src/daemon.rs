@@ -200,7 +200,8 @@ impl Daemon {
         let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
         let unpaired = (!config.platforms.email.pairing).then_some("email");
         let access = Arc::new(
-            Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key).without_pairing(unpaired),
+            Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key)
+                .without_pairing(unpaired),
         );
         let accounting = {
             let access = access.clone();

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermesd_email::{EmailPlatform, EmailSettings};
-use hermesd_platform::conformance::{check_capabilities, check_reports_rate_limit, check_run_honours_cancel, check_send_chunks};
+use hermesd_platform::conformance::{
+    check_capabilities, check_reports_rate_limit, check_run_honours_cancel, check_send_chunks,
+};
 use hermesd_platform::{ChatRef, ChatType, OutboundKind, OutboundMessage, Platform};
 
 use super::*;

@@ -59,8 +59,10 @@ async fn attachments_are_kept_under_the_cap_and_noted_over_it() {
          Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\
          Content-Disposition: attachment; filename=\"big.bin\"\r\n\r\n{big}\r\n--b--"
     );
-    let raw = from_ann("files@example.org", "Files", &body)
-        .replace("Content-Type: text/plain; charset=utf-8\r\n\r\n", "Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n");
+    let raw = from_ann("files@example.org", "Files", &body).replace(
+        "Content-Type: text/plain; charset=utf-8\r\n\r\n",
+        "Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n",
+    );
     servers.imap.append("INBOX", &raw).await;
     assert!(eventually(WAIT, || servers.smtp.accepted().len() == 1).await, "{:?}", servers.smtp.attempts());
     let prompt = llm.requests()[0].to_string();
@@ -93,7 +95,11 @@ async fn smtp_4xx_is_retried_and_5xx_fails_with_a_receipt() {
     let d = start(home.path(), &llm, &servers, "INBOX", "").await;
     servers.smtp.answer_next(1, "451 4.3.0 mailbox busy, try again later");
     servers.imap.append("INBOX", &from_ann("t1@example.org", "Retry", "first")).await;
-    assert!(eventually(Duration::from_secs(30), || servers.smtp.accepted().len() == 1).await, "{:?}", servers.smtp.attempts());
+    assert!(
+        eventually(Duration::from_secs(30), || servers.smtp.accepted().len() == 1).await,
+        "{:?}",
+        servers.smtp.attempts()
+    );
     let codes: Vec<u16> = servers.smtp.attempts().iter().map(|s| s.code).collect();
     assert_eq!(codes, [451, 250], "retried after the 4xx");
 
@@ -103,7 +109,8 @@ async fn smtp_4xx_is_retried_and_5xx_fails_with_a_receipt() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let codes: Vec<u16> = servers.smtp.attempts().iter().map(|s| s.code).collect();
     assert_eq!(codes, [451, 250, 550], "a 5xx is not retried");
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", home.path().join("state.db").display())).await.unwrap();
+    let pool =
+        sqlx::SqlitePool::connect(&format!("sqlite://{}", home.path().join("state.db").display())).await.unwrap();
     let failed: Vec<(String, String)> =
         sqlx::query_as("SELECT state, COALESCE(error, '') FROM outbound_messages WHERE state = 'failed'")
             .fetch_all(&pool)

@@ -60,7 +60,10 @@ async fn kill_9_while_mail_arrives_answers_each_mail_exactly_once() {
     let mut child = spawn(home.path());
     super::support::wait_ready(port, home.path()).await;
     for i in 0..3 {
-        servers.imap.append("INBOX", &from_ann(&format!("k{i}@example.org"), &format!("Crash {i}"), &format!("crash test {i}"))).await;
+        servers
+            .imap
+            .append("INBOX", &from_ann(&format!("k{i}@example.org"), &format!("Crash {i}"), &format!("crash test {i}")))
+            .await;
     }
     let started = eventually(Duration::from_secs(20), || llm.count() == 3).await;
     assert!(started, "turns started; log:\n{}", super::support::daemon_log(home.path()));
@@ -69,12 +72,20 @@ async fn kill_9_while_mail_arrives_answers_each_mail_exactly_once() {
     assert!(servers.smtp.attempts().is_empty(), "nothing was answered before the kill");
     // Mail keeps arriving while the daemon is down.
     for i in 3..5 {
-        servers.imap.append("INBOX", &from_ann(&format!("k{i}@example.org"), &format!("Crash {i}"), &format!("crash test {i}"))).await;
+        servers
+            .imap
+            .append("INBOX", &from_ann(&format!("k{i}@example.org"), &format!("Crash {i}"), &format!("crash test {i}")))
+            .await;
     }
     let mut child = spawn(home.path());
     super::support::wait_ready(port, home.path()).await;
     let all = || (0..5).all(|i| !replies_containing(&servers.smtp, &format!("crash test {i}")).is_empty());
-    assert!(eventually(Duration::from_secs(30), all).await, "{:?}\nlog:\n{}", servers.smtp.attempts(), super::support::daemon_log(home.path()));
+    assert!(
+        eventually(Duration::from_secs(30), all).await,
+        "{:?}\nlog:\n{}",
+        servers.smtp.attempts(),
+        super::support::daemon_log(home.path())
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     for i in 0..5 {
         let replies = replies_containing(&servers.smtp, &format!("crash test {i}"));

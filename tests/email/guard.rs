@@ -21,10 +21,18 @@ async fn auto_replies_bounces_and_list_mail_get_no_answer() {
     for (id, extra) in loops {
         servers.imap.append("INBOX", &mail(ANN, id, "Away", "I am out of office", extra)).await;
     }
-    let bounce = from_ann("bounce1@example.org", "Undelivered", "bounced").replacen(&format!("Return-Path: <{ANN}>"), "Return-Path: <>", 1);
+    let bounce = from_ann("bounce1@example.org", "Undelivered", "bounced").replacen(
+        &format!("Return-Path: <{ANN}>"),
+        "Return-Path: <>",
+        1,
+    );
     servers.imap.append("INBOX", &bounce).await;
-    let report = from_ann("report1@example.org", "Delivery report", "--r\r\nContent-Type: text/plain\r\n\r\nfailed\r\n--r--")
-        .replace("Content-Type: text/plain; charset=utf-8\r\n\r\n", "Content-Type: multipart/report; report-type=delivery-status; boundary=\"r\"\r\n\r\n");
+    let report =
+        from_ann("report1@example.org", "Delivery report", "--r\r\nContent-Type: text/plain\r\n\r\nfailed\r\n--r--")
+            .replace(
+                "Content-Type: text/plain; charset=utf-8\r\n\r\n",
+                "Content-Type: multipart/report; report-type=delivery-status; boundary=\"r\"\r\n\r\n",
+            );
     servers.imap.append("INBOX", &report).await;
     servers.imap.append("INBOX", &from_ann("real@example.org", "Question", "a real question")).await;
     assert!(eventually(WAIT, || servers.smtp.accepted().len() == 1).await, "{:?}", servers.smtp.attempts());
@@ -43,12 +51,20 @@ async fn spoofed_and_unknown_senders_are_refused_without_a_reply() {
     let servers = servers().await;
     let home = tempfile::tempdir().unwrap();
     let d = start(home.path(), &llm, &servers, "INBOX", "").await;
-    let genuine = format!("Authentication-Results: {AUTHSERV}; spf=pass smtp.mailfrom=example.org; dmarc=pass header.from=example.org\r\n");
+    let genuine = format!(
+        "Authentication-Results: {AUTHSERV}; spf=pass smtp.mailfrom=example.org; dmarc=pass header.from=example.org\r\n"
+    );
     let without = from_ann("s1@example.org", "Hi", "no verdict").replacen(&genuine, "", 1);
-    let foreign = from_ann("s2@example.org", "Hi", "foreign verdict")
-        .replacen(&genuine, "Authentication-Results: mx.attacker.example; dmarc=pass header.from=example.org\r\n", 1);
-    let failed = from_ann("s3@example.org", "Hi", "dmarc failed")
-        .replacen(&genuine, &format!("Authentication-Results: {AUTHSERV}; dmarc=fail header.from=example.org\r\n"), 1);
+    let foreign = from_ann("s2@example.org", "Hi", "foreign verdict").replacen(
+        &genuine,
+        "Authentication-Results: mx.attacker.example; dmarc=pass header.from=example.org\r\n",
+        1,
+    );
+    let failed = from_ann("s3@example.org", "Hi", "dmarc failed").replacen(
+        &genuine,
+        &format!("Authentication-Results: {AUTHSERV}; dmarc=fail header.from=example.org\r\n"),
+        1,
+    );
     let stranger = mail("mallory@example.net", "s4@example.net", "Hi", "let me in", "");
     for raw in [&without, &foreign, &failed, &stranger] {
         servers.imap.append("INBOX", raw).await;

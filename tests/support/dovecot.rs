@@ -45,11 +45,8 @@ impl Dovecot {
         let (mut uid, mut gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
         // Dovecot refuses to run its login and internal processes as root; Debian's package
         // creates `dovenull` and `dovecot` for that. As any other user, everything runs as them.
-        let (login_user, internal_user) = if uid == 0 {
-            ("dovenull".to_owned(), "dovecot".to_owned())
-        } else {
-            (users_name(uid), users_name(uid))
-        };
+        let (login_user, internal_user) =
+            if uid == 0 { ("dovenull".to_owned(), "dovecot".to_owned()) } else { (users_name(uid), users_name(uid)) };
         // The unprivileged login processes must reach the sockets under base_dir.
         use std::os::unix::fs::PermissionsExt;
         for path in [root.to_path_buf(), root.join("run")] {
@@ -61,8 +58,11 @@ impl Dovecot {
             let owner = (Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)));
             rustix::fs::chown(root.join("mail"), owner.0, owner.1).expect("chown the mail dir");
         }
-        std::fs::write(root.join("passwd"), format!("{user}:{{PLAIN}}{password}:{uid}:{gid}::{}::\n", root.join("mail").display()))
-            .expect("passwd file");
+        std::fs::write(
+            root.join("passwd"),
+            format!("{user}:{{PLAIN}}{password}:{uid}:{gid}::{}::\n", root.join("mail").display()),
+        )
+        .expect("passwd file");
         let config = format!(
             "base_dir = {root}/run\nstate_dir = {root}/state\nlog_path = {root}/dovecot.log\n\
              protocols = imap\nlisten = 127.0.0.1\nssl = no\ndisable_plaintext_auth = no\n\

@@ -2,10 +2,10 @@
 //! client. Everything binds to 127.0.0.1:0.
 #![allow(dead_code, unreachable_pub)]
 
-#[cfg(feature = "discord")]
-pub mod fake_discord;
 #[cfg(feature = "email")]
 pub mod dovecot;
+#[cfg(feature = "discord")]
+pub mod fake_discord;
 pub mod fake_llm;
 pub mod fake_search;
 #[cfg(feature = "slack")]

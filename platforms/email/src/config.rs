@@ -51,7 +51,8 @@ impl Endpoint {
             Protocol::Imap => ("imap", "imaps", 143, 993, 143),
             Protocol::Smtp => ("smtp", "smtps", 25, 465, 587),
         };
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("{url:?} is not a URL such as {tls}://host"))?;
+        let (scheme, rest) =
+            url.split_once("://").ok_or_else(|| format!("{url:?} is not a URL such as {tls}://host"))?;
         let (authority, query) = match rest.split_once('?') {
             Some((authority, query)) => (authority, Some(query)),
             None => (rest, None),
@@ -230,17 +231,15 @@ mod tests {
     fn urls_parse_with_default_ports_and_plain_only_on_loopback() {
         let imap = |u: &str| Endpoint::parse(u, Protocol::Imap);
         let smtp = |u: &str| Endpoint::parse(u, Protocol::Smtp);
-        assert_eq!(imap("imaps://mail.example.com").unwrap(), Endpoint {
-            host: "mail.example.com".into(),
-            port: 993,
-            security: Security::Tls
-        });
+        assert_eq!(
+            imap("imaps://mail.example.com").unwrap(),
+            Endpoint { host: "mail.example.com".into(), port: 993, security: Security::Tls }
+        );
         assert_eq!(imap("imap://mail.example.com?tls=required").unwrap().security, Security::StartTls);
-        assert_eq!(imap("imap://127.0.0.1:1143").unwrap(), Endpoint {
-            host: "127.0.0.1".into(),
-            port: 1143,
-            security: Security::Plain
-        });
+        assert_eq!(
+            imap("imap://127.0.0.1:1143").unwrap(),
+            Endpoint { host: "127.0.0.1".into(), port: 1143, security: Security::Plain }
+        );
         assert_eq!(imap("imap://[::1]:10143").unwrap().host, "::1");
         assert!(imap("imap://mail.example.com").unwrap_err().contains("loopback"));
         assert!(imap("imap://10.0.0.1:143").is_err());
@@ -267,7 +266,8 @@ mod tests {
             ..EmailSettings::default()
         };
         let problems = settings.problems();
-        for key in ["imap_url", "smtp_url", "address", "folder", "poll_interval", "idle_timeout", "authserv_id", "max_file_mb"]
+        for key in
+            ["imap_url", "smtp_url", "address", "folder", "poll_interval", "idle_timeout", "authserv_id", "max_file_mb"]
         {
             assert!(problems.iter().any(|p| p.starts_with(key)), "{key} missing in {problems:?}");
         }

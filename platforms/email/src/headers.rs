@@ -72,8 +72,7 @@ pub(crate) fn loop_reason(headers: &[(String, String)], from: &str, own: &str, c
         return Some(Skip::Bounce);
     }
     let auto = values(headers, "Auto-Submitted").any(|v| !unfold(v).to_ascii_lowercase().starts_with("no"));
-    if auto || has(headers, "X-Autoreply") || has(headers, "X-Autorespond")
-    {
+    if auto || has(headers, "X-Autoreply") || has(headers, "X-Autorespond") {
         return Some(Skip::AutoReply);
     }
     let bulk_precedence = values(headers, "Precedence")
@@ -119,7 +118,8 @@ pub(crate) fn dmarc_verdict(headers: &[(String, String)], authserv_id: &str, fro
         if result != "pass" {
             return Verdict::Fail(format!("dmarc={result}"));
         }
-        let domain = words.find_map(|w| w.strip_prefix("header.from=")).map(|d| d.trim_matches('"').to_ascii_lowercase());
+        let domain =
+            words.find_map(|w| w.strip_prefix("header.from=")).map(|d| d.trim_matches('"').to_ascii_lowercase());
         match domain {
             Some(domain) if !domain.eq_ignore_ascii_case(from_domain) => {
                 return Verdict::Fail(format!("dmarc=pass for {domain}, not {from_domain}"));
@@ -176,11 +176,24 @@ mod tests {
 
     #[test]
     fn loops_are_recognised() {
-        let cases: &[(&str, Vec<(String, String)>, &str, &str, Option<Skip>)] = &[
+        type Case = (&'static str, Vec<(String, String)>, &'static str, &'static str, Option<Skip>);
+        let cases: &[Case] = &[
             ("plain mail", h(&[("Subject", "hi")]), "ann@example.org", "text/plain", None),
             ("auto-submitted no", h(&[("Auto-Submitted", " no")]), "ann@example.org", "text/plain", None),
-            ("auto-replied", h(&[("Auto-Submitted", "auto-replied")]), "ann@example.org", "text/plain", Some(Skip::AutoReply)),
-            ("auto-generated", h(&[("auto-submitted", "Auto-Generated")]), "a@x.org", "text/plain", Some(Skip::AutoReply)),
+            (
+                "auto-replied",
+                h(&[("Auto-Submitted", "auto-replied")]),
+                "ann@example.org",
+                "text/plain",
+                Some(Skip::AutoReply),
+            ),
+            (
+                "auto-generated",
+                h(&[("auto-submitted", "Auto-Generated")]),
+                "a@x.org",
+                "text/plain",
+                Some(Skip::AutoReply),
+            ),
             ("x-autoreply", h(&[("X-Autoreply", "yes")]), "a@x.org", "text/plain", Some(Skip::AutoReply)),
             ("x-autorespond", h(&[("X-Autorespond", "x")]), "a@x.org", "text/plain", Some(Skip::AutoReply)),
             ("empty return path", h(&[("Return-Path", "<>")]), "a@x.org", "text/plain", Some(Skip::Bounce)),
@@ -190,7 +203,13 @@ mod tests {
             ("precedence list", h(&[("Precedence", "List")]), "a@x.org", "text/plain", Some(Skip::Bulk)),
             ("precedence junk", h(&[("Precedence", "junk")]), "a@x.org", "text/plain", Some(Skip::Bulk)),
             ("list-id", h(&[("List-Id", "<dev.lists.x.org>")]), "a@x.org", "text/plain", Some(Skip::Bulk)),
-            ("list-unsubscribe", h(&[("List-Unsubscribe", "<mailto:u@x.org>")]), "a@x.org", "text/plain", Some(Skip::Bulk)),
+            (
+                "list-unsubscribe",
+                h(&[("List-Unsubscribe", "<mailto:u@x.org>")]),
+                "a@x.org",
+                "text/plain",
+                Some(Skip::Bulk),
+            ),
             ("noreply", h(&[]), "no-reply@shop.example", "text/plain", Some(Skip::NoReply)),
             ("donotreply", h(&[]), "do_not_reply@bank.example", "text/plain", Some(Skip::NoReply)),
             ("own", h(&[]), "Agent@Example.com", "text/plain", Some(Skip::Own)),
@@ -204,7 +223,10 @@ mod tests {
     #[test]
     fn only_our_servers_verdict_counts() {
         let ours = "mx.example.com";
-        let pass = ("Authentication-Results", "mx.example.com;\r\n dkim=pass header.d=x.org;\r\n dmarc=pass (p=reject) header.from=x.org");
+        let pass = (
+            "Authentication-Results",
+            "mx.example.com;\r\n dkim=pass header.d=x.org;\r\n dmarc=pass (p=reject) header.from=x.org",
+        );
         assert_eq!(dmarc_verdict(&h(&[pass]), ours, "x.org"), Verdict::Pass);
         let forged = ("Authentication-Results", "mx.evil.example; dmarc=pass header.from=x.org");
         assert_eq!(dmarc_verdict(&h(&[forged]), ours, "x.org"), Verdict::Missing);
@@ -217,7 +239,8 @@ mod tests {
         assert!(matches!(dmarc_verdict(&h(&[other_domain]), ours, "x.org"), Verdict::Fail(_)));
         let none = ("Authentication-Results", "mx.example.com; spf=pass smtp.mailfrom=x.org");
         assert!(matches!(dmarc_verdict(&h(&[none]), ours, "x.org"), Verdict::Fail(_)));
-        let commented = ("Authentication-Results", "mx.example.com (our mx; really); dmarc=pass (ok) header.from=x.org");
+        let commented =
+            ("Authentication-Results", "mx.example.com (our mx; really); dmarc=pass (ok) header.from=x.org");
         assert_eq!(dmarc_verdict(&h(&[commented]), ours, "X.org"), Verdict::Pass);
         assert_eq!(dmarc_verdict(&h(&[]), ours, "x.org"), Verdict::Missing);
     }

@@ -134,7 +134,10 @@ pub(crate) async fn connect(settings: &EmailSettings) -> Result<(ImapSession, bo
             Security::StartTls => {
                 let mut client = Client::new(MailStream::Plain(tcp));
                 greeting(&mut client).await.map_err(connect_error)?;
-                client.run_command_and_check_ok("STARTTLS", None).await.map_err(|e| connect_error(format!("STARTTLS: {e}")))?;
+                client
+                    .run_command_and_check_ok("STARTTLS", None)
+                    .await
+                    .map_err(|e| connect_error(format!("STARTTLS: {e}")))?;
                 let MailStream::Plain(tcp) = client.into_inner() else {
                     return Err(connect_error("STARTTLS on a TLS stream".into()));
                 };

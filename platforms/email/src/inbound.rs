@@ -111,7 +111,7 @@ pub(crate) fn normalise(raw: &[u8], rules: &Rules, fallback_ms: i64) -> Result<N
     let references = ids(message.references());
     let in_reply_to = ids(message.in_reply_to());
     let root = references.first().or(in_reply_to.first()).cloned().unwrap_or_else(|| message_id.clone());
-    let subject = message.subject().map(|s| headers::unfold(s)).unwrap_or_default();
+    let subject = message.subject().map(headers::unfold).unwrap_or_default();
     let body = message.body_text(0).map(|b| b.into_owned()).unwrap_or_default();
     let trimmed = text::trim_reply(&body);
     let bare = text::bare_subject(&subject).to_owned();
@@ -125,7 +125,8 @@ pub(crate) fn normalise(raw: &[u8], rules: &Rules, fallback_ms: i64) -> Result<N
         thread_refs.extend(in_reply_to);
     }
     thread_refs.push(message_id.clone());
-    let sender = Sender { id: address, name: from.and_then(|a| a.name()).map(str::to_owned), is_bot: false, roles: Vec::new() };
+    let sender =
+        Sender { id: address, name: from.and_then(|a| a.name()).map(str::to_owned), is_bot: false, roles: Vec::new() };
     let inbound = InboundMessage {
         message_id: message_id.clone(),
         chat,

@@ -21,7 +21,7 @@ mod threads;
 use async_trait::async_trait;
 use hermesd_platform::media::{self, Fetched, MediaDir};
 use hermesd_platform::{
-    Attachment, AttachmentKind, Capabilities, ChatRef, FileLimits, IngressError, InboundEvent, LengthUnit,
+    Attachment, AttachmentKind, Capabilities, ChatRef, FileLimits, InboundEvent, IngressError, LengthUnit,
     MarkdownDialect, MessageRef, OutboundFile, OutboundMessage, Platform, PlatformContext, PlatformError,
     PlatformHealth, Redactor,
 };
@@ -228,7 +228,10 @@ impl Platform for EmailPlatform {
     }
 
     fn file_limits(&self) -> Option<FileLimits> {
-        Some(FileLimits { max_document_bytes: self.settings.max_file_bytes, max_photo_bytes: self.settings.max_file_bytes })
+        Some(FileLimits {
+            max_document_bytes: self.settings.max_file_bytes,
+            max_photo_bytes: self.settings.max_file_bytes,
+        })
     }
 
     async fn send_file(

@@ -67,12 +67,10 @@ impl Mailer {
             (None, Some(_)) => "Re: your message".to_owned(),
             (None, None) => "A message from your agent".to_owned(),
         };
-        let mut builder = Message::builder()
-            .from(from)
-            .to(to)
-            .subject(subject)
-            .message_id(Some(format!("<{id}>")))
-            .raw_header(HeaderValue::new(HeaderName::new_from_ascii_str("Auto-Submitted"), "auto-replied".to_owned()));
+        let mut builder =
+            Message::builder().from(from).to(to).subject(subject).message_id(Some(format!("<{id}>"))).raw_header(
+                HeaderValue::new(HeaderName::new_from_ascii_str("Auto-Submitted"), "auto-replied".to_owned()),
+            );
         if let Some(parent) = &envelope.in_reply_to {
             builder = builder.in_reply_to(format!("<{parent}>"));
         }

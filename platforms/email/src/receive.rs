@@ -78,7 +78,11 @@ impl EmailPlatform {
                 cursor
             }
             Start::Resync { validity, since } => {
-                tracing::warn!(platform = NAME, validity, "UIDVALIDITY changed: taking mail since the last accepted one");
+                tracing::warn!(
+                    platform = NAME,
+                    validity,
+                    "UIDVALIDITY changed: taking mail since the last accepted one"
+                );
                 let mut cursor = Cursor { validity, uid: 0, since };
                 let query = format!("SINCE {}", cursor::imap_since(since));
                 let uids = search(&mut session, &query).await?;

@@ -76,7 +76,8 @@ pub(crate) fn bare_subject(subject: &str) -> &str {
     let mut rest = subject.trim();
     loop {
         let lower = rest.to_ascii_lowercase();
-        let Some(len) = ["re:", "fwd:", "fw:", "aw:", "sv:", "wg:"].iter().find(|p| lower.starts_with(*p)).map(|p| p.len())
+        let Some(len) =
+            ["re:", "fwd:", "fw:", "aw:", "sv:", "wg:"].iter().find(|p| lower.starts_with(*p)).map(|p| p.len())
         else {
             return rest;
         };

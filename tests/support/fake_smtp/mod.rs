@@ -144,7 +144,11 @@ impl FakeSmtp {
                 };
                 let decoded = decode(&encoded);
                 let parts: Vec<&str> = decoded.split('\0').collect();
-                self.login(parts.get(1).copied().unwrap_or_default(), parts.get(2).copied().unwrap_or_default(), &mut user)
+                self.login(
+                    parts.get(1).copied().unwrap_or_default(),
+                    parts.get(2).copied().unwrap_or_default(),
+                    &mut user,
+                )
             } else if upper.starts_with("AUTH LOGIN") {
                 write.write_all(b"334 VXNlcm5hbWU6\r\n").await?;
                 let name = decode(&read_line(&mut lines).await?);
@@ -179,8 +183,13 @@ impl FakeSmtp {
                 }
                 let reply = self.lock().scripted.pop_front().unwrap_or_else(|| "250 2.0.0 queued".into());
                 let code = reply.get(..3).and_then(|c| c.parse().ok()).unwrap_or(250);
-                let submission =
-                    Submission { user: user.clone().unwrap_or_default(), from: from.clone(), to: to.clone(), data, code };
+                let submission = Submission {
+                    user: user.clone().unwrap_or_default(),
+                    from: from.clone(),
+                    to: to.clone(),
+                    data,
+                    code,
+                };
                 self.lock().submissions.push(submission);
                 reply
             } else if upper == "RSET" {

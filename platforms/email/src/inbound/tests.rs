@@ -14,7 +14,8 @@ fn rules() -> Rules {
     }
 }
 
-const PASS: &str = "Authentication-Results: mx.example.com; spf=pass; dkim=pass; dmarc=pass header.from=example.org\r\n";
+const PASS: &str =
+    "Authentication-Results: mx.example.com; spf=pass; dkim=pass; dmarc=pass header.from=example.org\r\n";
 
 fn mail(extra: &str, body: &str) -> String {
     format!(
@@ -31,7 +32,12 @@ fn expected(text: &str, thread: &str) -> InboundEvent {
         message: InboundMessage {
             message_id: "m2@example.org".into(),
             chat,
-            sender: Sender { id: "ann@example.org".into(), name: Some("Ann Smith".into()), is_bot: false, roles: vec![] },
+            sender: Sender {
+                id: "ann@example.org".into(),
+                name: Some("Ann Smith".into()),
+                is_bot: false,
+                roles: vec![],
+            },
             text: text.into(),
             attachments: vec![],
             reply_to: None,
@@ -46,10 +52,17 @@ fn expected(text: &str, thread: &str) -> InboundEvent {
 #[test]
 fn normaliser_table() {
     let rows = vec![
-        ("new thread", mail("", "Lunch at noon?\r\n-- \r\nAnn"), Some(expected("Subject: Plans\n\nLunch at noon?", "m2@example.org"))),
+        (
+            "new thread",
+            mail("", "Lunch at noon?\r\n-- \r\nAnn"),
+            Some(expected("Subject: Plans\n\nLunch at noon?", "m2@example.org")),
+        ),
         (
             "reply keys the thread by the first reference",
-            mail("In-Reply-To: <m1@example.org>\r\nReferences: <m0@example.org> <m1@example.org>\r\n", "Yes.\r\n\r\nOn Mon, Agent wrote:\r\n> Lunch?"),
+            mail(
+                "In-Reply-To: <m1@example.org>\r\nReferences: <m0@example.org> <m1@example.org>\r\n",
+                "Yes.\r\n\r\nOn Mon, Agent wrote:\r\n> Lunch?",
+            ),
             Some(expected("Subject: Plans\n\nYes.", "m0@example.org")),
         ),
         (
@@ -81,8 +94,16 @@ fn html_only_mail_becomes_text() {
 #[test]
 fn spoofed_and_unauthenticated_senders_are_refused() {
     let no_header = mail("", "hi").replacen(PASS, "", 1);
-    let forged = no_header.replacen("From:", "Authentication-Results: mx.evil.example; dmarc=pass header.from=example.org\r\nFrom:", 1);
-    let failed = no_header.replacen("From:", "Authentication-Results: mx.example.com; dmarc=fail header.from=example.org\r\nFrom:", 1);
+    let forged = no_header.replacen(
+        "From:",
+        "Authentication-Results: mx.evil.example; dmarc=pass header.from=example.org\r\nFrom:",
+        1,
+    );
+    let failed = no_header.replacen(
+        "From:",
+        "Authentication-Results: mx.example.com; dmarc=fail header.from=example.org\r\nFrom:",
+        1,
+    );
     for (name, raw) in [("no header", &no_header), ("foreign authserv-id", &forged), ("dmarc=fail", &failed)] {
         assert!(
             matches!(normalise(raw.as_bytes(), &rules(), 0), Err(Skip::Unauthenticated(_))),
