@@ -120,3 +120,31 @@ async fn smtp_4xx_is_retried_and_5xx_fails_with_a_receipt() {
     assert!(failed[0].1.contains("550"), "the receipt names the refusal: {failed:?}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_answered_by_replying_approve() {
+    let llm = FakeLlm::builder()
+        .tool_calls(&[("terminal", r#"{"command":"git push --force origin x"}"#)])
+        .reply("pushed (or tried)")
+        .start()
+        .await;
+    let servers = servers().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &llm, &servers, "INBOX", "\n[tools]\napproval_timeout = \"30s\"\n").await;
+    servers.imap.append("INBOX", &from_ann("ask@example.org", "Deploy", "force push please")).await;
+    let asked = || replies_containing(&servers.smtp, "/approve").into_iter().next();
+    assert!(eventually(WAIT, || asked().is_some()).await, "{:?}", servers.smtp.attempts());
+    let prompt = asked().unwrap();
+    assert_eq!(prompt.header("In-Reply-To").as_deref(), Some("<ask@example.org>"), "the prompt is in the thread");
+    let ours = prompt.header("Message-ID").expect("prompt id");
+    let answer = format!("/approve\r\n\r\nOn Tue, Agent <{ADDRESS}> wrote:\r\n> Approval needed");
+    let extra = format!("In-Reply-To: {ours}\r\nReferences: <ask@example.org> {ours}\r\n");
+    servers.imap.append("INBOX", &mail(ANN, "yes@example.org", "Re: Deploy", &answer, &extra)).await;
+    let finished = || !replies_containing(&servers.smtp, "pushed (or tried)").is_empty();
+    assert!(eventually(Duration::from_secs(30), finished).await, "{:?}", servers.smtp.attempts());
+    let requests = llm.requests();
+    let tool = requests[1]["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "tool").cloned();
+    let result = tool.and_then(|m| m["content"].as_str().map(str::to_owned)).unwrap_or_default();
+    assert!(result.contains("exit code"), "the command ran after the mailed /approve: {result}");
+    d.daemon.stop().await;
+}

@@ -115,7 +115,14 @@ pub(crate) fn normalise(raw: &[u8], rules: &Rules, fallback_ms: i64) -> Result<N
     let body = message.body_text(0).map(|b| b.into_owned()).unwrap_or_default();
     let trimmed = text::trim_reply(&body);
     let bare = text::bare_subject(&subject).to_owned();
-    let text = if subject.is_empty() { trimmed } else { format!("Subject: {subject}\n\n{trimmed}") };
+    // The subject opens a thread; replies repeat it with `Re:`, and a command (`/approve`, the
+    // answer to an approval prompt) must reach the router as the message's first word.
+    let starts_thread = references.is_empty() && in_reply_to.is_empty();
+    let text = if subject.is_empty() || !starts_thread || trimmed.starts_with('/') {
+        trimmed
+    } else {
+        format!("Subject: {subject}\n\n{trimmed}")
+    };
     let timestamp_ms = message.date().map(|d| d.to_timestamp().saturating_mul(1000)).unwrap_or(fallback_ms);
     let mut chat = ChatRef::new(NAME, address.clone(), ChatType::Dm);
     chat.thread_id = Some(root);
