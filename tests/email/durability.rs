@@ -131,3 +131,26 @@ async fn a_uidvalidity_change_reprocesses_nothing() {
     assert!(eventually(WAIT, || servers.smtp.accepted().len() == 3).await, "the cursor continues on the new UIDs");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_idle_is_polled() {
+    let llm = FakeLlm::echo().await;
+    let servers = Servers {
+        imap: Dovecot::start_without_idle(ADDRESS, PASSWORD).await,
+        smtp: FakeSmtp::start(ADDRESS, PASSWORD).await,
+    };
+    let mut probe = servers.imap.client().await;
+    let capability = probe.command("CAPABILITY").await.join(" ");
+    assert!(!capability.contains("IDLE"), "{capability}");
+    let home = tempfile::tempdir().unwrap();
+    let d = start(home.path(), &llm, &servers, "INBOX", "").await;
+    for i in 0..2 {
+        servers
+            .imap
+            .append("INBOX", &from_ann(&format!("p{i}@example.org"), "Poll", &format!("polled mail {i}")))
+            .await;
+        let answered = || !replies_containing(&servers.smtp, &format!("polled mail {i}")).is_empty();
+        assert!(eventually(WAIT, answered).await, "{:?}", servers.smtp.attempts());
+    }
+    d.daemon.stop().await;
+}

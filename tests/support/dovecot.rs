@@ -35,6 +35,20 @@ fn dovecot_binary() -> PathBuf {
 impl Dovecot {
     /// Starts Dovecot with one user.
     pub async fn start(user: &str, password: &str) -> Self {
+        Self::start_with(user, password, "").await
+    }
+
+    /// Starts Dovecot advertising no IDLE, so clients must poll.
+    pub async fn start_without_idle(user: &str, password: &str) -> Self {
+        Self::start_with(
+            user,
+            password,
+            "imap_capability = IMAP4rev1 LITERAL+ SASL-IR LOGIN-REFERRALS ID ENABLE UIDPLUS\n",
+        )
+        .await
+    }
+
+    async fn start_with(user: &str, password: &str, extra: &str) -> Self {
         let binary = dovecot_binary();
         let dir = tempfile::tempdir().expect("dovecot dir");
         let root = dir.path();
@@ -78,7 +92,7 @@ impl Dovecot {
             root = root.display(),
         );
         let config_path = root.join("dovecot.conf");
-        std::fs::write(&config_path, config).expect("dovecot config");
+        std::fs::write(&config_path, format!("{config}{extra}")).expect("dovecot config");
         let child = Command::new(&binary)
             .arg("-F")
             .arg("-c")
