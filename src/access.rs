@@ -70,10 +70,17 @@ pub struct Access {
     key: PairingKey,
     /// Strangers given a pairing reply, by (platform, user id), with when (Unix ms).
     answered: Mutex<HashMap<(String, String), i64>>,
+    /// Platforms whose unknown senders are ignored instead of paired (e-mail by default: a
+    /// pairing reply to a forged sender address is backscatter).
+    no_pairing: HashSet<String>,
 }
 
+/// Comma-separated ids; e-mail addresses (`local@domain`) are lowercased, as the e-mail adapter
+/// lowercases senders: addresses are compared case-insensitively.
 fn parse_users(value: Option<String>) -> HashSet<String> {
-    value.unwrap_or_default().split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect()
+    let normalise =
+        |u: &str| if u.contains('@') && !u.starts_with('@') { u.to_ascii_lowercase() } else { u.to_owned() };
+    value.unwrap_or_default().split(',').map(str::trim).filter(|u| !u.is_empty()).map(normalise).collect()
 }
 
 fn parse_bool(value: Option<String>) -> bool {
@@ -175,7 +182,20 @@ impl Access {
         key: PairingKey,
     ) -> Self {
         let rules = platforms.into_iter().map(|p| (p.to_owned(), rule(env, &env_prefix(p)))).collect();
-        Self { rules, gateway: rule(env, "GATEWAY"), store, key, answered: Mutex::default() }
+        Self {
+            rules,
+            gateway: rule(env, "GATEWAY"),
+            store,
+            key,
+            answered: Mutex::default(),
+            no_pairing: HashSet::new(),
+        }
+    }
+
+    /// Unknown senders on `platforms` are ignored without a pairing reply.
+    pub fn without_pairing<'a>(mut self, platforms: impl IntoIterator<Item = &'a str>) -> Self {
+        self.no_pairing.extend(platforms.into_iter().map(str::to_owned));
+        self
     }
 
     /// Decide for a message from `sender` in a chat of `chat_type` on `platform`.
@@ -189,7 +209,11 @@ impl Access {
         if trusted(platform) || self.listed(platform, sender) || self.store.is_approved(platform, &sender.id).await? {
             return Ok(Decision::Allow);
         }
-        if chat_type != ChatType::Dm || no_pairing(platform) || !self.first_reply_in_window(platform, &sender.id) {
+        if chat_type != ChatType::Dm
+            || no_pairing(platform)
+            || self.no_pairing.contains(platform)
+            || !self.first_reply_in_window(platform, &sender.id)
+        {
             return Ok(Decision::Ignore);
         }
         let code = new_code();
@@ -488,5 +512,23 @@ mod tests {
             approve(store.as_ref(), &key(), "telegram", "WRONG234").await.unwrap(),
             PairingApproval::Locked { .. }
         ));
+    }
+
+    #[tokio::test]
+    async fn email_addresses_match_case_insensitively_and_unknown_senders_are_not_paired_when_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
+        let vars = [("EMAIL_ALLOWED_USERS", " Ann@Example.ORG , bob@example.org")];
+        let env = Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
+        let access = Access::from_env(&env, ["email", "telegram"], store, key()).without_pairing(["email"]);
+        let check = |p: &'static str, id: &'static str| {
+            let access = &access;
+            async move { access.check(p, "c", ChatType::Dm, &sender(id)).await.unwrap() }
+        };
+        assert_eq!(check("email", "ann@example.org").await, Decision::Allow);
+        assert_eq!(check("email", "mallory@example.org").await, Decision::Ignore, "no pairing reply by mail");
+        assert!(matches!(check("telegram", "7").await, Decision::Pair(_)), "other platforms still pair");
+        assert!(access.is_admin("email", "ann@example.org"));
     }
 }

@@ -202,7 +202,11 @@ impl Daemon {
         let mcp = tools::mcp::McpHub::start(&config.mcp, &env, mcp_settings);
         registry.add_source(mcp.clone());
         let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
-        let access = Arc::new(Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key));
+        let unpaired = (!config.platforms.email.pairing).then_some("email");
+        let access = Arc::new(
+            Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key)
+                .without_pairing(unpaired),
+        );
         let accounting = {
             let access = access.clone();
             let exempt = Box::new(move |platform: &str, user: &str| access.is_named_admin(platform, user));
@@ -402,7 +406,8 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
         feature = "discord",
         feature = "whatsapp",
         feature = "homeassistant",
-        feature = "signal"
+        feature = "signal",
+        feature = "email"
     )),
     allow(unused_variables)
 )]
@@ -451,6 +456,12 @@ fn build_all(
         let signal = crate::platforms::signal::build(&config.platforms.signal, env, &paths.home)
             .map_err(|e| anyhow::anyhow!("signal: {e}"))?;
         platforms.insert(signal);
+    }
+    #[cfg(feature = "email")]
+    if config.platforms.email.enabled {
+        let email = crate::platforms::email::build(&config.platforms.email, env, &paths.home)
+            .map_err(|e| anyhow::anyhow!("email: {e}"))?;
+        platforms.insert(email);
     }
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
     Ok((platforms, hass_tools))

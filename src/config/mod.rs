@@ -33,7 +33,8 @@ pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use memory::{MemoryConfig, MemoryScope};
 pub use platforms::{
-    ApiPlatformConfig, DiscordConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig, WhatsAppConfig,
+    ApiPlatformConfig, DiscordConfig, EmailConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig,
+    WhatsAppConfig,
 };
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
 pub use signal::{DEFAULT_SIGNAL_URL, SignalConfig};

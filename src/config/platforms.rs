@@ -23,6 +23,8 @@ pub struct PlatformsConfig {
     pub whatsapp: WhatsAppConfig,
     /// Signal, through a local signal-cli daemon.
     pub signal: super::SignalConfig,
+    /// E-mail (IMAP in, SMTP out).
+    pub email: EmailConfig,
 }
 
 /// `[platforms.api]`.
@@ -238,6 +240,61 @@ impl Default for WhatsAppConfig {
             max_file_mb: 20,
             token_check_interval: HumanDuration::secs(300),
             api_timeout: HumanDuration::secs(30),
+        }
+    }
+}
+
+/// `[platforms.email]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmailConfig {
+    /// Run the adapter; the password comes from `EMAIL_PASSWORD`, allowed senders from
+    /// `EMAIL_ALLOWED_USERS` (addresses, case-insensitive).
+    pub enabled: bool,
+    /// IMAP server: `imaps://host[:993]`, `imap://host[:143]?tls=required` (STARTTLS), or plain
+    /// `imap://` to a loopback host only.
+    pub imap_url: String,
+    /// SMTP submission server: `smtps://host[:465]`, `smtp://host[:587]?tls=required`
+    /// (STARTTLS), or plain `smtp://` to a loopback host only.
+    pub smtp_url: String,
+    /// The agent's own address: the From of replies; mail from it is never answered.
+    pub address: String,
+    /// The mailbox watched.
+    pub folder: String,
+    /// IMAP and SMTP login name; empty: `address`.
+    pub username: String,
+    /// How often the folder is polled when the server has no IDLE.
+    pub poll_interval: HumanDuration,
+    /// How long one IDLE lasts before it is renewed (at most 29m).
+    pub idle_timeout: HumanDuration,
+    /// The authserv-id of the `Authentication-Results` header your own receiving server adds;
+    /// only that header is believed.
+    pub authserv_id: String,
+    /// Refuse mail without `dmarc=pass` from `authserv_id` (set false only where your server
+    /// does not check senders, and you accept that anyone can claim an allowed address).
+    pub require_auth: bool,
+    /// Largest attachment kept (in) or sent (out), in MB.
+    pub max_file_mb: u64,
+    /// Answer unknown senders with a pairing code. Off: a reply to a spoofed sender is
+    /// backscatter.
+    pub pairing: bool,
+}
+
+impl Default for EmailConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            imap_url: String::new(),
+            smtp_url: String::new(),
+            address: String::new(),
+            folder: "INBOX".into(),
+            username: String::new(),
+            poll_interval: HumanDuration::secs(60),
+            idle_timeout: HumanDuration::secs(25 * 60),
+            authserv_id: String::new(),
+            require_auth: true,
+            max_file_mb: 20,
+            pairing: false,
         }
     }
 }

@@ -158,6 +158,7 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
             || (name == "homeassistant" && cfg!(feature = "homeassistant"))
             || (name == "whatsapp" && cfg!(feature = "whatsapp"))
             || (name == "signal" && cfg!(feature = "signal"))
+            || (name == "email" && cfg!(feature = "email"))
     };
     for (name, enabled) in [
         ("telegram", platforms.telegram.enabled),
@@ -166,6 +167,7 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
         ("homeassistant", platforms.homeassistant.enabled),
         ("whatsapp", platforms.whatsapp.enabled),
         ("signal", platforms.signal.enabled),
+        ("email", platforms.email.enabled),
     ] {
         if enabled && !built(name) {
             problems.push(format!(
@@ -211,6 +213,10 @@ fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
     #[cfg(feature = "signal")]
     if platforms.signal.enabled {
         platforms.signal.check(env, problems);
+    }
+    #[cfg(feature = "email")]
+    if platforms.email.enabled {
+        check_email(&platforms.email, env, problems);
     }
     if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
         problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
@@ -313,6 +319,7 @@ impl Config {
             "homeassistant" => self.platforms.homeassistant.enabled,
             "whatsapp" => self.platforms.whatsapp.enabled,
             "signal" => self.platforms.signal.enabled,
+            "email" => self.platforms.email.enabled,
             "local" => true,
             other => extra.contains(&other),
         };
@@ -351,6 +358,19 @@ fn check_whatsapp(whatsapp: &super::WhatsAppConfig, env: &Env, problems: &mut Ve
     if whatsapp.token_check_interval.get() < std::time::Duration::from_secs(10) {
         problems.push("platforms.whatsapp.token_check_interval: must be at least 10s".into());
     }
+}
+
+/// `[platforms.email]`: the adapter's own checks (URLs, plain only to loopback, address,
+/// durations, `authserv_id` unless `require_auth = false`) plus the password.
+#[cfg(feature = "email")]
+fn check_email(email: &super::EmailConfig, env: &Env, problems: &mut Vec<String>) {
+    match env.secret("EMAIL_PASSWORD") {
+        Ok(Some(_)) => {}
+        Ok(None) => problems.push("platforms.email: EMAIL_PASSWORD is not set".into()),
+        Err(e) => problems.push(format!("platforms.email: {e}")),
+    }
+    let settings = crate::platforms::email::settings(email, String::new(), std::path::Path::new(""));
+    problems.extend(settings.problems().into_iter().map(|p| format!("platforms.email.{p}")));
 }
 
 fn check_discord(discord: &super::DiscordConfig, env: &Env, problems: &mut Vec<String>) {
@@ -480,6 +500,35 @@ mod tests {
         let secrets = [("WHATSAPP_ACCESS_TOKEN", "t"), ("WHATSAPP_APP_SECRET", "s"), ("WHATSAPP_VERIFY_TOKEN", "v")];
         assert!(good.validate(&env(&secrets)).is_empty());
         assert!(good.check_target("whatsapp:15551234567", false).is_ok());
+    }
+
+    #[test]
+    #[cfg(feature = "email")]
+    fn email_lists_every_problem_and_plain_only_on_loopback() {
+        let broken = Config::parse(
+            "[platforms.email]\nenabled = true\nimap_url = \"imap://mail.example.com\"\n\
+             smtp_url = \"smtp://mail.example.com:25\"\naddress = \"agent\"\nidle_timeout = \"45m\"",
+        )
+        .unwrap();
+        let problems = broken.validate(&env(&[]));
+        for expected in [
+            "platforms.email: EMAIL_PASSWORD is not set",
+            "platforms.email.imap_url:",
+            "platforms.email.smtp_url:",
+            "platforms.email.address:",
+            "platforms.email.idle_timeout:",
+            "platforms.email.authserv_id:",
+        ] {
+            assert!(problems.iter().any(|p| p.starts_with(expected)), "{expected} missing in {problems:?}");
+        }
+        assert_eq!(problems.len(), 6, "{problems:?}");
+        let fine = Config::parse(
+            "[platforms.email]\nenabled = true\nimap_url = \"imap://127.0.0.1:1143\"\n\
+             smtp_url = \"smtps://smtp.example.com\"\naddress = \"agent@example.com\"\nauthserv_id = \"mx.example.com\"",
+        )
+        .unwrap();
+        assert_eq!(fine.validate(&env(&[("EMAIL_PASSWORD", "pw")])), Vec::<String>::new());
+        assert!(fine.check_target("email:ann@example.org", false).is_ok());
     }
 
     #[test]

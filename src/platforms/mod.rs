@@ -5,6 +5,8 @@
 pub mod api;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "email")]
+pub mod email;
 #[cfg(feature = "homeassistant")]
 pub mod homeassistant;
 #[cfg(feature = "signal")]

@@ -2,6 +2,8 @@
 //! client. Everything binds to 127.0.0.1:0.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "email")]
+pub mod dovecot;
 #[cfg(feature = "discord")]
 pub mod fake_discord;
 #[cfg(feature = "homeassistant")]
@@ -12,6 +14,8 @@ pub mod fake_search;
 pub mod fake_signal;
 #[cfg(feature = "slack")]
 pub mod fake_slack;
+#[cfg(feature = "email")]
+pub mod fake_smtp;
 pub mod fake_telegram;
 #[cfg(feature = "whatsapp")]
 pub mod fake_whatsapp;
@@ -107,6 +111,22 @@ pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, mut check: F) -> 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     check()
+}
+
+/// `eventually` for an async check (an HTTP probe, a query).
+pub async fn eventually_async<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check().await
 }
 
 /// The real binary running as a Telegram gateway in `home` (its config already written), with
