@@ -32,6 +32,9 @@ mod fake_llm;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_smtp/mod.rs"]
 mod fake_smtp;
+#[allow(dead_code)]
+#[path = "support/procfs.rs"]
+mod procfs;
 
 use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -40,6 +43,7 @@ use std::time::{Duration, Instant};
 use dovecot::Dovecot;
 use fake_llm::FakeLlm;
 use fake_smtp::FakeSmtp;
+use procfs::{cpu_ticks, status_mb, ticks_per_second};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hermesd");
 const ADDRESS: &str = "agent@example.com";
@@ -191,32 +195,6 @@ async fn run(variant: Variant, llm: &FakeLlm, users: usize, messages: usize, tic
             .filter(|_| answered > 0)
             .map(|end| end.saturating_sub(cpu0) as f64 * 1000.0 / ticks_per_s / answered as f64),
     }
-}
-
-/// A `kB` field of `/proc/<pid>/status`, in MB.
-fn status_mb(pid: u32, field: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb as f64 / 1024.0)
-}
-
-/// utime + stime of `pid` in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    Some(field(14)? + field(15)?)
-}
-
-fn ticks_per_second() -> f64 {
-    let out = Command::new("getconf").arg("CLK_TCK").output().expect("run getconf CLK_TCK");
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("getconf CLK_TCK prints a number")
 }
 
 fn main() -> ExitCode {

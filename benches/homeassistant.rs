@@ -23,6 +23,9 @@ mod fake_hass;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_llm.rs"]
 mod fake_llm;
+#[allow(dead_code)]
+#[path = "support/procfs.rs"]
+mod procfs;
 
 use std::collections::HashMap;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -30,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use fake_hass::FakeHass;
 use fake_llm::FakeLlm;
+use procfs::{cpu_ticks, status_mb, ticks_per_second};
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hermesd");
@@ -87,30 +91,6 @@ impl Drop for Daemon {
             let _ = self.child.wait();
         }
     }
-}
-
-fn status_mb(pid: u32, field: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb as f64 / 1024.0)
-}
-
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    Some(field(14)? + field(15)?)
-}
-
-fn ticks_per_second() -> f64 {
-    let out = Command::new("getconf").arg("CLK_TCK").output().expect("run getconf CLK_TCK");
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(100.0)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

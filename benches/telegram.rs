@@ -36,6 +36,9 @@ mod fake_llm;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_telegram/mod.rs"]
 mod fake_telegram;
+#[allow(dead_code)]
+#[path = "support/procfs.rs"]
+mod procfs;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -44,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use fake_llm::FakeLlm;
 use fake_telegram::{Chat, FakeTelegram, Sent, User};
+use procfs::{cpu_ticks, status_mb, ticks_per_second};
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hermesd");
@@ -293,34 +297,6 @@ impl Drop for Daemon {
 
 fn read_log(home: &Path) -> String {
     std::fs::read_to_string(home.join("hermesd.log")).unwrap_or_default()
-}
-
-/// A `kB` field of `/proc/<pid>/status` (`VmHWM`), in MB; `None` once the process is gone.
-fn status_mb(pid: u32, field: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb as f64 / 1024.0)
-}
-
-/// utime + stime of `pid` in clock ticks (fields 14 and 15 of `/proc/<pid>/stat`).
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces; fields after its closing ')' start at field 3.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    Some(field(14)? + field(15)?)
-}
-
-/// `getconf CLK_TCK` (normally 100).
-fn ticks_per_second() -> f64 {
-    let out = Command::new("getconf").arg("CLK_TCK").output().expect("run getconf CLK_TCK");
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("getconf CLK_TCK prints a number")
 }
 
 /// Queue every message, message index outermost (each user's messages interleaved with the

@@ -27,6 +27,9 @@ mod fake_llm;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_whatsapp/mod.rs"]
 mod fake_whatsapp;
+#[allow(dead_code)]
+#[path = "support/procfs.rs"]
+mod procfs;
 
 use std::collections::HashMap;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -35,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use fake_llm::FakeLlm;
 use fake_whatsapp::{FakeWhatsApp, PHONE_NUMBER_ID, webhook};
+use procfs::{cpu_ticks, status_mb};
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hermesd");
@@ -112,24 +116,6 @@ impl Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn status_mb(pid: u32, field: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
-}
-
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
 struct Outcome {
