@@ -99,10 +99,36 @@ impl SqliteStore {
         .await
     }
 
+    /// A write on the durable path run on the write lane (`lane`): the writer slot is held
+    /// for it, and it is retried through faults and recorded like `write`.
+    pub(super) async fn write_lane<T>(
+        &self,
+        op: impl Fn(&mut rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> StoreResult<T> {
+        self.write(|| async {
+            let mut writer = self.writer.get().await?;
+            self.lane.run(&mut writer, &op)
+        })
+        .await
+    }
+
+    /// `write_lane` without the health record (writes off the durable path), retried the same.
+    pub(super) async fn retry_lane<T>(
+        &self,
+        op: impl Fn(&mut rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> StoreResult<T> {
+        retry_write(None, || async {
+            let mut writer = self.writer.get().await?;
+            self.lane.run(&mut writer, &op)
+        })
+        .await
+    }
+
     /// Test builds: `store.max_page_count=value(N)` caps the writer connection's database size
     /// at N pages (at least its current size), so the next write that needs a new page fails
     /// with `SQLITE_FULL` as on a full disk; disarming it lifts the cap. `max_page_count` is a
-    /// per-connection setting, which is why this lives in the writer's own path.
+    /// per-connection setting, which is why this lives in the writer's own path, and why the
+    /// write lane gets it too.
     #[cfg(feature = "failpoints")]
     async fn apply_page_limit(&self) {
         use std::sync::atomic::Ordering;
@@ -116,7 +142,10 @@ impl SqliteStore {
         };
         let sql = sqlx::AssertSqlSafe(format!("PRAGMA max_page_count = {target}"));
         let applied = match self.writer.get().await {
-            Ok(mut conn) => sqlx::query(sql).execute(&mut *conn).await,
+            Ok(mut conn) => match sqlx::query(sql).execute(&mut *conn).await {
+                Ok(_) => self.lane.set_page_limit(&mut conn, if target == SQLITE_MAX { 0 } else { target }),
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         match applied {

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use hermesd_platform::{InboundEvent, OutboundMessage};
 use sqlx::Row;
 
-use super::outbox::insert_outbound;
+use super::outbox::insert_outbound_rows;
 use super::{SqliteStore, from_json, retry_busy, to_json};
 use crate::clock::now_ms;
 use crate::store::{
@@ -70,21 +70,17 @@ impl InboundStore for SqliteStore {
     async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome> {
         let payload = &to_json(event);
         let (platform, event_id) = (event.platform(), event.event_id());
-        self.write(|| async move {
-            let done = sqlx::query(
-                "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?, ?, ?, ?) \
-                 ON CONFLICT (platform, event_id) DO NOTHING",
-            )
-            .bind(platform)
-            .bind(event_id)
-            .bind(payload)
-            .bind(now)
-            .execute(&mut *self.writer.get().await?)
-            .await?;
-            Ok(if done.rows_affected() == 0 {
+        self.write_lane(|conn| {
+            let changed = conn
+                .prepare_cached(
+                    "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (platform, event_id) DO NOTHING",
+                )?
+                .execute(rusqlite::params![platform, event_id, payload, now])?;
+            Ok(if changed == 0 {
                 AcceptOutcome::Duplicate
             } else {
-                AcceptOutcome::New { seq: done.last_insert_rowid() }
+                AcceptOutcome::New { seq: conn.last_insert_rowid() }
             })
         })
         .await
@@ -137,18 +133,12 @@ impl InboundStore for SqliteStore {
         turn_id: &str,
         now: i64,
     ) -> StoreResult<()> {
-        self.write(|| async move {
-            let mut conn = self.writer.get().await?;
-            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
-            sqlx::query("UPDATE inbound_events SET state = ?, error = ?, finished_at = ? WHERE seq = ?")
-                .bind(state.as_str())
-                .bind(error)
-                .bind(now)
-                .bind(seq)
-                .execute(&mut *tx)
-                .await?;
-            insert_outbound(&mut tx, turn_id, reply, now).await?;
-            tx.commit().await
+        self.write_lane(|conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            tx.prepare_cached("UPDATE inbound_events SET state = ?1, error = ?2, finished_at = ?3 WHERE seq = ?4")?
+                .execute(rusqlite::params![state.as_str(), error, now, seq])?;
+            insert_outbound_rows(&tx, turn_id, reply, now)?;
+            tx.commit()
         })
         .await
     }

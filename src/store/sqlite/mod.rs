@@ -1,5 +1,6 @@
-//! The SQLite backend of the store: WAL, one writer connection, a pool of read-only readers,
-//! a busy timeout and a jittered retry when another process holds the write lock.
+//! The SQLite backend of the store: WAL, one writer connection (with the turn's writes on its
+//! in-place lane, `lane`), a pool of read-only readers, a busy timeout and a jittered retry
+//! when another process holds the write lock.
 //!
 //! Only this folder writes SQL. Schema changes go through `migrations/`, never ad hoc DDL here.
 
@@ -12,6 +13,7 @@ mod fts;
 mod health;
 mod idempotency;
 mod inbound;
+mod lane;
 mod lifecycle;
 mod outbox;
 mod people;
@@ -60,6 +62,8 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 #[derive(Clone)]
 pub struct SqliteStore {
     writer: Conns,
+    /// The turn's writes, in the calling task, under the writer slot (`lane`).
+    lane: std::sync::Arc<lane::Lane>,
     readers: Conns,
     /// What the durable-path writes last saw (`/readyz`).
     health: std::sync::Arc<super::health::WriteHealth>,
@@ -113,6 +117,7 @@ impl SqliteStore {
         let readers = Conns::new(base.read_only(true), readers);
         Ok(Self {
             writer,
+            lane: std::sync::Arc::new(lane::Lane::new(path.to_path_buf(), busy_timeout)),
             readers,
             health: Default::default(),
             #[cfg(feature = "failpoints")]
@@ -123,6 +128,10 @@ impl SqliteStore {
     /// Close every connection, checkpointing the WAL.
     pub async fn close(&self) {
         self.readers.close().await;
+        // The lane first: the writer's close is the last and checkpoints the WAL.
+        if let Ok(mut writer) = self.writer.get().await {
+            self.lane.close(&mut writer);
+        }
         self.writer.close().await;
     }
 

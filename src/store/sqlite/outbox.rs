@@ -17,21 +17,40 @@ pub(super) async fn insert_outbound(
 ) -> Result<Vec<i64>, sqlx::Error> {
     let mut ids = Vec::with_capacity(messages.len());
     for message in messages {
-        let row: Option<(i64,)> = sqlx::query_as(
-            "INSERT INTO outbound_messages (turn_id, chunk_index, platform, payload, created_at) \
-             VALUES (?, ?, ?, ?, ?) ON CONFLICT (turn_id, chunk_index) DO NOTHING RETURNING id",
-        )
-        .bind(turn_id)
-        .bind(i64::from(message.chunk.0))
-        .bind(&message.chat.platform)
-        .bind(to_json(message))
-        .bind(now)
-        .fetch_optional(&mut *conn)
-        .await?;
+        let row: Option<(i64,)> = sqlx::query_as(INSERT_OUTBOUND)
+            .bind(turn_id)
+            .bind(i64::from(message.chunk.0))
+            .bind(&message.chat.platform)
+            .bind(to_json(message))
+            .bind(now)
+            .fetch_optional(&mut *conn)
+            .await?;
         ids.extend(row.map(|r| r.0));
     }
     Ok(ids)
 }
+
+/// `insert_outbound` on the write lane, in the lane's transaction.
+pub(super) fn insert_outbound_rows(
+    conn: &rusqlite::Connection,
+    turn_id: &str,
+    messages: &[OutboundMessage],
+    now: i64,
+) -> rusqlite::Result<Vec<i64>> {
+    use rusqlite::OptionalExtension;
+    let mut ids = Vec::with_capacity(messages.len());
+    let mut insert = conn.prepare_cached(INSERT_OUTBOUND)?;
+    for message in messages {
+        let params =
+            rusqlite::params![turn_id, i64::from(message.chunk.0), message.chat.platform, to_json(message), now];
+        ids.extend(insert.query_row(params, |row| row.get::<_, i64>(0)).optional()?);
+    }
+    Ok(ids)
+}
+
+/// One reply chunk; an existing one for the same turn and index is kept (no id returned).
+const INSERT_OUTBOUND: &str = "INSERT INTO outbound_messages (turn_id, chunk_index, platform, payload, created_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (turn_id, chunk_index) DO NOTHING RETURNING id";
 
 impl SqliteStore {
     /// Decode pending rows; a row whose payload no longer decodes is set aside as `quarantined`
@@ -101,16 +120,12 @@ impl OutboxStore for SqliteStore {
     }
 
     async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64) -> StoreResult<()> {
-        self.write(|| async move {
-            sqlx::query(
-                "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?, sent_at = ?, \
-                 attempts = attempts + 1 WHERE id = ?",
-            )
-            .bind(platform_message_id)
-            .bind(now)
-            .bind(id)
-            .execute(&mut *self.writer.get().await?)
-            .await
+        self.write_lane(|conn| {
+            conn.prepare_cached(
+                "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?1, sent_at = ?2, \
+                 attempts = attempts + 1 WHERE id = ?3",
+            )?
+            .execute(rusqlite::params![platform_message_id, now, id])
             .map(drop)
         })
         .await

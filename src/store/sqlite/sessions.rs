@@ -4,7 +4,8 @@ use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
-use super::outbox::insert_outbound;
+use super::lane::execute_all;
+use super::outbox::insert_outbound_rows;
 use super::{SqliteStore, from_json, retry_busy, to_json};
 use crate::agent::message::{ImageRef, Message, Reasoning, Role, ToolCall};
 use crate::store::{
@@ -73,31 +74,43 @@ fn message_json(message: &Message) -> (Option<String>, Option<String>, Option<St
     (tool_calls, reasoning, images)
 }
 
-async fn insert_message(
-    conn: &mut sqlx::SqliteConnection,
+/// Insert one transcript message on the write lane, in the lane's transaction.
+fn insert_message_row(
+    conn: &rusqlite::Connection,
     session_id: &str,
     message: &Message,
     event_seq: Option<i64>,
     now: i64,
-) -> Result<(), sqlx::Error> {
+) -> rusqlite::Result<()> {
     let (tool_calls, reasoning, images) = message_json(message);
-    sqlx::query(
-        "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, reasoning, event_seq, created_at, images) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(session_id)
-    .bind(message.role.as_str())
-    .bind(&message.content)
-    .bind(tool_calls)
-    .bind(&message.tool_call_id)
-    .bind(reasoning)
-    .bind(event_seq)
-    .bind(now)
-    .bind(images)
-    .execute(conn)
-    .await
-    .map(drop)
+    let role = message.role.as_str();
+    conn.prepare_cached(INSERT_MESSAGE)?
+        .execute(rusqlite::params![
+            session_id,
+            role,
+            message.content,
+            tool_calls,
+            message.tool_call_id,
+            reasoning,
+            event_seq,
+            now,
+            images
+        ])
+        .map(drop)
 }
+
+/// One transcript message; the event's user message is written once (`messages_one_user_per_event`).
+const INSERT_MESSAGE: &str = "INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, \
+     reasoning, event_seq, created_at, images) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+/// The event's end and the session's totals (`finish_turn`).
+const FINISH_TURN: &str = "UPDATE inbound_events SET state = ?1, error = ?2, finished_at = ?3 WHERE seq = ?4; \
+     UPDATE sessions SET restart_count = 0, updated_at = ?3, \
+     last_prompt_tokens = COALESCE(?5, last_prompt_tokens), \
+     model_calls_total = model_calls_total + ?6, prompt_tokens_total = prompt_tokens_total + ?7, \
+     completion_tokens_total = completion_tokens_total + ?8, \
+     cache_read_tokens_total = cache_read_tokens_total + ?9, \
+     cache_write_tokens_total = cache_write_tokens_total + ?10 WHERE id = ?11";
 
 /// Quote each term so user text can never be read as FTS5 query syntax.
 pub(super) fn fts_query(text: &str) -> String {
@@ -202,33 +215,35 @@ impl SessionStore for SqliteStore {
     }
 
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32> {
-        // Two statements without a transaction, sent as one command: each is idempotent on a
-        // rerun (the user message is written once per event), so a crash between them loses
-        // nothing, and the turn start is one round trip to the writer.
+        // The event's start and its user message in one transaction on the write lane; both are
+        // idempotent on a rerun (the user message is written once per event).
         let (tool_calls, reasoning, images) = message_json(user);
         let attempts: Option<i64> = self
-            .write(|| async {
-                // `fetch_all`, never `fetch_optional`: sqlx stops a command at its first row when
-                // asked for one, and the INSERT after the RETURNING row would not run.
-                let rows: Vec<(i64,)> = sqlx::query_as(
-                    "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ?1 \
-                     WHERE seq = ?2 RETURNING attempts; \
-                     INSERT OR IGNORE INTO messages (session_id, role, content, tool_calls, tool_call_id, reasoning, \
-                     event_seq, created_at, images) SELECT ?1, ?3, ?4, ?5, ?6, ?7, ?2, ?8, ?9 \
-                     WHERE EXISTS (SELECT 1 FROM inbound_events WHERE seq = ?2)",
-                )
-                .bind(session_id)
-                .bind(seq)
-                .bind(user.role.as_str())
-                .bind(&user.content)
-                .bind(&tool_calls)
-                .bind(&user.tool_call_id)
-                .bind(&reasoning)
-                .bind(now)
-                .bind(&images)
-                .fetch_all(&mut *self.writer.get().await?)
-                .await?;
-                Ok(rows.first().map(|(attempts,)| *attempts))
+            .write_lane(|conn| {
+                use rusqlite::OptionalExtension;
+                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let attempts = tx
+                    .prepare_cached(
+                        "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ?1 \
+                         WHERE seq = ?2 RETURNING attempts",
+                    )?
+                    .query_row(rusqlite::params![session_id, seq], |row| row.get::<_, i64>(0))
+                    .optional()?;
+                if attempts.is_some() {
+                    tx.prepare_cached(INSERT_MESSAGE)?.execute(rusqlite::params![
+                        session_id,
+                        user.role.as_str(),
+                        user.content,
+                        tool_calls,
+                        user.tool_call_id,
+                        reasoning,
+                        seq,
+                        now,
+                        images
+                    ])?;
+                }
+                tx.commit()?;
+                Ok(attempts)
             })
             .await?;
         let attempts = attempts.ok_or_else(|| StoreError::NotFound(format!("inbound event {seq}")))?;
@@ -240,48 +255,38 @@ impl SessionStore for SqliteStore {
         let TurnEnd { messages, reply, state, error, prompt_tokens, also_done, usage } = *end;
         let prompt_tokens = prompt_tokens.and_then(|t| i64::try_from(t).ok());
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        self.write(|| async move {
-            let mut conn = self.writer.get().await?;
-            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
+        let totals = [count(usage.calls), count(usage.prompt), count(usage.completion), count(usage.cache_read)];
+        let cache_write = count(usage.cache_write);
+        let state = state.as_str();
+        let params: [&(dyn rusqlite::ToSql + Sync); 11] = [
+            &state,
+            &error,
+            &now,
+            &seq,
+            &prompt_tokens,
+            &totals[0],
+            &totals[1],
+            &totals[2],
+            &totals[3],
+            &cache_write,
+            &session_id,
+        ];
+        self.write_lane(|conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             for message in messages {
                 // The turn's own user message was written by `begin_turn` under this event; user
                 // messages arriving mid-turn (steering) are other events' words and must not
                 // collide with it on `messages_one_user_per_event`.
                 let event = if message.role == Role::User { None } else { Some(seq) };
-                insert_message(&mut tx, session_id, message, event, now).await?;
+                insert_message_row(&tx, session_id, message, event, now)?;
             }
-            let ids = insert_outbound(&mut tx, turn_id, reply, now).await?;
+            let ids = insert_outbound_rows(&tx, turn_id, reply, now)?;
             for other in also_done {
-                sqlx::query("UPDATE inbound_events SET state = 'done', finished_at = ? WHERE seq = ?")
-                    .bind(now)
-                    .bind(other)
-                    .execute(&mut *tx)
-                    .await?;
+                tx.prepare_cached("UPDATE inbound_events SET state = 'done', finished_at = ?1 WHERE seq = ?2")?
+                    .execute(rusqlite::params![now, other])?;
             }
-            // The event's end and the session's totals in one command.
-            sqlx::query(
-                "UPDATE inbound_events SET state = ?1, error = ?2, finished_at = ?3 WHERE seq = ?4; \
-                 UPDATE sessions SET restart_count = 0, updated_at = ?3, \
-                 last_prompt_tokens = COALESCE(?5, last_prompt_tokens), \
-                 model_calls_total = model_calls_total + ?6, prompt_tokens_total = prompt_tokens_total + ?7, \
-                 completion_tokens_total = completion_tokens_total + ?8, \
-                 cache_read_tokens_total = cache_read_tokens_total + ?9, \
-                 cache_write_tokens_total = cache_write_tokens_total + ?10 WHERE id = ?11",
-            )
-            .bind(state.as_str())
-            .bind(error)
-            .bind(now)
-            .bind(seq)
-            .bind(prompt_tokens)
-            .bind(count(usage.calls))
-            .bind(count(usage.prompt))
-            .bind(count(usage.completion))
-            .bind(count(usage.cache_read))
-            .bind(count(usage.cache_write))
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
+            execute_all(&tx, FINISH_TURN, &params)?;
+            tx.commit()?;
             Ok(ids)
         })
         .await

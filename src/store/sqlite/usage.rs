@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use sqlx::Row;
 
+use super::lane::execute_all;
 use super::{SqliteStore, retry_busy};
 use crate::store::{StoreResult, TokenTotals, UsageRecord, UsageScope, UsageStore};
 use crate::usage::UsageSum;
@@ -61,32 +62,34 @@ fn signed(n: u64) -> i64 {
 #[async_trait]
 impl UsageStore for SqliteStore {
     async fn record_usage(&self, r: &UsageRecord<'_>) -> StoreResult<()> {
-        // All statements go to the connection's thread as one command (a round trip each would
-        // cost more than the statements), inside a transaction sqlx rolls back if it is dropped.
+        // On the write lane, in one transaction (rolled back if any statement fails).
         let sql = if r.turn { RECORD_TURN } else { RECORD_CALL };
         let t = r.tokens;
-        retry_busy(|| async {
-            let mut conn = self.writer.get().await?;
-            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-            sqlx::query(sql)
-                .bind(UsageScope::User.as_str())
-                .bind(r.platform)
-                .bind(r.user)
-                .bind(r.day)
-                .bind(signed(t.calls))
-                .bind(signed(t.prompt))
-                .bind(signed(t.completion))
-                .bind(signed(t.cache_read))
-                .bind(signed(t.cache_write))
-                .bind(r.cost_micros)
-                .bind(signed(r.unpriced_calls))
-                .bind(i64::from(r.turn))
-                .bind(UsageScope::Chat.as_str())
-                .bind(r.chat)
-                .bind(r.session_id)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await
+        let (calls, prompt, completion) = (signed(t.calls), signed(t.prompt), signed(t.completion));
+        let (cache_read, cache_write, unpriced) =
+            (signed(t.cache_read), signed(t.cache_write), signed(r.unpriced_calls));
+        let turn = i64::from(r.turn);
+        let params: [&(dyn rusqlite::ToSql + Sync); 15] = [
+            &UsageScope::User.as_str(),
+            &r.platform,
+            &r.user,
+            &r.day,
+            &calls,
+            &prompt,
+            &completion,
+            &cache_read,
+            &cache_write,
+            &r.cost_micros,
+            &unpriced,
+            &turn,
+            &UsageScope::Chat.as_str(),
+            &r.chat,
+            &r.session_id,
+        ];
+        self.retry_lane(|conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            execute_all(&tx, sql, &params)?;
+            tx.commit()
         })
         .await
     }
