@@ -21,11 +21,13 @@
 //!   answering a `todo` tool call and then text (two model calls a turn): CPU per turn and per
 //!   model call;
 //! - store growth per turn (`state.db` + `state.db-wal`) over the 50-session workload;
-//! - scale (benches/gateway/scale.rs), each on a daemon of its own, one run: RSS with 10,000
+//! - scale (benches/gateway/scale.rs), every run on a daemon of its own, medians of 3: RSS with 10,000
 //!   sessions alive at once and for 2 minutes after their actors exited, and daemon CPU per
 //!   message for the first chats vs after 100,000 distinct chats;
 //! - in process, through the hermesd library: a forced compaction of a 2,000-message session
-//!   (median of 5 fresh sessions), `load_transcript` before and after, and FTS search latency.
+//!   (median of 5 fresh sessions), `load_transcript` before and after, and FTS search latency;
+//!   then (benches/gateway/search.rs) search p50/p99 over 1,000,000 messages, scoped to one
+//!   chat and store-wide, for a word and a substring.
 //!
 //! Run it (release profile; Linux only, it reads `/proc`):
 //!
@@ -34,7 +36,8 @@
 //! ```
 //!
 //! `HERMESD_BENCH_QUICK=1` runs each workload once with 5 messages per session (a smoke test).
-//! `HERMESD_BENCH_SCALE=only` runs only the scale workloads (`=memory`, `=chats`: one of them); `HERMESD_BENCH_BIN=<path>` runs
+//! `HERMESD_BENCH_SCALE=only` runs only the scale workloads (`=memory`, `=chats`: one of them;
+//! `=search`: only the million-message search); `HERMESD_BENCH_BIN=<path>` runs
 //! another `hermesd` build (e.g. to compare allocators or versions).
 //! All traffic stays on 127.0.0.1; arguments cargo passes (`--bench`, filters) are ignored.
 
@@ -50,6 +53,8 @@ mod load;
 mod report;
 #[path = "gateway/scale.rs"]
 mod scale;
+#[path = "gateway/search.rs"]
+mod search;
 
 use std::time::Duration;
 
@@ -102,13 +107,20 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let llm = FakeLlm::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("build the bench runtime");
-    // `HERMESD_BENCH_SCALE=only|memory|chats` runs just the scale workloads (they take minutes).
-    if std::env::var("HERMESD_BENCH_SCALE").is_err() {
+    // `HERMESD_BENCH_SCALE=only|memory|chats` runs just the scale workloads (they take minutes),
+    // `=search` just the million-message search.
+    let only = std::env::var("HERMESD_BENCH_SCALE").ok();
+    if only.is_none() {
         let report = runtime.block_on(run(&settings, &llm));
         report.print(&settings);
     }
-    let scale = runtime.block_on(scale::run(&settings, &client(), &llm, ticks_per_second()));
-    scale.print();
+    if only.is_none() || only.as_deref() == Some("search") {
+        runtime.block_on(search::run(settings.quick)).print();
+    }
+    if only.as_deref() != Some("search") {
+        let scale = runtime.block_on(scale::run(&settings, &client(), &llm, ticks_per_second()));
+        scale.print();
+    }
 }
 
 fn client() -> reqwest::Client {

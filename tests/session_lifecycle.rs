@@ -308,3 +308,32 @@ async fn no_flush_when_it_is_off_or_the_platform_has_no_memory_tool() {
         d.daemon.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_command_on_an_expired_session_waits_in_the_mailbox_not_in_the_receive_loop() {
+    const HOLD: Duration = Duration::from_secs(3);
+    let llm = FakeLlm::builder().flush_step_after(HOLD, Step::Reply("DONE".into())).start().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let sessions = "[sessions]\nreset = \"idle\"\nidle_minutes = 60\nsweep_interval = \"1h\"";
+    let d = daemon(home.path(), &llm, &platform, sessions).await;
+    assert_eq!(say(&platform, "a", "green tea, always", 1).await, "echo: green tea, always");
+    age_sessions(&database(home.path()).await).await;
+
+    // The session expired: `/title` needs the reset policy's flush (a 3 s model call) first.
+    let asked = Instant::now();
+    platform.inject("t", "ann", "/title Tea notes").await;
+    let held = asked.elapsed();
+    assert!(held < HOLD / 3, "the receive loop was held {held:?} by the flush");
+    assert!(eventually(WAIT, || llm.flush_requests().len() == 1).await, "the expired session was flushed");
+    assert!(
+        eventually(WAIT, || platform.texts().iter().any(|t| t == "Title set: Tea notes")).await,
+        "{:?}",
+        platform.texts()
+    );
+    assert!(asked.elapsed() >= HOLD, "answered only after the flush");
+    // The title went to the fresh session, which the next message continues.
+    let n = platform.sent().len();
+    assert!(say(&platform, "s", "/title", n + 1).await.ends_with("Title: Tea notes"), "{:?}", platform.texts());
+    d.daemon.stop().await;
+}

@@ -32,8 +32,8 @@ pub(crate) const MESSAGES: usize = 2_000;
 /// Timed repetitions of each search.
 const SEARCHES: usize = 20;
 /// A word planted in every 50th message, and a piece of it that is no word of its own.
-const WORD_QUERY: &str = "invoice";
-const SUBSTRING_QUERY: &str = "nvoic";
+pub(crate) const WORD_QUERY: &str = "invoice";
+pub(crate) const SUBSTRING_QUERY: &str = "nvoic";
 const SUMMARY: &str = "## Goal\nFinish the migration.\n## Progress\nSchema drafted.\n## Decisions\nKeep SQLite.\n\
                        ## Files\nsrc/store/mod.rs\n## Next steps\nWrite the tests.";
 
@@ -209,7 +209,7 @@ fn event(id: &str, chat_id: &str, text: &str) -> InboundEvent {
 
 /// ~300 chars of varied text: common words and made-up names from syllables, a number now and
 /// then, and `WORD_QUERY` in every 50th message.
-fn text(rng: &mut StdRng, n: usize) -> String {
+pub(crate) fn text(rng: &mut StdRng, n: usize) -> String {
     const COMMON: &[&str] = &[
         "the", "and", "of", "to", "file", "path", "config", "please", "check", "build", "test", "error", "deploy",
         "server", "branch", "merge", "review", "because", "then", "after", "which", "with", "from", "should",

@@ -1,8 +1,8 @@
 //! Scale workloads: memory with 10,000 sessions alive at once and given back after they go idle,
 //! and daemon CPU per message as distinct chats pile up to 100,000.
 //!
-//! Each runs once on a daemon of its own (a run takes minutes; medians of 3 are not affordable
-//! here). Every session or chat is a distinct `X-Hermes-Session-Id` on the API: one session, one
+//! Each runs `settings.runs` times (3; 1 in quick mode), every run on a daemon of its own; the
+//! targets are judged on the medians of the runs' figures. Every session or chat is a distinct `X-Hermes-Session-Id` on the API: one session, one
 //! actor, one outbox pacer (the API's replies are delivered through the chat's pacer like any
 //! platform's). `HERMESD_BENCH_QUICK=1` shrinks both to a smoke test.
 
@@ -121,11 +121,21 @@ impl Chats {
     }
 }
 
-/// Both workloads' results.
+/// Both workloads' results, one entry per run.
 pub(crate) struct ScaleReport {
     plan: Plan,
-    memory: Memory,
-    chats: Chats,
+    memory: Vec<Memory>,
+    chats: Vec<Chats>,
+}
+
+/// The median of `values` (NaN for none); an even count takes the mean of the middle two.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 /// Send one message each to sessions `<label>-<from>` … `<label>-<to - 1>`, `IN_FLIGHT` at once.
@@ -166,9 +176,18 @@ pub(crate) async fn run(settings: &Settings, client: &reqwest::Client, llm: &Fak
     let plan = Plan::new(settings.quick);
     // `HERMESD_BENCH_SCALE=memory` or `=chats` runs only that one.
     let only = std::env::var("HERMESD_BENCH_SCALE").unwrap_or_default();
-    let memory = if only == "chats" { Memory::default() } else { memory(&plan, client, llm).await };
-    let chats = if only == "memory" { Chats::default() } else { chats(&plan, client, llm, ticks_per_s).await };
-    ScaleReport { plan, memory, chats }
+    let (mut memory_runs, mut chats_runs) = (Vec::new(), Vec::new());
+    for run in 1..=settings.runs {
+        if only != "chats" {
+            eprintln!("scale: memory run {run}/{}…", settings.runs);
+            memory_runs.push(memory(&plan, client, llm).await);
+        }
+        if only != "memory" {
+            eprintln!("scale: chats run {run}/{}…", settings.runs);
+            chats_runs.push(chats(&plan, client, llm, ticks_per_s).await);
+        }
+    }
+    ScaleReport { plan, memory: memory_runs, chats: chats_runs }
 }
 
 async fn memory(plan: &Plan, client: &reqwest::Client, llm: &FakeLlm) -> Memory {
@@ -275,99 +294,114 @@ fn verdict(ok: bool) -> &'static str {
 
 impl ScaleReport {
     pub(crate) fn print(&self) {
-        println!("### scale (one run each, on daemons of their own)\n");
-        println!("| scale workload | figure | value | target |");
-        println!("|---|---|---:|---|");
+        let runs = self.memory.len().max(self.chats.len());
+        println!("### scale ({runs} run(s) of each, every run on a daemon of its own; targets judged on medians)\n");
+        println!("| scale workload | run | figure | value | target |");
+        println!("|---|---:|---|---:|---|");
         // A workload left out (`HERMESD_BENCH_SCALE=memory|chats`) has no rows.
-        let (memory, chats) = (!self.memory.after.is_empty(), !self.chats.steps.is_empty());
-        if memory {
-            self.memory_rows();
+        for (i, m) in self.memory.iter().enumerate() {
+            self.memory_rows(i + 1, m);
         }
-        if chats {
-            self.chats_rows();
+        for (i, c) in self.chats.iter().enumerate() {
+            self.chats_rows(i + 1, c);
         }
         println!();
-        if memory {
+        if !self.memory.is_empty() {
             self.memory_targets();
         }
-        if chats {
+        if !self.chats.is_empty() {
             self.chats_target();
         }
-        for error in [&self.memory.first_error, &self.chats.first_error].into_iter().flatten() {
+        let errors = self.memory.iter().map(|m| &m.first_error).chain(self.chats.iter().map(|c| &c.first_error));
+        for error in errors.flatten() {
             println!("warning: scale request error: {error}");
         }
         println!();
     }
 
-    fn memory_rows(&self) {
-        let (p, m) = (&self.plan, &self.memory);
+    fn memory_rows(&self, run: usize, m: &Memory) {
+        let p = &self.plan;
         let sessions = format!("{} sessions, 1 message each, {IN_FLIGHT} in flight", p.sessions);
-        println!("| {sessions} | idle RSS before (MB) | {:.1} | < {IDLE_TARGET_MB} |", m.idle_mb);
-        println!("| {sessions} | send time (s) | {:.1} | |", m.send_s);
-        println!("| {sessions} | actors alive at the last reply | {} | {} |", m.alive_actors, p.sessions);
-        println!("| {sessions} | RSS with all alive (MB) | {:.1} | < {ALIVE_TARGET_MB} |", m.alive_mb);
+        println!("| {sessions} | {run} | idle RSS before (MB) | {:.1} | < {IDLE_TARGET_MB} |", m.idle_mb);
+        println!("| {sessions} | {run} | send time (s) | {:.1} | |", m.send_s);
+        println!("| {sessions} | {run} | actors alive at the last reply | {} | {} |", m.alive_actors, p.sessions);
+        println!("| {sessions} | {run} | RSS with all alive (MB) | {:.1} | < {ALIVE_TARGET_MB} |", m.alive_mb);
         println!(
-            "| {sessions} | peak RSS sampled / VmHWM (MB) | {:.1} / {:.1} | < {ALIVE_TARGET_MB} |",
+            "| {sessions} | {run} | peak RSS sampled / VmHWM (MB) | {:.1} / {:.1} | < {ALIVE_TARGET_MB} |",
             m.sampled_peak_mb, m.hwm_mb
         );
         let exit = m.exit_after_s.map_or("never".to_owned(), |s| format!("{s:.1}"));
-        println!("| {sessions} | last actor exited, s after the last reply (idle {}) | {exit} | |", p.session_idle);
+        println!(
+            "| {sessions} | {run} | last actor exited, s after the last reply (idle {}) | {exit} | |",
+            p.session_idle
+        );
         let under = m.first_under(AFTER_TARGET_MB).map_or("never".to_owned(), |s| format!("{s:.0}"));
-        println!("| {sessions} | first RSS < {AFTER_TARGET_MB} MB, s after exit | {under} | ≤ 120 |");
+        println!("| {sessions} | {run} | first RSS < {AFTER_TARGET_MB} MB, s after exit | {under} | ≤ 120 |");
         let samples: Vec<String> = m
             .after
             .iter()
             .filter(|(t, _)| *t < 0.5 || [10.0, 30.0, 60.0, 90.0, 120.0].iter().any(|x| (t - x).abs() < 0.5))
             .map(|(t, rss)| format!("{t:.0} s: {rss:.1}"))
             .collect();
-        println!("| {sessions} | RSS after exit (MB) | {} | |", samples.join(", "));
-        println!("| {sessions} | errors | {} | 0 |", m.errors);
+        println!("| {sessions} | {run} | RSS after exit (MB) | {} | |", samples.join(", "));
+        println!("| {sessions} | {run} | errors | {} | 0 |", m.errors);
     }
 
-    fn chats_rows(&self) {
-        let (p, c) = (&self.plan, &self.chats);
-        let chats = format!("{} distinct chats, 1 message each, {IN_FLIGHT} in flight", p.chats);
+    fn chats_rows(&self, run: usize, c: &Chats) {
+        let chats = format!("{} distinct chats, 1 message each, {IN_FLIGHT} in flight", self.plan.chats);
         for (from, n, ms) in &c.steps {
-            println!("| {chats} | CPU ms/message, chats {from}..{} | {ms:.3} | |", from + n);
+            println!("| {chats} | {run} | CPU ms/message, chats {from}..{} | {ms:.3} | |", from + n);
         }
-        println!("| {chats} | last ÷ first window | {:.2} | ≤ {CPU_RATIO_TARGET} |", c.last() / c.first());
-        println!("| {chats} | total time (s) / RSS at end (MB) | {:.0} / {:.1} | < 600 s |", c.total_s, c.rss_end_mb);
-        println!("| {chats} | errors | {} | 0 |", c.errors);
+        println!("| {chats} | {run} | last ÷ first window | {:.2} | ≤ {CPU_RATIO_TARGET} |", c.last() / c.first());
+        println!(
+            "| {chats} | {run} | total time (s) / RSS at end (MB) | {:.0} / {:.1} | < 600 s |",
+            c.total_s, c.rss_end_mb
+        );
+        println!("| {chats} | {run} | errors | {} | 0 |", c.errors);
     }
 
     fn memory_targets(&self) {
-        let (p, m) = (&self.plan, &self.memory);
+        let (p, runs) = (&self.plan, &self.memory);
+        let of = |f: &dyn Fn(&Memory) -> f64| median(runs.iter().map(f).collect());
+        let all_alive = runs.iter().all(|m| m.alive_actors == p.sessions as i64);
+        let peak = of(&|m| m.sampled_peak_mb);
         println!(
-            "- {}: RSS with {} sessions alive: {:.1} MB (sampled peak {:.1}; target < {ALIVE_TARGET_MB} MB)",
-            verdict(m.sampled_peak_mb < ALIVE_TARGET_MB && m.alive_actors == p.sessions as i64),
+            "- {}: RSS with {} sessions alive, median of {}: {:.1} MB (sampled peak {peak:.1}; target < {ALIVE_TARGET_MB} MB)",
+            verdict(peak < ALIVE_TARGET_MB && all_alive),
             p.sessions,
-            m.alive_mb,
-            m.sampled_peak_mb
+            runs.len(),
+            of(&|m| m.alive_mb),
         );
+        // A run never under the target counts as the whole watch plus one second.
+        let never = p.watch_after.as_secs_f64() + 1.0;
+        let under = of(&|m| m.first_under(AFTER_TARGET_MB).unwrap_or(never));
         println!(
-            "- {}: RSS {:.0} s after the last actor exited: {:.1} MB (target < {AFTER_TARGET_MB} MB within 120 s)",
-            verdict(m.first_under(AFTER_TARGET_MB).is_some_and(|t| t <= 120.0)),
+            "- {}: RSS {:.0} s after the last actor exited, median: {:.1} MB; first under {AFTER_TARGET_MB} MB after {} (target < {AFTER_TARGET_MB} MB within 120 s)",
+            verdict(under <= 120.0),
             p.watch_after.as_secs_f64(),
-            m.last_after()
+            of(&|m| m.last_after()),
+            if under > p.watch_after.as_secs_f64() { "never".to_owned() } else { format!("{under:.0} s") },
         );
+        let idle = of(&|m| m.idle_mb);
         println!(
-            "- {}: idle RSS of the default build: {:.1} MB (target < {IDLE_TARGET_MB} MB)",
-            verdict(m.idle_mb < IDLE_TARGET_MB),
-            m.idle_mb
+            "- {}: idle RSS of the default build, median: {idle:.1} MB (target < {IDLE_TARGET_MB} MB)",
+            verdict(idle < IDLE_TARGET_MB),
         );
     }
 
     fn chats_target(&self) {
-        let (p, c) = (&self.plan, &self.chats);
-        let ratio = c.last() / c.first();
+        let (p, runs) = (&self.plan, &self.chats);
+        let ratio = median(runs.iter().map(|c| c.last() / c.first()).collect());
+        let total = median(runs.iter().map(|c| c.total_s).collect());
+        let seen = runs.first().and_then(|c| c.steps.last()).map_or(0, |s| s.0);
         println!(
-            "- {}: CPU per message after {} chats ÷ after {}: {:.3} / {:.3} ms = {ratio:.2} (target ≤ {CPU_RATIO_TARGET}; {} s in all, target < 600 s)",
-            verdict(ratio <= CPU_RATIO_TARGET && c.total_s < 600.0),
-            c.steps.last().map_or(0, |s| s.0),
+            "- {}: CPU per message after {seen} chats ÷ after {}, median of {}: {:.3} / {:.3} ms = {ratio:.2} (target ≤ {CPU_RATIO_TARGET}; {} s in all, target < 600 s)",
+            verdict(ratio <= CPU_RATIO_TARGET && total < 600.0),
             p.first_after,
-            c.last(),
-            c.first(),
-            c.total_s.round()
+            runs.len(),
+            median(runs.iter().map(Chats::last).collect()),
+            median(runs.iter().map(Chats::first).collect()),
+            total.round()
         );
     }
 }

@@ -152,6 +152,11 @@ impl FlushGate {
         Some(FlushGuard { gate: self.clone(), key: key.to_owned(), done })
     }
 
+    /// Whether a flush of `key` runs now.
+    pub fn is_running(&self, key: &str) -> bool {
+        self.running.lock().expect("flush gate lock poisoned").contains_key(key)
+    }
+
     /// Wait up to `limit` for the flush of `key`, if one runs.
     pub async fn wait(&self, key: &str, limit: Duration) {
         let done = self.running.lock().expect("flush gate lock poisoned").get(key).cloned();

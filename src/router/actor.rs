@@ -99,8 +99,8 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
             *queued
         };
         let Queued { job, batchable, work } = queued;
-        if work == Work::Compress {
-            if !Box::pin(run_compress(&inner, &state, job)).await {
+        if work != Work::Turn {
+            if !Box::pin(run_command(&inner, &state, job, work)).await {
                 break;
             }
             continue;
@@ -168,7 +168,9 @@ async fn run_turn(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, leftover
 /// Run `/compress` for `job` in the session's order, under a worker permit, and answer its event;
 /// false when draining stopped it from starting (the event stays accepted for the next start).
 /// While it runs the session counts as busy: `/stop` cancels it, messages queue behind it.
-async fn run_compress(inner: &Arc<Inner>, state: &ActorState, job: TurnJob) -> bool {
+/// Run a command job (`/compress`, or a session command that had to wait for its session)
+/// under a worker permit and answer it; false when the daemon drains first.
+async fn run_command(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, work: Work) -> bool {
     let worker = tokio::select! {
         _ = inner.draining.cancelled() => return false,
         worker = inner.pool.slot() => worker,
@@ -177,9 +179,16 @@ async fn run_compress(inner: &Arc<Inner>, state: &ActorState, job: TurnJob) -> b
     *state.running.lock().expect("actor lock poisoned") = Some((stop.clone(), Instant::now()));
     let (runner, abort, task_stop) = (inner.runner.clone(), inner.abort_turns.clone(), stop.clone());
     let (key, message) = (job.key.clone(), job.message.clone());
+    let router = Router { inner: inner.clone() };
     let done = tokio::spawn(async move {
+        let answer = async {
+            match work {
+                Work::Command(command) => router.session_command(&key, command).await,
+                _ => runner.compress_now(&key, &message, &task_stop).await,
+            }
+        };
         tokio::select! {
-            text = runner.compress_now(&key, &message, &task_stop) => Some(text),
+            text = answer => Some(text),
             // Shutdown past its deadline: unanswered, the command runs again at the next start.
             _ = abort.cancelled() => None,
         }
@@ -189,8 +198,8 @@ async fn run_compress(inner: &Arc<Inner>, state: &ActorState, job: TurnJob) -> b
         Ok(text) => text,
         Err(e) => {
             inner.metrics.inc(ERRORS_TOTAL, &[("kind", "panic")]);
-            tracing::error!(error = %e, seq = job.seq, "compression panicked");
-            Some("Compression hit an internal error. It was logged; please try again.".to_owned())
+            tracing::error!(error = %e, seq = job.seq, "a command job panicked");
+            Some("This command hit an internal error. It was logged; please try again.".to_owned())
         }
     };
     if let Some(text) = text {

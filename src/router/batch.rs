@@ -41,12 +41,16 @@ pub(super) struct Queued {
 }
 
 /// What a mailbox job runs, in the session's order and under a worker permit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Work {
     /// An agent turn for the job's message.
     Turn,
     /// `/compress`: the session's history summarised (a model call), answered to the message.
     Compress,
+    /// A command on the session (`/model`, `/title`, `/reasoning`) whose session could not be
+    /// had at once: the reset policy expired it (its memory flush is a model call) or a flush of
+    /// it runs. Answered to the message once the session is resolved.
+    Command(super::commands::ChatCommand),
 }
 
 impl Queued {

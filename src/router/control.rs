@@ -1,6 +1,7 @@
 //! The control lane: chat commands answered at once, never queued behind a running turn, and
-//! never a model call in the adapter's receive loop (`/compress` becomes a job in the session's
-//! mailbox). Commands that change the transcript (`/retry`, `/undo`, `/compress`) refuse while a
+//! never a model call or a wait for one in the adapter's receive loop (`/compress` becomes a job
+//! in the session's mailbox, and so do `/model`, `/title` and `/reasoning` when their session
+//! expired or is being flushed). Commands that change the transcript (`/retry`, `/undo`, `/compress`) refuse while a
 //! turn runs and say so; `/queue` and `/steer` turn their text into a turn of their own. Commands
 //! that change what every chat shares (`/sethome`, switching with `/model`) need an admin.
 
@@ -50,7 +51,7 @@ impl Router {
             ChatCommand::Resume { words } => self.resume(key, &words, prefix).await,
             ChatCommand::Status => self.status(key, state.as_deref()).await,
             ChatCommand::Compress if running => BUSY.to_owned(),
-            ChatCommand::Compress => match self.queue_compress(seq, key, message) {
+            ChatCommand::Compress => match self.queue_work(seq, key, message, Work::Compress) {
                 Ok(()) => return,
                 Err(text) => text,
             },
@@ -76,8 +77,18 @@ impl Router {
             ChatCommand::Model { name: Some(_) } if !self.is_admin(message) => {
                 refuse_not_admin(message, "switch the model")
             }
-            ChatCommand::Model { name } => self.model(key, name.as_deref()).await,
-            ChatCommand::Title { words } => self.title(key, &words.join(" ")).await,
+            command @ (ChatCommand::Model { .. } | ChatCommand::Title { .. } | ChatCommand::Reasoning { .. }) => {
+                match self.inner.runner.current_session(key).await {
+                    Ok(Some(session)) => self.on_session(&session, command).await,
+                    // Expired, being flushed, or none yet: resolved in the mailbox, where
+                    // waiting for a flush (or running one) holds no receive loop.
+                    Ok(None) => match self.queue_work(seq, key, message, Work::Command(command)) {
+                        Ok(()) => return,
+                        Err(text) => text,
+                    },
+                    Err(e) => format!("Could not read the session: {e}"),
+                }
+            }
             ChatCommand::Sethome if !self.is_admin(message) => refuse_not_admin(message, "set the home channel"),
             ChatCommand::Sethome => match self.inner.runner.store().set_home_channel(&message.chat, now_ms()).await {
                 Ok(()) => format!(
@@ -103,7 +114,6 @@ impl Router {
                 }
             }
             ChatCommand::Usage => self.usage(key, message).await,
-            ChatCommand::Reasoning { mode } => self.reasoning(key, mode).await,
             ChatCommand::Skills => self.skills_text(&message.chat.platform, prefix),
             ChatCommand::Help => commands::help(prefix),
         };
@@ -136,10 +146,10 @@ impl Router {
         format!("{session}\nmodel: {model}\nturn: {running} · {waiting} queued")
     }
 
-    /// Put `/compress` in the session's mailbox: its model call runs in order with the chat's
-    /// turns, under a worker permit, never in the adapter's receive loop. `Err` is the answer
-    /// when the mailbox is full.
-    fn queue_compress(&self, seq: i64, key: &SessionKey, message: &InboundMessage) -> Result<(), String> {
+    /// Put a command job (`/compress`, a session command waiting for its session) in the
+    /// session's mailbox: it runs in order with the chat's turns, under a worker permit, never in
+    /// the adapter's receive loop. `Err` is the answer when the mailbox is full.
+    fn queue_work(&self, seq: i64, key: &SessionKey, message: &InboundMessage, work: Work) -> Result<(), String> {
         let admin = self.is_admin(message);
         let job = TurnJob {
             seq,
@@ -153,22 +163,36 @@ impl Router {
         let actor = actors.entry(key.key.clone()).or_insert_with(|| self.spawn_actor(&key.key));
         actor.state.waiting.fetch_add(1, Ordering::SeqCst);
         self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-        match actor.tx.try_send(Box::new(Queued { job, batchable: false, work: Work::Compress })) {
+        match actor.tx.try_send(Box::new(Queued { job, batchable: false, work })) {
             Ok(()) => Ok(()),
             Err(_) => {
                 actor.state.waiting.fetch_sub(1, Ordering::SeqCst);
                 self.inner.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
                 Err(format!(
-                    "Too many messages are waiting in this conversation ({}); send /compress again after they finish.",
+                    "Too many messages are waiting in this conversation ({}); send the command again after they finish.",
                     self.inner.settings.max_queued
                 ))
             }
         }
     }
 
-    /// The session of `key`, started when there is none yet.
-    async fn session(&self, key: &SessionKey) -> Result<SessionInfo, String> {
-        self.inner.runner.resolve_session(key).await.map_err(|e| format!("Could not read the session: {e}"))
+    /// A session command run in the mailbox: its session resolved first (started when there is
+    /// none, after the reset policy's flush when it expired), then answered as at once.
+    pub(super) async fn session_command(&self, key: &SessionKey, command: ChatCommand) -> String {
+        match self.inner.runner.resolve_session(key).await {
+            Ok(session) => self.on_session(&session, command).await,
+            Err(e) => format!("Could not read the session: {e}"),
+        }
+    }
+
+    /// `/model`, `/title` or `/reasoning` on `session`.
+    async fn on_session(&self, session: &SessionInfo, command: ChatCommand) -> String {
+        match command {
+            ChatCommand::Model { name } => self.model(session, name.as_deref()).await,
+            ChatCommand::Title { words } => self.title(session, &words.join(" ")).await,
+            ChatCommand::Reasoning { mode } => self.reasoning(session, mode).await,
+            other => format!("{other:?} is not a session command"),
+        }
     }
 
     /// Undo the last exchange and run its message again as a new event; false: nothing to redo.
@@ -196,12 +220,8 @@ impl Router {
         store.undo_last_exchange(&session.id).await.map_err(|e| format!("Could not undo: {e}"))
     }
 
-    async fn model(&self, key: &SessionKey, name: Option<&str>) -> String {
+    async fn model(&self, session: &SessionInfo, name: Option<&str>) -> String {
         let models = self.inner.runner.models();
-        let session = match self.session(key).await {
-            Ok(session) => session,
-            Err(e) => return e,
-        };
         let Some(name) = name else {
             let current = session.model.as_deref().unwrap_or(&models[0]);
             return format!("model: {current}\nconfigured: {} (first is the default)", models.join(", "));
@@ -217,13 +237,9 @@ impl Router {
         }
     }
 
-    async fn title(&self, key: &SessionKey, title: &str) -> String {
-        let session = match self.session(key).await {
-            Ok(session) => session,
-            Err(e) => return e,
-        };
+    async fn title(&self, session: &SessionInfo, title: &str) -> String {
         if title.trim().is_empty() {
-            return match session.title {
+            return match &session.title {
                 Some(title) => format!("Title: {title}"),
                 None => "This session has no title; set one with /title <text>.".to_owned(),
             };
@@ -239,11 +255,7 @@ impl Router {
 impl Router {
     /// `/reasoning [on|off]`: the setting is stored with the session, so it holds across
     /// restarts; reasoning already stored is shown or hidden from the next answer on.
-    async fn reasoning(&self, key: &SessionKey, mode: Option<Toggle>) -> String {
-        let session = match self.session(key).await {
-            Ok(session) => session,
-            Err(e) => return e,
-        };
+    async fn reasoning(&self, session: &SessionInfo, mode: Option<Toggle>) -> String {
         let store = self.inner.runner.store();
         let Some(mode) = mode else {
             return match store.show_reasoning(&session.id).await {

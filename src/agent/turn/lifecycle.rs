@@ -77,6 +77,21 @@ impl TurnRunner {
         policies
     }
 
+    /// The session `key` points at now, when that needs no waiting: none is being flushed and
+    /// the reset policy has not expired it. `None` otherwise (and when there is none yet): then
+    /// only `resolve_session` knows, which may wait for a flush or run one.
+    pub async fn current_session(&self, key: &SessionKey) -> Result<Option<SessionInfo>, StoreError> {
+        if self.flusher.gate.is_running(&key.key) {
+            return Ok(None);
+        }
+        Ok(self
+            .parts
+            .store
+            .route(&key.key)
+            .await?
+            .filter(|session| expired_by(self.reset_policy(key), session.updated_at, now_ms()).is_none()))
+    }
+
     /// The session `key` points at now, and why the previous one was just archived (by the
     /// sweep, or here when the reset policy expired it and the sweep has not come by yet). Waits
     /// first for a flush of the key that is still running (`/new`, the sweep), up to its deadline.

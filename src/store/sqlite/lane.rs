@@ -1,6 +1,7 @@
-//! The writer's in-place lane: the writes every turn makes (accept, turn start, turn end, usage,
-//! send receipt) run on a second connection to the same database, opened with rusqlite on the
-//! same SQLite library, in the calling task, with no thread in between.
+//! The store's in-place lanes: the writes every turn makes (accept, turn start, turn end, usage,
+//! send receipt) run on a second writer connection to the same database, and its reads (the
+//! session's route and transcript) on read-only ones (`ReadLane`), all opened with rusqlite on
+//! the same SQLite library and used in the calling task, with no thread in between.
 //!
 //! Why: an sqlx SQLite connection runs each statement on a thread of its own, so a statement is
 //! a round trip between threads — two context switches, which on the turn's path cost more CPU
@@ -122,6 +123,55 @@ impl Lane {
         {
             tracing::warn!(error = %e, "closing the database's write lane");
         }
+    }
+}
+
+/// The read lane: read-only rusqlite connections for the turn's own reads (its session's route
+/// and transcript), used in the calling task like the write lane, instead of a round trip to a
+/// reader connection's thread. Connections open as needed; up to `keep` idle ones are kept.
+pub(super) struct ReadLane {
+    path: PathBuf,
+    keep: usize,
+    idle: Mutex<Vec<Connection>>,
+    closed: AtomicBool,
+}
+
+impl ReadLane {
+    pub(super) fn new(path: PathBuf, keep: usize) -> Self {
+        Self { path, keep: keep.max(1), idle: Mutex::new(Vec::new()), closed: AtomicBool::new(false) }
+    }
+
+    /// Run the read `op` on an idle connection (a new one when none is idle).
+    pub(super) fn run<T>(&self, op: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, sqlx::Error> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        let idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.open().map_err(to_sqlx)?,
+        };
+        let result = op(&conn).map_err(to_sqlx);
+        let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < self.keep && !self.closed.load(Ordering::SeqCst) {
+            idle.push(conn);
+        }
+        result
+    }
+
+    fn open(&self) -> rusqlite::Result<Connection> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&self.path, flags)?;
+        conn.busy_timeout(LANE_BUSY)?;
+        conn.execute_batch("PRAGMA temp_store = memory;")?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(conn)
+    }
+
+    /// Close the idle connections; later uses fail like a closed pool.
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
     }
 }
 

@@ -64,6 +64,8 @@ pub struct SqliteStore {
     writer: Conns,
     /// The turn's writes, in the calling task, under the writer slot (`lane`).
     lane: std::sync::Arc<lane::Lane>,
+    /// The turn's reads, in the calling task (`lane::ReadLane`).
+    read_lane: std::sync::Arc<lane::ReadLane>,
     readers: Conns,
     /// What the durable-path writes last saw (`/readyz`).
     health: std::sync::Arc<super::health::WriteHealth>,
@@ -114,10 +116,12 @@ impl SqliteStore {
             }
             migrator().run(&mut *conn).await?;
         }
+        let read_lane = lane::ReadLane::new(path.to_path_buf(), readers as usize);
         let readers = Conns::new(base.read_only(true), readers);
         Ok(Self {
             writer,
             lane: std::sync::Arc::new(lane::Lane::new(path.to_path_buf(), busy_timeout)),
+            read_lane: std::sync::Arc::new(read_lane),
             readers,
             health: Default::default(),
             #[cfg(feature = "failpoints")]
@@ -128,6 +132,7 @@ impl SqliteStore {
     /// Close every connection, checkpointing the WAL.
     pub async fn close(&self) {
         self.readers.close().await;
+        self.read_lane.close();
         // The lane first: the writer's close is the last and checkpoints the WAL.
         if let Ok(mut writer) = self.writer.get().await {
             self.lane.close(&mut writer);

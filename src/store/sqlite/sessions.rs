@@ -36,33 +36,84 @@ pub(super) fn session_from_row(row: &SqliteRow) -> SessionInfo {
     }
 }
 
-fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
-    let role: String = row.get("role");
-    let tool_calls: Option<String> = row.get("tool_calls");
-    let tool_calls: Vec<ToolCall> = match tool_calls {
-        Some(text) => from_json(&text, "messages.tool_calls")?,
-        None => Vec::new(),
-    };
-    let reasoning: Option<String> = row.get("reasoning");
-    let reasoning: Option<Reasoning> = reasoning.map(|text| from_json(&text, "messages.reasoning")).transpose()?;
-    let images: Option<String> = row.get("images");
-    let images: Vec<ImageRef> = match images {
-        Some(text) => from_json(&text, "messages.images")?,
-        None => Vec::new(),
-    };
-    Ok(StoredMessage {
-        id: row.get("id"),
-        position: row.get("position"),
-        message: Message {
-            role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("messages.role {role:?}")))?,
-            content: row.get("content"),
-            tool_calls,
-            tool_call_id: row.get("tool_call_id"),
-            reasoning,
-            images,
-        },
-        created_at: row.get("created_at"),
-        archived: row.get::<i64, _>("archived") != 0,
+/// A message row's columns, as `TRANSCRIPT_COLUMNS` selects them, before decoding.
+struct RawMessage {
+    id: i64,
+    position: f64,
+    role: String,
+    content: Option<String>,
+    tool_calls: Option<String>,
+    tool_call_id: Option<String>,
+    reasoning: Option<String>,
+    images: Option<String>,
+    created_at: i64,
+    archived: bool,
+}
+
+impl RawMessage {
+    /// The row of a read-lane query selecting `TRANSCRIPT_COLUMNS`, by position.
+    fn from_lane(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            position: row.get(1)?,
+            role: row.get(2)?,
+            content: row.get(3)?,
+            tool_calls: row.get(4)?,
+            tool_call_id: row.get(5)?,
+            reasoning: row.get(6)?,
+            images: row.get(7)?,
+            created_at: row.get(8)?,
+            archived: row.get::<_, i64>(9)? != 0,
+        })
+    }
+
+    fn decode(self) -> StoreResult<StoredMessage> {
+        let tool_calls: Vec<ToolCall> = match self.tool_calls {
+            Some(text) => from_json(&text, "messages.tool_calls")?,
+            None => Vec::new(),
+        };
+        let reasoning: Option<Reasoning> =
+            self.reasoning.map(|text| from_json(&text, "messages.reasoning")).transpose()?;
+        let images: Vec<ImageRef> = match self.images {
+            Some(text) => from_json(&text, "messages.images")?,
+            None => Vec::new(),
+        };
+        let role = self.role;
+        Ok(StoredMessage {
+            id: self.id,
+            position: self.position,
+            message: Message {
+                role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("messages.role {role:?}")))?,
+                content: self.content,
+                tool_calls,
+                tool_call_id: self.tool_call_id,
+                reasoning,
+                images,
+            },
+            created_at: self.created_at,
+            archived: self.archived,
+        })
+    }
+}
+
+/// The columns of a transcript read, in `RawMessage`'s order.
+const TRANSCRIPT_COLUMNS: &str = "id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, \
+     tool_call_id, reasoning, images, created_at, archived";
+
+/// A route's session read on the read lane, selecting `ROUTE_COLUMNS` by position.
+fn session_from_lane(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
+    Ok(SessionInfo {
+        id: row.get(0)?,
+        key: row.get(1)?,
+        title: row.get(2)?,
+        created_at: row.get(3)?,
+        updated_at: row.get(4)?,
+        restart_count: row.get::<_, i64>(5)?.try_into().unwrap_or(u32::MAX),
+        suspended: row.get::<_, i64>(6)? != 0,
+        system_prompt: row.get(7)?,
+        last_prompt_tokens: row.get::<_, i64>(8)?.try_into().unwrap_or(0),
+        model: row.get(9)?,
+        message_count: row.get(10)?,
     })
 }
 
@@ -117,15 +168,29 @@ pub(super) fn fts_query(text: &str) -> String {
     text.split_whitespace().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" ")
 }
 
+impl SqliteStore {
+    /// A session's messages in transcript order (`filter`: more of the WHERE clause), read on the
+    /// read lane and decoded here.
+    fn transcript(&self, session_id: &str, filter: &str) -> StoreResult<Vec<StoredMessage>> {
+        let sql =
+            format!("SELECT {TRANSCRIPT_COLUMNS} FROM messages WHERE session_id = ?1 {filter} ORDER BY position, id");
+        let raw = self.read_lane.run(|conn| {
+            conn.prepare_cached(&sql)?
+                .query_map([session_id], RawMessage::from_lane)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        raw.into_iter().map(RawMessage::decode).collect()
+    }
+}
+
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn route(&self, key: &str) -> StoreResult<Option<SessionInfo>> {
+        use rusqlite::OptionalExtension;
         let sql = format!(
-            "SELECT {ROUTE_COLUMNS} FROM session_routes r JOIN sessions s ON s.id = r.session_id WHERE r.session_key = ?"
+            "SELECT {ROUTE_COLUMNS} FROM session_routes r JOIN sessions s ON s.id = r.session_id WHERE r.session_key = ?1"
         );
-        let row =
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).fetch_optional(&mut *self.readers.get().await?).await?;
-        Ok(row.as_ref().map(session_from_row))
+        Ok(self.read_lane.run(|conn| conn.prepare_cached(&sql)?.query_row([key], session_from_lane).optional())?)
     }
 
     async fn start_session(&self, key: &SessionKey, now: i64) -> StoreResult<SessionInfo> {
@@ -193,25 +258,11 @@ impl SessionStore for SqliteStore {
     }
 
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(
-            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, reasoning, images, created_at, archived \
-             FROM messages WHERE session_id = ? AND archived = 0 ORDER BY position, id",
-        )
-        .bind(session_id)
-        .fetch_all(&mut *self.readers.get().await?)
-        .await?;
-        rows.iter().map(message_from_row).collect()
+        self.transcript(session_id, "AND archived = 0")
     }
 
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(
-            "SELECT id, CAST(COALESCE(sort_key, id) AS REAL) AS position, role, content, tool_calls, tool_call_id, reasoning, images, created_at, archived \
-             FROM messages WHERE session_id = ? ORDER BY position, id",
-        )
-        .bind(session_id)
-        .fetch_all(&mut *self.readers.get().await?)
-        .await?;
-        rows.iter().map(message_from_row).collect()
+        self.transcript(session_id, "")
     }
 
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32> {
