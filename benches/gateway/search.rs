@@ -69,7 +69,9 @@ pub(crate) async fn run(quick: bool) -> SearchReport {
             let found = store.search_scoped(query, &scope, 10).await.expect("scoped search");
             times.push(ms(started.elapsed()));
             assert!(found.iter().all(|h| &h.session_id == scope_session), "a scoped hit outside its scope");
-            assert!(found.iter().all(|h| h.snippet.to_lowercase().contains(query)), "a hit without {query:?}");
+            let missing: Vec<&str> =
+                found.iter().map(|h| h.snippet.as_str()).filter(|s| !s.to_lowercase().contains(query)).collect();
+            assert!(missing.is_empty(), "scoped hits without {query:?}: {missing:?}");
             hits = found.len();
         }
         assert!(hits > 0, "the scoped search for {query:?} found nothing");
@@ -82,7 +84,9 @@ pub(crate) async fn run(quick: bool) -> SearchReport {
             let started = Instant::now();
             let found = store.search(query, None, 10).await.expect("search");
             times.push(ms(started.elapsed()));
-            assert!(found.iter().all(|h| h.snippet.to_lowercase().contains(query)), "a hit without {query:?}");
+            let missing: Vec<&str> =
+                found.iter().map(|h| h.snippet.as_str()).filter(|s| !s.to_lowercase().contains(query)).collect();
+            assert!(missing.is_empty(), "hits without {query:?}: {missing:?}");
             hits = found.len();
         }
         assert!(hits > 0, "the store-wide search for {query:?} found nothing");

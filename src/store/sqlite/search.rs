@@ -25,7 +25,7 @@ const WORDS: &str = "WITH scope(id) AS MATERIALIZED ( \
 const SUBSTRINGS: &str = "WITH scope(id) AS MATERIALIZED ( \
        SELECT id FROM sessions WHERE session_key = ?2 \
        UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4) \
-     SELECT m.session_id, m.id, m.role, snippet(messages_fts_trigram, 0, '[', ']', '…', 12) AS snip, m.created_at, \
+     SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at, \
        s.title, s.created_at AS session_started \
      FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid \
        JOIN sessions s ON s.id = m.session_id \
@@ -43,7 +43,7 @@ const SHORT: &str = "WITH scope(id) AS MATERIALIZED ( \
      WHERE m.session_id IN scope AND m.role IN ('user', 'assistant') AND instr(lower(m.content), lower(?1)) > 0 \
      ORDER BY m.id DESC LIMIT ?5";
 
-/// Characters of context on each side of a match in a `SHORT` snippet.
+/// Characters of context on each side of a match in a substring hit's snippet (`mark`).
 const SNIPPET_CONTEXT: usize = 40;
 
 /// `?1` the message, `?2` the radius: the message and its neighbours in its session.
@@ -69,14 +69,19 @@ fn hit_from_row(row: &SqliteRow) -> ScopedHit {
     }
 }
 
-/// A snippet of `content` around the first (ASCII case-insensitive) occurrence of `query`,
-/// marked with `[` `]` like FTS5's `snippet()`.
-fn mark(content: &str, query: &str) -> String {
+/// A snippet of `content` around the first (ASCII case-insensitive) occurrence of `query` —
+/// or, when the words of a query were matched apart, of its first word found — marked with `[`
+/// `]` like FTS5's `snippet()`. Substring hits are marked here, not by FTS5: its `snippet()` of
+/// the trigram index can end its window inside the match and show only part of it.
+pub(super) fn mark(content: &str, query: &str) -> String {
     // ASCII lowercasing keeps byte offsets, so the position found is valid in `content`.
-    let Some(start) = content.to_ascii_lowercase().find(&query.to_ascii_lowercase()) else {
+    let lower = content.to_ascii_lowercase();
+    let found = std::iter::once(query)
+        .chain(query.split_whitespace())
+        .find_map(|needle| lower.find(&needle.to_ascii_lowercase()).map(|start| (start, start + needle.len())));
+    let Some((start, end)) = found else {
         return content.chars().take(2 * SNIPPET_CONTEXT).collect();
     };
-    let end = start + query.len();
     let before: String = {
         let mut chars: Vec<char> = content[..start].chars().rev().take(SNIPPET_CONTEXT + 1).collect();
         let cut = chars.len() > SNIPPET_CONTEXT;
@@ -118,11 +123,11 @@ impl SearchStore for SqliteStore {
         }
         // Trigram needs at least three characters; it also finds parts of words and text in
         // scripts written without spaces. Shorter queries are tested as plain substrings.
-        if query.chars().count() >= 3 {
-            let rows = hits(SUBSTRINGS, matched).await?;
-            return Ok(rows.iter().map(hit_from_row).collect());
-        }
-        let rows = hits(SHORT, query.to_owned()).await?;
+        let rows = if query.chars().count() >= 3 {
+            hits(SUBSTRINGS, matched).await?
+        } else {
+            hits(SHORT, query.to_owned()).await?
+        };
         Ok(rows
             .iter()
             .map(|row| {

@@ -433,9 +433,11 @@ impl SessionStore for SqliteStore {
              WHERE messages_fts MATCH ? AND (?2 IS NULL OR m.session_id = ?2) ORDER BY rank LIMIT ?3",
         )
         .await?;
-        if rows.is_empty() && query.chars().count() >= 3 {
+        let substrings = rows.is_empty() && query.chars().count() >= 3;
+        if substrings {
+            // Marked below, from the content (`search::mark`).
             rows = hits(
-                "SELECT m.session_id, m.id, m.role, snippet(messages_fts_trigram, 0, '[', ']', '…', 12) AS snip, m.created_at \
+                "SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at \
                  FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid \
                  WHERE messages_fts_trigram MATCH ? AND (?2 IS NULL OR m.session_id = ?2) ORDER BY rank LIMIT ?3",
             )
@@ -447,7 +449,7 @@ impl SessionStore for SqliteStore {
                 session_id: row.get("session_id"),
                 message_id: row.get("id"),
                 role: row.get("role"),
-                snippet: row.get("snip"),
+                snippet: if substrings { super::search::mark(row.get("snip"), query) } else { row.get("snip") },
                 created_at: row.get("created_at"),
             })
             .collect())

@@ -126,6 +126,15 @@ async fn substring_fallback_and_query_syntax_stay_in_scope() {
     let hits = store.search_scoped("asswor", &scope(&me), 10).await.unwrap();
     assert_eq!(hits.len(), 1, "{hits:?}");
     assert_eq!((hits[0].session_id.as_str(), hits[0].role.as_str()), (mine.id.as_str(), "assistant"));
+    assert_eq!(hits[0].snippet, "The p[asswor]d-reset flow uses tokens", "the whole substring is marked");
+    // In a long message the mark still holds the whole substring, with context around it.
+    let long = format!("{} an invoice number {}", "word ".repeat(60), "more ".repeat(60));
+    say(&store, &mine, Role::User, &long, 4).await;
+    let hits = store.search_scoped("nvoic", &scope(&me), 10).await.unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(hits[0].snippet.contains("[nvoic]e number"), "{}", hits[0].snippet);
+    let hits = store.search("nvoic", None, 10).await.unwrap();
+    assert!(hits.len() == 1 && hits[0].snippet.contains("[nvoic]"), "{hits:?}");
     // FTS5 syntax in the query is taken literally, never as operators.
     for query in ["\"password", "password OR tokens", "NEAR(password", "*", "col:password", "-"] {
         let hits = store.search_scoped(query, &scope(&them), 10).await.unwrap();
@@ -198,6 +207,11 @@ async fn tool_results_are_left_out_and_context_comes_from_the_hits_session() {
 #[test]
 fn short_query_snippets_mark_the_match_and_cut_long_text() {
     assert_eq!(super::mark("Go to Oslo", "os"), "Go to [Os]lo");
+    assert_eq!(
+        super::mark("Oslo is far, go to it", "far oslo"),
+        "Oslo is [far], go to it",
+        "the query's first word found"
+    );
     let long = format!("{}needle{}", "é".repeat(100), "x".repeat(100));
     let snippet = super::mark(&long, "NEEDLE");
     assert_eq!(snippet, format!("…{}[needle]{}…", "é".repeat(40), "x".repeat(40)));
