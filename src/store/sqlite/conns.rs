@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection, SqliteConnection};
+
 use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 
 /// A connection in use; dropping it hands the connection to the next in line.
@@ -51,6 +52,22 @@ impl Conns {
         if self.closed.load(Ordering::SeqCst) {
             return Err(sqlx::Error::PoolClosed);
         }
+        if let Some(conn) = guard.as_mut()
+            && conn.is_in_transaction()
+        {
+            // A transaction ended by an error is rolled back by a command its guard queued to the
+            // connection's thread as it dropped: let that run, then look again.
+            let _ = sqlx::query("SELECT 1").execute(&mut *conn).await;
+            if conn.is_in_transaction() {
+                // SQLite itself rolled the transaction back (it does on a full disk or an I/O
+                // error), so sqlx's ROLLBACK failed and it counts the transaction as open for
+                // good: every later BEGIN would fail. Start over with a new connection.
+                tracing::warn!("a database connection was left in a transaction SQLite had ended; opening a new one");
+                if let Some(stuck) = guard.take() {
+                    let _ = stuck.close().await;
+                }
+            }
+        }
         if guard.is_none() {
             *guard = Some(self.options.connect().await?);
         }
@@ -67,5 +84,33 @@ impl Conns {
                 tracing::warn!(error = %e, "closing a database connection");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_connection_left_in_a_transaction_sqlite_ended_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .unwrap()
+            .filename(dir.path().join("t.db"))
+            .create_if_missing(true);
+        let conns = Conns::new(options, 1);
+        {
+            let mut conn = conns.get().await.unwrap();
+            let mut tx = conn.begin().await.unwrap();
+            // What a full disk does mid-transaction: SQLite ends it, sqlx does not know.
+            sqlx::query("ROLLBACK").execute(&mut *tx).await.unwrap();
+        }
+        let mut conn = conns.get().await.unwrap();
+        assert!(!conn.is_in_transaction());
+        let mut tx = conn.begin().await.expect("a transaction can begin again");
+        sqlx::query("CREATE TABLE t (a)").execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
     }
 }
