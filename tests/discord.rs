@@ -501,3 +501,47 @@ async fn typing_is_refreshed_about_every_eight_seconds_during_a_long_turn() {
     assert_eq!(typing, 2, "one indicator at the start and one refresh: {:?}", dc.typing());
     d.daemon.stop().await;
 }
+
+/// The send→receipt window, closed: the real binary dies (a failpoint's abort) after Discord
+/// took a reply and before its receipt was stored; the restarted daemon sends that chunk again
+/// with the same `nonce` and `enforce_nonce`, so Discord returns the message it already created
+/// and the chat sees each reply once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_send_and_receipt_resends_with_the_same_nonce_and_doubles_nothing() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let llm = FakeLlm::echo().await;
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = format!(
+        "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[agent]\ndrain_timeout = \"2s\"\n\n[model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"fake\"\n\n[platforms.discord]\nenabled = true\napi_url = \"{}\"\n",
+        llm.base_url(),
+        dc.base_url()
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let env = |failpoints| [("DISCORD_BOT_TOKEN", TOKEN), ("DISCORD_ALLOWED_USERS", "1001"), ("HERMESD_FAILPOINTS", failpoints)];
+    let dm = Channel::dm(7021);
+    let mut child = support::spawn_gateway_with_env(home.path(), &env("outbox.sent=abort@1"));
+    support::wait_ready(port, home.path()).await;
+    dc.post(&dm, &ann(), "are you there");
+    let died = eventually(WAIT, || child.try_wait().unwrap().is_some()).await;
+    let log = support::daemon_log(home.path());
+    assert!(died && child.wait().unwrap().signal() == Some(6), "died at the failpoint; log:\n{log}");
+    assert_eq!(dc.texts(dm.id), ["echo: are you there"], "Discord took the reply before the crash");
+
+    let mut child = support::spawn_gateway_with_env(home.path(), &env(""));
+    support::wait_ready(port, home.path()).await;
+    // The unreceipted chunk goes out again at the start, with the nonce it had.
+    assert!(eventually(WAIT, || dc.nonces().len() == 2).await, "{:?}", dc.nonces());
+    dc.post(&dm, &ann(), "and now");
+    assert!(eventually(WAIT, || dc.texts(dm.id).len() == 2).await, "{:?}", dc.texts(dm.id));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let nonces = dc.nonces();
+    assert_eq!(nonces.len(), 3, "the resend and the next reply: {nonces:?}");
+    assert_eq!(nonces[0], nonces[1], "the resend carried the first attempt's nonce");
+    assert_ne!(nonces[1], nonces[2], "another chunk, another nonce");
+    assert_eq!(dc.texts(dm.id), ["echo: are you there", "echo: and now"], "nothing doubled");
+}

@@ -382,10 +382,14 @@ impl Outbox {
 }
 
 impl Outbox {
-    /// One platform call for a stored row: `send`, or `send_file` with the bytes of the copy made
+    /// One platform call for a stored row: `send_keyed` (keyed by the row, so a platform that
+    /// deduplicates drops a resend after a crash), or `send_file` with the bytes of the copy made
     /// when the row was stored (a copy that is gone fails the row for good).
-    async fn send_row(&self, platform: &dyn Platform, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
-        let Some(file) = &message.file else { return platform.send(message).await };
+    async fn send_row(&self, platform: &dyn Platform, row: &PendingOutbound) -> Result<MessageRef, PlatformError> {
+        let message = &row.message;
+        let Some(file) = &message.file else {
+            return platform.send_keyed(message, &send_key(row)).await;
+        };
         let Some(data_dir) = &self.data_dir else {
             return Err(PlatformError::Permanent("this outbox has no data dir to read files from".into()));
         };
@@ -401,6 +405,12 @@ impl Outbox {
             .map_err(|e| PlatformError::Permanent(format!("read the stored copy of {}: {e}", file.name)))?;
         platform.send_file(message, file, &bytes).await
     }
+}
+
+/// The key of every attempt at `row`: its turn (unique for ever) and its row id (unique within
+/// the turn), so it never collides with another chunk, even after retention reuses row ids.
+fn send_key(row: &PendingOutbound) -> String {
+    format!("{}/{}", row.turn_id, row.id)
 }
 
 /// Sends per second a chat tolerates: groups and channels are paced slower than DMs.

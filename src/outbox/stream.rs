@@ -226,7 +226,7 @@ impl Outbox {
                 Err(other) => return Err(other),
             }
         }
-        self.send_row(platform.as_ref(), &row.message).await.map(|sent| (sent, false))
+        self.send_row(platform.as_ref(), row).await.map(|sent| (sent, false))
     }
 
     /// Record the receipt of a delivered chunk (settling the preview it went into).

@@ -272,6 +272,16 @@ pub trait Platform: Send + Sync {
     /// Send one message (already chunked) and return its id.
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError>;
 
+    /// `send` for a stored chunk of the outbox, which is sent again after a crash that fell
+    /// between the platform taking it and its receipt being recorded. `key` is the same on every
+    /// attempt at this chunk, in every process, and differs between chunks. An adapter whose
+    /// platform deduplicates sends by a client key (Discord's `nonce` with `enforce_nonce`)
+    /// passes it on, so such a resend creates no second message; the default ignores it.
+    async fn send_keyed(&self, message: &OutboundMessage, key: &str) -> Result<MessageRef, PlatformError> {
+        let _ = key;
+        self.send(message).await
+    }
+
     /// What files this platform can send; `None` when it sends none (the default).
     fn file_limits(&self) -> Option<FileLimits> {
         None

@@ -36,7 +36,7 @@ use hermesd_platform::media::MediaDir;
 use inbound::{BotIdentity, Place, Rules};
 use media::MediaStore;
 use memo::Memo;
-use outbound::{TypingThrottle, edit_body, id, message_body};
+use outbound::{TypingThrottle, edit_body, id, message_body, nonce};
 use rest::{BotUser, ChannelInfo, ChannelKind, Rest};
 
 /// The platform name in chat refs and session keys.
@@ -306,6 +306,25 @@ impl DiscordPlatform {
         }
     }
 
+    /// `POST /channels/{id}/messages` for `message`, carrying `nonce` (enforced) when given.
+    async fn create(&self, message: &OutboundMessage, nonce: Option<&str>) -> Result<MessageRef, PlatformError> {
+        let rest = self.rest()?;
+        let channel = id(&message.chat.chat_id, "chat id")?;
+        let original = message.reply_to.as_deref().and_then(|reply| reply.parse::<u64>().ok());
+        // A reply reference must point into the same channel; the message a thread was opened on
+        // lives in the parent channel.
+        let reference =
+            original.filter(|&reply| self.origins.get(&reply).map_or(reply != channel, |origin| origin == channel));
+        let mut body = message_body(message, reference)?;
+        if let Some(nonce) = nonce {
+            body["nonce"] = nonce.into();
+            body["enforce_nonce"] = true.into();
+        }
+        let sent = rest.create_message(channel, &body).await?;
+        self.mark_finished(rest, message, channel).await;
+        Ok(MessageRef { chat: message.chat.clone(), message_id: sent.to_string() })
+    }
+
     /// After the last chunk of a reply (or an error) reached `channel`: the configured reaction
     /// on the user's message.
     async fn mark_finished(&self, rest: &Rest, message: &OutboundMessage, channel: u64) {
@@ -406,17 +425,13 @@ impl Platform for DiscordPlatform {
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {
-        let rest = self.rest()?;
-        let channel = id(&message.chat.chat_id, "chat id")?;
-        let original = message.reply_to.as_deref().and_then(|reply| reply.parse::<u64>().ok());
-        // A reply reference must point into the same channel; the message a thread was opened on
-        // lives in the parent channel.
-        let reference =
-            original.filter(|&reply| self.origins.get(&reply).map_or(reply != channel, |origin| origin == channel));
-        let body = message_body(message, reference)?;
-        let sent = rest.create_message(channel, &body).await?;
-        self.mark_finished(rest, message, channel).await;
-        Ok(MessageRef { chat: message.chat.clone(), message_id: sent.to_string() })
+        self.create(message, None).await
+    }
+
+    /// With `nonce` and `enforce_nonce`: Discord answers a resend of the same chunk within a few
+    /// minutes with the message it already created, instead of creating a second one.
+    async fn send_keyed(&self, message: &OutboundMessage, key: &str) -> Result<MessageRef, PlatformError> {
+        self.create(message, Some(&nonce(key))).await
     }
 
     async fn fill_preview(&self, preview: &MessageRef, message: &OutboundMessage) -> Result<MessageRef, PlatformError> {

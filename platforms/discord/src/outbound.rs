@@ -36,6 +36,14 @@ pub(crate) fn message_body(message: &OutboundMessage, reference: Option<u64>) ->
     Ok(body)
 }
 
+/// Discord's `nonce` for the host's send key: 24 hex digits of its SHA-256 (a nonce is at most
+/// 25 characters), the same for every attempt at one chunk in any process.
+pub(crate) fn nonce(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(key.as_bytes());
+    digest.iter().take(12).map(|byte| format!("{byte:02x}")).collect()
+}
+
 /// The body of `PATCH /channels/{id}/messages/{id}`.
 pub(crate) fn edit_body(text: &str) -> Value {
     json!({ "content": text, "allowed_mentions": allowed_mentions() })
@@ -171,6 +179,14 @@ mod tests {
         assert!(throttle.due(1, start + Duration::from_secs(8)));
         throttle.failed(1);
         assert!(throttle.due(1, start + Duration::from_secs(9)), "a failed call is retried at once");
+    }
+
+    #[test]
+    fn a_nonce_is_stable_per_key_distinct_across_keys_and_fits_discord() {
+        let first = nonce("0195f3a2-7c1e-7d40-9a7e-3c2b1f0e9d8c/17");
+        assert_eq!(first, nonce("0195f3a2-7c1e-7d40-9a7e-3c2b1f0e9d8c/17"), "every attempt sends the same nonce");
+        assert_ne!(first, nonce("0195f3a2-7c1e-7d40-9a7e-3c2b1f0e9d8c/18"), "the next chunk is another message");
+        assert!(first.len() <= 25 && first.chars().all(|c| c.is_ascii_hexdigit()), "{first}");
     }
 
     #[test]

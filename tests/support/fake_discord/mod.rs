@@ -42,6 +42,10 @@ struct Store {
     /// Everyone who posted, for `GET /guilds/{id}/members/{id}`.
     users: HashMap<u64, User>,
     messages: HashMap<u64, Value>,
+    /// The nonce of every `create_message` call, in order (resends included).
+    nonces: Vec<String>,
+    /// The message each nonce created, and when.
+    created_by_nonce: HashMap<String, (u64, std::time::Instant)>,
     files: HashMap<String, Vec<u8>>,
     session: Option<Session>,
     /// Dispatches made before the first IDENTIFY, delivered after the first READY.
@@ -326,6 +330,11 @@ impl FakeDiscord {
     /// Every REST call, as `METHOD /path`.
     pub fn calls(&self) -> Vec<String> {
         self.shared.lock().calls.clone()
+    }
+
+    /// The nonce of every message-create call that carried one, resends included.
+    pub fn nonces(&self) -> Vec<String> {
+        self.shared.lock().nonces.clone()
     }
 
     /// Every message the bot sent.

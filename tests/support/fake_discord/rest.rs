@@ -151,6 +151,9 @@ pub async fn api(
     }
 }
 
+/// How long Discord holds a nonce for `enforce_nonce` ("the past few minutes").
+const NONCE_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn create_message(shared: &Shared, store: &mut Store, channel: u64, body: &Value) -> Response {
     if !store.channels.contains_key(&channel) {
         return error(404, 10003, "Unknown Channel");
@@ -159,8 +162,25 @@ fn create_message(shared: &Shared, store: &mut Store, channel: u64, body: &Value
     if content.is_empty() || content.chars().count() > MAX_CONTENT {
         return error(400, 50035, "Invalid Form Body: content must be 1-2000 characters");
     }
+    // As Discord does: with `enforce_nonce`, a nonce the bot used in the past few minutes
+    // returns the message it created then, and creates nothing.
+    let nonce = body["nonce"].as_str().map(str::to_owned);
+    if let Some(nonce) = &nonce {
+        store.nonces.push(nonce.clone());
+    }
+    if body["enforce_nonce"] == true
+        && let Some(nonce) = &nonce
+        && let Some((existing, at)) = store.created_by_nonce.get(nonce)
+        && at.elapsed() < NONCE_WINDOW
+        && let Some(message) = store.messages.get(existing)
+    {
+        return answer(200, message.clone());
+    }
     let reference = body["message_reference"]["message_id"].as_str().map(id);
     let message_id = store.id();
+    if let Some(nonce) = &nonce {
+        store.created_by_nonce.insert(nonce.clone(), (message_id, Instant::now()));
+    }
     let mut message = json!({ "id": message_id.to_string(), "channel_id": channel.to_string(),
         "author": shared.bot.json(), "content": content, "timestamp": chrono::Utc::now().to_rfc3339(),
         "edited_timestamp": null, "tts": false, "mention_everyone": false, "mentions": [], "mention_roles": [],
