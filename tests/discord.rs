@@ -520,7 +520,9 @@ async fn a_crash_between_send_and_receipt_resends_with_the_same_nonce_and_double
         dc.base_url()
     );
     std::fs::write(home.path().join("config.toml"), config).unwrap();
-    let env = |failpoints| [("DISCORD_BOT_TOKEN", TOKEN), ("DISCORD_ALLOWED_USERS", "1001"), ("HERMESD_FAILPOINTS", failpoints)];
+    let env = |failpoints| {
+        [("DISCORD_BOT_TOKEN", TOKEN), ("DISCORD_ALLOWED_USERS", "1001"), ("HERMESD_FAILPOINTS", failpoints)]
+    };
     let dm = Channel::dm(7021);
     let mut child = support::spawn_gateway_with_env(home.path(), &env("outbox.sent=abort@1"));
     support::wait_ready(port, home.path()).await;
