@@ -28,16 +28,17 @@ pub use stream::{INTERRUPTED_NOTE, Preview};
 /// Transient failures tolerated per chunk before it is given up.
 const MAX_TRANSIENT_ATTEMPTS: u32 = 6;
 
-/// The platforms the host can deliver to, by name.
+/// The platforms the host can deliver to, by name. Shared: the outbox is cloned into every
+/// delivery task, and the adapters are registered once at start.
 #[derive(Default, Clone)]
 pub struct PlatformRegistry {
-    platforms: HashMap<String, Arc<dyn Platform>>,
+    platforms: Arc<HashMap<String, Arc<dyn Platform>>>,
 }
 
 impl PlatformRegistry {
     /// Register an adapter under its name.
     pub fn insert(&mut self, platform: Arc<dyn Platform>) {
-        self.platforms.insert(platform.name().to_owned(), platform);
+        Arc::make_mut(&mut self.platforms).insert(platform.name().to_owned(), platform);
     }
 
     /// The adapter named `name`.

@@ -60,6 +60,7 @@ impl ExtrasStore for SqliteStore {
             Ok(Some(content.unwrap_or_default()))
         })
         .await
+        .inspect(|_| self.transcripts.clear())
     }
 
     async fn set_home_channel(&self, chat: &ChatRef, now: i64) -> StoreResult<()> {

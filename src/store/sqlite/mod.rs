@@ -22,6 +22,7 @@ mod receipts;
 mod retention;
 mod search;
 mod sessions;
+mod transcripts;
 mod usage;
 
 use std::borrow::Cow;
@@ -66,6 +67,8 @@ pub struct SqliteStore {
     lane: std::sync::Arc<lane::Lane>,
     /// The turn's reads, in the calling task (`lane::ReadLane`).
     read_lane: std::sync::Arc<lane::ReadLane>,
+    /// Live transcripts of recent sessions, kept decoded between turns (`transcripts`).
+    transcripts: std::sync::Arc<transcripts::Transcripts>,
     readers: Conns,
     /// What the durable-path writes last saw (`/readyz`).
     health: std::sync::Arc<super::health::WriteHealth>,
@@ -122,6 +125,7 @@ impl SqliteStore {
             writer,
             lane: std::sync::Arc::new(lane::Lane::new(path.to_path_buf(), busy_timeout)),
             read_lane: std::sync::Arc::new(read_lane),
+            transcripts: Default::default(),
             readers,
             health: Default::default(),
             #[cfg(feature = "failpoints")]

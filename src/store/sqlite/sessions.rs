@@ -6,6 +6,7 @@ use sqlx::sqlite::SqliteRow;
 
 use super::lane::execute_all;
 use super::outbox::insert_outbound_rows;
+use super::transcripts;
 use super::{SqliteStore, from_json, retry_busy, to_json};
 use crate::agent::message::{ImageRef, Message, Reasoning, Role, ToolCall};
 use crate::store::{
@@ -171,7 +172,7 @@ pub(super) fn fts_query(text: &str) -> String {
 impl SqliteStore {
     /// A session's messages in transcript order (`filter`: more of the WHERE clause), read on the
     /// read lane and decoded here.
-    fn transcript(&self, session_id: &str, filter: &str) -> StoreResult<Vec<StoredMessage>> {
+    pub(super) fn transcript(&self, session_id: &str, filter: &str) -> StoreResult<Vec<StoredMessage>> {
         let sql =
             format!("SELECT {TRANSCRIPT_COLUMNS} FROM messages WHERE session_id = ?1 {filter} ORDER BY position, id");
         let raw = self.read_lane.run(|conn| {
@@ -180,6 +181,33 @@ impl SqliteStore {
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         raw.into_iter().map(RawMessage::decode).collect()
+    }
+
+    /// A kept live transcript with the rows written after it, read in one read transaction;
+    /// the whole transcript read again when the kept one no longer holds (`transcripts`).
+    fn bring_up_to_date(&self, session_id: &str, mut kept: Vec<StoredMessage>) -> StoreResult<Vec<StoredMessage>> {
+        let newest = transcripts::newest_id(&kept);
+        let sql = format!(
+            "SELECT {TRANSCRIPT_COLUMNS} FROM messages WHERE session_id = ?1 AND archived = 0 AND id > ?2 ORDER BY position, id"
+        );
+        let (live, raw) = self.read_lane.run(|conn| {
+            let read = conn.unchecked_transaction()?;
+            let live: i64 = read
+                .prepare_cached("SELECT count(*) FROM messages WHERE session_id = ?1 AND archived = 0")?
+                .query_row([session_id], |row| row.get(0))?;
+            let raw = read
+                .prepare_cached(&sql)?
+                .query_map(rusqlite::params![session_id, newest], RawMessage::from_lane)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            read.finish()?;
+            Ok((live, raw))
+        })?;
+        let newer = raw.into_iter().map(RawMessage::decode).collect::<StoreResult<Vec<_>>>()?;
+        if !transcripts::extends(&kept, &newer, live) {
+            return self.transcript(session_id, "AND archived = 0");
+        }
+        kept.extend(newer);
+        Ok(kept)
     }
 }
 
@@ -258,7 +286,12 @@ impl SessionStore for SqliteStore {
     }
 
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        self.transcript(session_id, "AND archived = 0")
+        let messages = match self.transcripts.take(session_id) {
+            Some(kept) => self.bring_up_to_date(session_id, kept)?,
+            None => self.transcript(session_id, "AND archived = 0")?,
+        };
+        self.transcripts.put(session_id, messages.clone());
+        Ok(messages)
     }
 
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
@@ -387,7 +420,9 @@ impl SessionStore for SqliteStore {
                 .await?;
             tx.commit().await
         })
-        .await
+        .await?;
+        self.transcripts.clear();
+        Ok(())
     }
 
     async fn record_crash(&self, session_id: &str, max: u32) -> StoreResult<u32> {

@@ -396,3 +396,69 @@ async fn a_steering_message_stored_with_the_turn_is_kept() {
         store.load_transcript(&session.id).await.unwrap().into_iter().filter_map(|m| m.message.content).collect();
     assert_eq!(texts, ["do the thing", "working", "also check the tests", "done, tests too"]);
 }
+
+/// The live transcript as the database has it now (no kept copy involved).
+async fn fresh_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String)> {
+    let rows = store.transcript(session, "AND archived = 0").unwrap();
+    rows.into_iter().map(|m| (m.id, m.message.content.unwrap_or_default())).collect()
+}
+
+async fn kept_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String)> {
+    let rows = store.load_transcript(session).await.unwrap();
+    rows.into_iter().map(|m| (m.id, m.message.content.unwrap_or_default())).collect()
+}
+
+#[tokio::test]
+async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_and_outside_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let session = store.start_session(&key(), 1).await.unwrap();
+    let mut turn = 0;
+    let mut add = async |store: &SqliteStore, text: &str| {
+        turn += 1;
+        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("k{turn}"), text), 1).await.unwrap()
+        else {
+            panic!()
+        };
+        store.begin_turn(seq, &session.id, &Message::text(Role::User, text), 1).await.unwrap();
+    };
+    for i in 0..5 {
+        add(&store, &format!("m{i}")).await;
+        assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+    }
+    // Kept and brought up to date: the copy now holds all five.
+    assert_eq!(store.transcripts.take(&session.id).map(|kept| kept.len()), Some(5));
+    assert_eq!(kept_transcript(&store, &session.id).await.len(), 5);
+
+    // Compaction sorts a summary in among the kept rows.
+    let live = store.load_transcript(&session.id).await.unwrap();
+    let summary = Message::text(Role::User, "[summary]");
+    let compaction = Compaction { from: live[1].position, to: live[2].position, summary: &summary, system_prompt: "p" };
+    store.compact(&session.id, &compaction, 2).await.unwrap();
+    add(&store, "after compaction").await;
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+
+    // `/undo` archives the last exchange; a new message follows.
+    store.undo_last_exchange(&session.id).await.unwrap();
+    add(&store, "after undo").await;
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+
+    // Another process (`hermesd sessions delete`, a hand edit) archives and deletes rows behind
+    // this store's back, then a turn appends one: the kept copy must not survive that.
+    let outside = rusqlite::Connection::open(dir.path().join("state.db")).unwrap();
+    let oldest: i64 = outside
+        .query_row("SELECT min(id) FROM messages WHERE session_id = ?1 AND archived = 0", [&session.id], |r| r.get(0))
+        .unwrap();
+    outside.execute("UPDATE messages SET archived = 1 WHERE id = ?1", [oldest]).unwrap();
+    add(&store, "after an outside archive").await;
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+    let newest: i64 = outside
+        .query_row("SELECT max(id) FROM messages WHERE session_id = ?1 AND archived = 0", [&session.id], |r| r.get(0))
+        .unwrap();
+    outside.execute("DELETE FROM messages WHERE id = ?1", [newest]).unwrap();
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+    add(&store, "after an outside delete").await;
+    let kept = kept_transcript(&store, &session.id).await;
+    assert_eq!(kept, fresh_transcript(&store, &session.id).await);
+    assert!(kept.iter().all(|(id, _)| *id != oldest), "{kept:?}");
+}
