@@ -132,6 +132,7 @@ impl PersonStore for SqliteStore {
             Ok(done)
         })
         .await
+        .inspect(|_| self.transcripts.clear())
     }
 }
 

@@ -67,6 +67,11 @@ impl RetentionStore for SqliteStore {
             Ok(ids.len() as u64)
         })
         .await
+        .inspect(|&pruned| {
+            if pruned > 0 {
+                self.transcripts.clear();
+            }
+        })
     }
 
     async fn reclaim_space(&self, pages: u32) -> StoreResult<()> {

@@ -11,7 +11,8 @@
 //! rows' count must equal the copy's plus the rows read after it, and those must sort after it.
 //! Anything else (a row archived or deleted, by this process or by another one such as
 //! `hermesd sessions delete`, or a summary sorted in by compaction) reads the whole transcript
-//! again. Compaction and `/undo` also drop every copy as they commit.
+//! again. Compaction, `/undo`, pruned sessions and a person's deletion in this process also drop
+//! every copy as they commit, so deleted text does not stay in memory either.
 //!
 //! Bounded: at most `MAX_SESSIONS` sessions and about `MAX_BYTES` of message text; the least
 //! recently used go first.
