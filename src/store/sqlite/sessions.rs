@@ -420,9 +420,8 @@ impl SessionStore for SqliteStore {
                 .await?;
             tx.commit().await
         })
-        .await?;
-        self.transcripts.clear();
-        Ok(())
+        .await
+        .inspect(|()| self.transcripts.clear())
     }
 
     async fn record_crash(&self, session_id: &str, max: u32) -> StoreResult<u32> {

@@ -398,7 +398,7 @@ async fn a_steering_message_stored_with_the_turn_is_kept() {
 }
 
 /// The live transcript as the database has it now (no kept copy involved).
-async fn fresh_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String)> {
+fn fresh_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String)> {
     let rows = store.transcript(session, "AND archived = 0").unwrap();
     rows.into_iter().map(|m| (m.id, m.message.content.unwrap_or_default())).collect()
 }
@@ -424,7 +424,7 @@ async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_
     };
     for i in 0..5 {
         add(&store, &format!("m{i}")).await;
-        assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+        assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
     }
     // Kept and brought up to date: the copy now holds all five.
     assert_eq!(store.transcripts.take(&session.id).map(|kept| kept.len()), Some(5));
@@ -436,12 +436,12 @@ async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_
     let compaction = Compaction { from: live[1].position, to: live[2].position, summary: &summary, system_prompt: "p" };
     store.compact(&session.id, &compaction, 2).await.unwrap();
     add(&store, "after compaction").await;
-    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
 
     // `/undo` archives the last exchange; a new message follows.
     store.undo_last_exchange(&session.id).await.unwrap();
     add(&store, "after undo").await;
-    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
 
     // Another process (`hermesd sessions delete`, a hand edit) archives and deletes rows behind
     // this store's back, then a turn appends one: the kept copy must not survive that.
@@ -451,14 +451,14 @@ async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_
         .unwrap();
     outside.execute("UPDATE messages SET archived = 1 WHERE id = ?1", [oldest]).unwrap();
     add(&store, "after an outside archive").await;
-    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
     let newest: i64 = outside
         .query_row("SELECT max(id) FROM messages WHERE session_id = ?1 AND archived = 0", [&session.id], |r| r.get(0))
         .unwrap();
     outside.execute("DELETE FROM messages WHERE id = ?1", [newest]).unwrap();
-    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
     add(&store, "after an outside delete").await;
     let kept = kept_transcript(&store, &session.id).await;
-    assert_eq!(kept, fresh_transcript(&store, &session.id).await);
+    assert_eq!(kept, fresh_transcript(&store, &session.id));
     assert!(kept.iter().all(|(id, _)| *id != oldest), "{kept:?}");
 }
