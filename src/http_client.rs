@@ -3,12 +3,16 @@
 
 use std::time::Duration;
 
-/// A client for model providers: bounded connect time, pooled connections, rustls (ring), no
-/// automatic retries (the runtime owns them).
+use hermesd_platform::HTTP_POOL_IDLE_TIMEOUT;
+
+/// A client for model providers: bounded connect time, pooled connections that close after
+/// [`HTTP_POOL_IDLE_TIMEOUT`] unused (a burst of turns leaves nothing open behind it for long),
+/// rustls (ring), no automatic retries (the runtime owns them). Up to 64 idle connections per
+/// host, so that many sessions in step each reuse one.
 pub fn build() -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
-        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_idle_timeout(HTTP_POOL_IDLE_TIMEOUT)
         .pool_max_idle_per_host(64)
         .user_agent(concat!("hermesd/", env!("CARGO_PKG_VERSION")))
         .build()

@@ -10,12 +10,14 @@ pub mod conformance;
 /// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
 #[cfg(any(fuzzing, test))]
 pub mod fuzzing;
+mod http_pool;
 pub mod media;
 mod model;
 mod platform;
 mod redact;
 
 pub use backoff::Backoff;
+pub use http_pool::{HTTP_POOL_IDLE_TIMEOUT, HTTP_POOL_MAX_IDLE_PER_HOST};
 pub use model::{
     Attachment, AttachmentKind, Button, ChatRef, ChatType, HistoryMessage, InboundAction, InboundEvent, InboundMessage,
     MessageRef, OutboundFile, OutboundKind, OutboundMessage, ReplyContext, Sender,

@@ -80,6 +80,8 @@ impl Rest {
             .use_rustls_tls()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(CALL_TIMEOUT)
+            .pool_idle_timeout(hermesd_platform::HTTP_POOL_IDLE_TIMEOUT)
+            .pool_max_idle_per_host(hermesd_platform::HTTP_POOL_MAX_IDLE_PER_HOST)
             .build()
             .map_err(|error| format!("build the discord http client: {}", error.without_url()))?;
         let http = build_http(token, api_url, &client);

@@ -59,6 +59,8 @@ impl SignalPlatform {
         // signal-cli is local: environment proxies must not see its traffic.
         let http = reqwest::Client::builder()
             .connect_timeout(settings.api_timeout)
+            .pool_idle_timeout(hermesd_platform::HTTP_POOL_IDLE_TIMEOUT)
+            .pool_max_idle_per_host(hermesd_platform::HTTP_POOL_MAX_IDLE_PER_HOST)
             .no_proxy()
             .build()
             .map_err(|e| format!("signal: http client: {e}"))?;

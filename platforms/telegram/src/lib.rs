@@ -63,8 +63,17 @@ impl TelegramPlatform {
         let bot = settings
             .api_url
             .parse()
-            .map(|url| Bot::new(settings.token.clone()).set_api_url(url))
-            .map_err(|error| format!("telegram api_url `{}`: {error}", settings.api_url));
+            .map_err(|error| format!("telegram api_url `{}`: {error}", settings.api_url))
+            .and_then(|url| {
+                // teloxide's own settings (connect and call timeouts, no Nagle), with the shared
+                // idle-connection policy instead of reqwest's 90 s and unbounded idle pool.
+                let client = teloxide::net::default_reqwest_settings()
+                    .pool_idle_timeout(hermesd_platform::HTTP_POOL_IDLE_TIMEOUT)
+                    .pool_max_idle_per_host(hermesd_platform::HTTP_POOL_MAX_IDLE_PER_HOST)
+                    .build()
+                    .map_err(|error| format!("telegram http client: {error}"))?;
+                Ok(Bot::with_client(settings.token.clone(), client).set_api_url(url))
+            });
         if settings.poll_timeout > MAX_POLL_TIMEOUT {
             tracing::warn!(platform = NAME, requested = ?settings.poll_timeout, used = ?MAX_POLL_TIMEOUT, "poll_timeout clamped");
         }

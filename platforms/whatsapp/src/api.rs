@@ -59,6 +59,8 @@ impl Graph {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(hermesd_platform::HTTP_POOL_IDLE_TIMEOUT)
+            .pool_max_idle_per_host(hermesd_platform::HTTP_POOL_MAX_IDLE_PER_HOST)
             // Graph never redirects API calls; a redirect would carry the token elsewhere.
             .redirect(reqwest::redirect::Policy::none())
             .build()
