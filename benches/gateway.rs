@@ -37,7 +37,8 @@
 //!
 //! `HERMESD_BENCH_QUICK=1` runs each workload once with 5 messages per session (a smoke test).
 //! `HERMESD_BENCH_SCALE=only` runs only the scale workloads (`=memory`, `=chats`: one of them;
-//! `=search`: only the million-message search); `HERMESD_BENCH_BIN=<path>` runs
+//! `=search`: only the million-message search; `=none`: only the first table, no scale or
+//! search workloads); `HERMESD_BENCH_BIN=<path>` runs
 //! another `hermesd` build (e.g. to compare allocators or versions).
 //! All traffic stays on 127.0.0.1; arguments cargo passes (`--bench`, filters) are ignored.
 
@@ -108,16 +109,16 @@ fn main() {
     let llm = FakeLlm::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("build the bench runtime");
     // `HERMESD_BENCH_SCALE=only|memory|chats` runs just the scale workloads (they take minutes),
-    // `=search` just the million-message search.
+    // `=search` just the million-message search, `=none` just the first table.
     let only = std::env::var("HERMESD_BENCH_SCALE").ok();
-    if only.is_none() {
+    if only.is_none() || only.as_deref() == Some("none") {
         let report = runtime.block_on(run(&settings, &llm));
         report.print(&settings);
     }
     if only.is_none() || only.as_deref() == Some("search") {
         runtime.block_on(search::run(settings.quick)).print();
     }
-    if only.as_deref() != Some("search") {
+    if only.as_deref() != Some("search") && only.as_deref() != Some("none") {
         let scale = runtime.block_on(scale::run(&settings, &client(), &llm, ticks_per_second()));
         scale.print();
     }

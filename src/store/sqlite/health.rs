@@ -11,6 +11,7 @@ use std::time::Instant;
 use rand::Rng;
 
 use super::SqliteStore;
+use super::lane::LaneOp;
 use crate::store::health::{HealthStore, WriteFault, WriteHealth, problem_text, retry_after};
 use crate::store::{StoreError, StoreResult};
 
@@ -99,29 +100,23 @@ impl SqliteStore {
         .await
     }
 
-    /// A write on the durable path run on the write lane (`lane`): the writer slot is held
-    /// for it, and it is retried through faults and recorded like `write`.
-    pub(super) async fn write_lane<T>(
+    /// A write on the durable path run on the write lane (`lane`), committed in the next batch
+    /// with the writes queued beside it; retried through faults and recorded like `write`.
+    pub(super) async fn write_lane<T: Send + 'static>(
         &self,
-        op: impl Fn(&mut rusqlite::Connection) -> rusqlite::Result<T>,
+        op: impl Fn(&rusqlite::Connection) -> rusqlite::Result<T> + Send + Sync + 'static,
     ) -> StoreResult<T> {
-        self.write(|| async {
-            let mut writer = self.writer.get().await?;
-            self.lane.run(&mut writer, &op)
-        })
-        .await
+        let op: std::sync::Arc<LaneOp<T>> = std::sync::Arc::new(op);
+        self.write(|| self.lane.write(&self.writer, op.clone())).await
     }
 
     /// `write_lane` without the health record (writes off the durable path), retried the same.
-    pub(super) async fn retry_lane<T>(
+    pub(super) async fn retry_lane<T: Send + 'static>(
         &self,
-        op: impl Fn(&mut rusqlite::Connection) -> rusqlite::Result<T>,
+        op: impl Fn(&rusqlite::Connection) -> rusqlite::Result<T> + Send + Sync + 'static,
     ) -> StoreResult<T> {
-        retry_write(None, || async {
-            let mut writer = self.writer.get().await?;
-            self.lane.run(&mut writer, &op)
-        })
-        .await
+        let op: std::sync::Arc<LaneOp<T>> = std::sync::Arc::new(op);
+        retry_write(None, || self.lane.write(&self.writer, op.clone())).await
     }
 
     /// Test builds: `store.max_page_count=value(N)` caps the writer connection's database size

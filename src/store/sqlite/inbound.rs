@@ -68,9 +68,9 @@ impl InboundStore for SqliteStore {
     }
 
     async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome> {
-        let payload = &to_json(event);
-        let (platform, event_id) = (event.platform(), event.event_id());
-        self.write_lane(|conn| {
+        let payload = to_json(event);
+        let (platform, event_id) = (event.platform().to_owned(), event.event_id().to_owned());
+        self.write_lane(move |conn| {
             let changed = conn
                 .prepare_cached(
                     "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?1, ?2, ?3, ?4) \
@@ -133,12 +133,13 @@ impl InboundStore for SqliteStore {
         turn_id: &str,
         now: i64,
     ) -> StoreResult<()> {
-        self.write_lane(|conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            tx.prepare_cached("UPDATE inbound_events SET state = ?1, error = ?2, finished_at = ?3 WHERE seq = ?4")?
+        // Owned copies: the write may run in another task's batch.
+        let (error, reply, turn_id) = (error.map(str::to_owned), reply.to_vec(), turn_id.to_owned());
+        self.write_lane(move |conn| {
+            conn.prepare_cached("UPDATE inbound_events SET state = ?1, error = ?2, finished_at = ?3 WHERE seq = ?4")?
                 .execute(rusqlite::params![state.as_str(), error, now, seq])?;
-            insert_outbound_rows(&tx, turn_id, reply, now)?;
-            tx.commit()
+            insert_outbound_rows(conn, &turn_id, &reply, now)?;
+            Ok(())
         })
         .await
     }

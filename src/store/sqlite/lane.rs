@@ -9,9 +9,21 @@
 //! in the scheduler). A turn's writes are a few tens of microseconds of SQLite work, short enough
 //! to run where the turn runs.
 //!
+//! Group commit: a write is queued, then its task waits for the writer slot; whoever gets the
+//! slot runs every write queued by then in one transaction, each in a savepoint of its own, and
+//! commits once. A commit is most of a small write's cost (locks, WAL frames, the wal-index), and
+//! writes from many sessions touch the same pages (the newest rows of `inbound_events`,
+//! `messages` and their indexes), so under load a batch writes each page once for all of them. A
+//! write whose task finds it already committed by another never waits for the slot.
+//!
 //! Rules that keep it safe:
-//! - A lane write holds the writer slot (`Conns::get` of the writer) for its whole run, so the
+//! - A lane batch holds the writer slot (`Conns::get` of the writer) for its whole run, so the
 //!   lane and the sqlx writer never write at once and never wait on each other's lock.
+//! - A write that fails on its own (a constraint, a missing row) is rolled back to its savepoint
+//!   and fails alone; a fault (a lock held elsewhere, a full disk, an I/O error), an error after
+//!   which SQLite ended the transaction itself, or a failed commit rolls the whole batch back and
+//!   fails every write in it, and each is retried by its caller (`retry_write`). A write's caller
+//!   hears of success only after the commit.
 //! - Its busy timeout is short (`LANE_BUSY`): a lock held by another process is waited out by
 //!   `retry_write`'s async backoff, never by sleeping on a runtime thread.
 //! - It never checkpoints (`wal_autocheckpoint = 0`): checkpoints, which sync the file, stay on
@@ -21,13 +33,14 @@
 
 use std::borrow::Cow;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, ToSql};
+use tokio::sync::oneshot;
 
-use super::conns::Conn;
+use super::conns::{Conn, Conns};
 
 /// How long the lane lets SQLite itself wait for a lock before reporting it busy.
 const LANE_BUSY: Duration = Duration::from_millis(10);
@@ -35,11 +48,22 @@ const LANE_BUSY: Duration = Duration::from_millis(10);
 /// Statements the lane keeps prepared (the turn's writes are about a dozen).
 const STATEMENT_CACHE: usize = 64;
 
-/// The lane: one rusqlite connection, opened on first use.
+/// A lane write: run on the lane's connection, inside its batch's transaction; `Fn`, because
+/// `retry_write` queues it again after a fault.
+pub(super) type LaneOp<T> = dyn Fn(&Connection) -> rusqlite::Result<T> + Send + Sync;
+
+/// The lane: one rusqlite connection, opened on first use, and the writes queued for it.
 pub(super) struct Lane {
     path: PathBuf,
     busy: Duration,
     conn: Mutex<Option<Connection>>,
+    /// Writes waiting for the next batch, oldest first.
+    queue: Mutex<Vec<Box<dyn Job>>>,
+    /// Numbers the queued writes, so a task can take its own back out.
+    next_id: AtomicU64,
+    /// Batches run (tests: writes queued together commit together).
+    #[cfg(test)]
+    batches: AtomicU64,
     /// Written since the last checkpoint.
     dirty: AtomicBool,
     /// The page cap a test armed (`store.max_page_count`; 0: none), applied on open too.
@@ -53,26 +77,87 @@ impl Lane {
             path,
             busy: busy.min(LANE_BUSY),
             conn: Mutex::new(None),
+            queue: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(0),
+            #[cfg(test)]
+            batches: AtomicU64::new(0),
             dirty: AtomicBool::new(false),
             #[cfg(feature = "failpoints")]
             page_limit: Default::default(),
         }
     }
 
-    /// Run `op` on the lane's connection. `_writer` is the writer slot, held by the caller for
-    /// as long as this runs.
-    pub(super) fn run<T>(
-        &self,
-        _writer: &mut Conn,
-        op: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
-    ) -> Result<T, sqlx::Error> {
-        let mut slot = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if slot.is_none() {
-            *slot = Some(self.open().map_err(to_sqlx)?);
+    /// Run the write `op` in the next batch and return its result once that batch committed:
+    /// queued first, then either committed by the task holding the writer slot (`writer`) at
+    /// the time, or by this task when the slot comes to it first.
+    pub(super) async fn write<T: Send + 'static>(&self, writer: &Conns, op: Arc<LaneOp<T>>) -> Result<T, sqlx::Error> {
+        let (reply, mut done) = oneshot::channel();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).push(Box::new(Pending {
+            id,
+            op,
+            outcome: None,
+            reply,
+        }));
+        let slot = tokio::select! {
+            biased;
+            outcome = &mut done => return outcome.unwrap_or(Err(sqlx::Error::PoolClosed)),
+            slot = writer.get() => slot,
+        };
+        match slot {
+            Ok(mut slot) => {
+                // This write was queued before the slot was ours, so this run commits it, unless
+                // a holder before us already did.
+                self.run_queued(&mut slot);
+                drop(slot);
+            }
+            Err(error) => {
+                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(at) = queue.iter().position(|job| job.id() == id) {
+                    queue.remove(at);
+                    return Err(error);
+                }
+                // Another holder took it: its outcome is on the way.
+            }
         }
-        let conn = slot.as_mut().expect("opened above");
-        self.dirty.store(true, Ordering::Relaxed);
-        op(conn).map_err(to_sqlx)
+        done.await.unwrap_or(Err(sqlx::Error::PoolClosed))
+    }
+
+    /// Commit every queued write, a batch of up to `MAX_BATCH` at a time. `_writer` is the
+    /// writer slot, held by the caller for as long as this runs.
+    fn run_queued(&self, _writer: &mut Conn) {
+        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let batch: Vec<Box<dyn Job>> = {
+                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                let n = queue.len().min(MAX_BATCH);
+                queue.drain(..n).collect()
+            };
+            if batch.is_empty() {
+                return;
+            }
+            if slot.is_none() {
+                match self.open() {
+                    Ok(conn) => *slot = Some(conn),
+                    Err(error) => {
+                        let failure = Failure::from(&error);
+                        batch.into_iter().for_each(|job| job.finish(Some(&failure)));
+                        continue;
+                    }
+                }
+            }
+            let conn = slot.as_mut().expect("opened above");
+            self.dirty.store(true, Ordering::Relaxed);
+            #[cfg(test)]
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            run_batch(conn, batch);
+        }
+    }
+
+    /// Tests: batches run so far, and writes waiting now.
+    #[cfg(test)]
+    pub(super) fn counts(&self) -> (u64, usize) {
+        (self.batches.load(Ordering::Relaxed), self.queue.lock().unwrap_or_else(PoisonError::into_inner).len())
     }
 
     fn open(&self) -> rusqlite::Result<Connection> {
@@ -122,6 +207,152 @@ impl Lane {
             && let Err((_, e)) = conn.close()
         {
             tracing::warn!(error = %e, "closing the database's write lane");
+        }
+    }
+}
+
+/// Writes one batch commits at most (a batch holds the writer slot while it runs).
+const MAX_BATCH: usize = 64;
+
+/// A queued write, type-erased so writes of any result type share a batch.
+trait Job: Send {
+    fn id(&self) -> u64;
+    /// Run the write; its own failure is kept for `finish`.
+    fn run(&mut self, conn: &Connection) -> Result<(), &rusqlite::Error>;
+    /// Hand the outcome to the waiting task: `batch_failure` when the batch did not commit,
+    /// else the write's own result.
+    fn finish(self: Box<Self>, batch_failure: Option<&Failure>);
+}
+
+struct Pending<T> {
+    id: u64,
+    op: Arc<LaneOp<T>>,
+    outcome: Option<rusqlite::Result<T>>,
+    reply: oneshot::Sender<Result<T, sqlx::Error>>,
+}
+
+impl<T: Send> Job for Pending<T> {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn run(&mut self, conn: &Connection) -> Result<(), &rusqlite::Error> {
+        match self.outcome.insert((self.op)(conn)) {
+            Ok(_) => Ok(()),
+            Err(error) => Err(&*error),
+        }
+    }
+
+    fn finish(self: Box<Self>, batch_failure: Option<&Failure>) {
+        let result = match (batch_failure, self.outcome) {
+            (Some(failure), _) => Err(failure.to_sqlx()),
+            (None, Some(outcome)) => outcome.map_err(to_sqlx),
+            (None, None) => Err(sqlx::Error::Protocol("write lane: a write was never run".into())),
+        };
+        // The task may have stopped waiting (its request was cancelled); the write stands.
+        let _ = self.reply.send(result);
+    }
+}
+
+/// Run `batch` in one transaction, each write in a savepoint, and commit once. A batch of one
+/// needs no savepoint: its own failure rolls the transaction back.
+fn run_batch(conn: &Connection, batch: Vec<Box<dyn Job>>) {
+    let mut batch = batch;
+    let step = |sql: &str| conn.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(drop);
+    if let Err(error) = step("BEGIN IMMEDIATE") {
+        let failure = Failure::from(&error);
+        batch.into_iter().for_each(|job| job.finish(Some(&failure)));
+        return;
+    }
+    let single = batch.len() == 1;
+    let mut aborted = None;
+    let mut kept = 0;
+    for job in &mut batch {
+        if !single && let Err(error) = step("SAVEPOINT lane_write") {
+            aborted = Some(Failure::from(&error));
+            break;
+        }
+        let Err(error) = job.run(conn) else {
+            kept += 1;
+            if !single && let Err(error) = step("RELEASE lane_write") {
+                aborted = Some(Failure::from(&error));
+                break;
+            }
+            continue;
+        };
+        if conn.is_autocommit() || is_fault(error) {
+            // SQLite ended the transaction itself, or the next write would meet the same fault.
+            aborted = Some(Failure::from(error));
+            break;
+        }
+        if single {
+            break;
+        }
+        // This write alone failed: undo what it did, keep the others.
+        if let Err(error) = conn.execute_batch("ROLLBACK TO lane_write; RELEASE lane_write") {
+            aborted = Some(Failure::from(&error));
+            break;
+        }
+    }
+    if aborted.is_none()
+        && kept > 0
+        && let Err(error) = step("COMMIT")
+    {
+        aborted = Some(Failure::from(&error));
+    }
+    if !conn.is_autocommit() {
+        // Nothing to keep (every write failed on its own) or the batch failed. A failed ROLLBACK
+        // leaves nothing more to undo: the transaction is gone either way, or the next BEGIN
+        // fails and says so to the writes of that batch.
+        let _ = step("ROLLBACK");
+    }
+    for job in batch {
+        job.finish(aborted.as_ref());
+    }
+}
+
+/// Whether `error` is a fault that fails the whole batch (waited out by `retry_write`): a lock,
+/// a full disk, an I/O error, no memory.
+fn is_fault(error: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode;
+    matches!(
+        error.sqlite_error_code(),
+        Some(
+            ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked
+                | ErrorCode::DiskFull
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::OutOfMemory
+        )
+    )
+}
+
+/// Why a batch did not commit, handed to each of its writes.
+#[derive(Debug, Clone)]
+enum Failure {
+    Sqlite { code: i32, message: String },
+    Other(String),
+}
+
+impl From<&rusqlite::Error> for Failure {
+    fn from(error: &rusqlite::Error) -> Self {
+        match error {
+            rusqlite::Error::SqliteFailure(failure, message) => Self::Sqlite {
+                code: failure.extended_code,
+                message: message.clone().unwrap_or_else(|| failure.to_string()),
+            },
+            other => Self::Other(other.to_string()),
+        }
+    }
+}
+
+impl Failure {
+    fn to_sqlx(&self) -> sqlx::Error {
+        match self {
+            Self::Sqlite { code, message } => {
+                sqlx::Error::Database(Box::new(LaneError { code: *code, message: message.clone() }))
+            }
+            Self::Other(message) => sqlx::Error::Protocol(format!("write lane: {message}")),
         }
     }
 }

@@ -120,7 +120,8 @@ impl OutboxStore for SqliteStore {
     }
 
     async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64) -> StoreResult<()> {
-        self.write_lane(|conn| {
+        let platform_message_id = platform_message_id.to_owned();
+        self.write_lane(move |conn| {
             conn.prepare_cached(
                 "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?1, sent_at = ?2, \
                  attempts = attempts + 1 WHERE id = ?3",

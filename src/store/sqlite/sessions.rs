@@ -302,11 +302,14 @@ impl SessionStore for SqliteStore {
         // The event's start and its user message in one transaction on the write lane; both are
         // idempotent on a rerun (the user message is written once per event).
         let (tool_calls, reasoning, images) = message_json(user);
+        // Owned copies: the write may run in another task's batch.
+        let (session, role, content, tool_call_id) =
+            (session_id.to_owned(), user.role.as_str(), user.content.clone(), user.tool_call_id.clone());
         let attempts: Option<i64> = self
-            .write_lane(|conn| {
+            .write_lane(move |conn| {
                 use rusqlite::OptionalExtension;
-                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                let attempts = tx
+                let session_id = &session;
+                let attempts = conn
                     .prepare_cached(
                         "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ?1 \
                          WHERE seq = ?2 RETURNING attempts",
@@ -314,19 +317,18 @@ impl SessionStore for SqliteStore {
                     .query_row(rusqlite::params![session_id, seq], |row| row.get::<_, i64>(0))
                     .optional()?;
                 if attempts.is_some() {
-                    tx.prepare_cached(INSERT_MESSAGE)?.execute(rusqlite::params![
+                    conn.prepare_cached(INSERT_MESSAGE)?.execute(rusqlite::params![
                         session_id,
-                        user.role.as_str(),
-                        user.content,
+                        role,
+                        content,
                         tool_calls,
-                        user.tool_call_id,
+                        tool_call_id,
                         reasoning,
                         seq,
                         now,
                         images
                     ])?;
                 }
-                tx.commit()?;
                 Ok(attempts)
             })
             .await?;
@@ -335,42 +337,43 @@ impl SessionStore for SqliteStore {
     }
 
     async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<Vec<i64>> {
-        let turn_id = &format!("evt:{seq}");
+        let turn_id = format!("evt:{seq}");
         let TurnEnd { messages, reply, state, error, prompt_tokens, also_done, usage } = *end;
         let prompt_tokens = prompt_tokens.and_then(|t| i64::try_from(t).ok());
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let totals = [count(usage.calls), count(usage.prompt), count(usage.completion), count(usage.cache_read)];
         let cache_write = count(usage.cache_write);
         let state = state.as_str();
-        let params: [&(dyn rusqlite::ToSql + Sync); 11] = [
-            &state,
-            &error,
-            &now,
-            &seq,
-            &prompt_tokens,
-            &totals[0],
-            &totals[1],
-            &totals[2],
-            &totals[3],
-            &cache_write,
-            &session_id,
-        ];
-        self.write_lane(|conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            for message in messages {
+        // Owned copies: the write may run in another task's batch.
+        let (messages, reply, also_done) = (messages.to_vec(), reply.to_vec(), also_done.to_vec());
+        let (error, session_id) = (error.map(str::to_owned), session_id.to_owned());
+        self.write_lane(move |conn| {
+            for message in &messages {
                 // The turn's own user message was written by `begin_turn` under this event; user
                 // messages arriving mid-turn (steering) are other events' words and must not
                 // collide with it on `messages_one_user_per_event`.
                 let event = if message.role == Role::User { None } else { Some(seq) };
-                insert_message_row(&tx, session_id, message, event, now)?;
+                insert_message_row(conn, &session_id, message, event, now)?;
             }
-            let ids = insert_outbound_rows(&tx, turn_id, reply, now)?;
-            for other in also_done {
-                tx.prepare_cached("UPDATE inbound_events SET state = 'done', finished_at = ?1 WHERE seq = ?2")?
+            let ids = insert_outbound_rows(conn, &turn_id, &reply, now)?;
+            for other in &also_done {
+                conn.prepare_cached("UPDATE inbound_events SET state = 'done', finished_at = ?1 WHERE seq = ?2")?
                     .execute(rusqlite::params![now, other])?;
             }
-            execute_all(&tx, FINISH_TURN, &params)?;
-            tx.commit()?;
+            let params: [&(dyn rusqlite::ToSql + Sync); 11] = [
+                &state,
+                &error,
+                &now,
+                &seq,
+                &prompt_tokens,
+                &totals[0],
+                &totals[1],
+                &totals[2],
+                &totals[3],
+                &cache_write,
+                &session_id,
+            ];
+            execute_all(conn, FINISH_TURN, &params)?;
             Ok(ids)
         })
         .await

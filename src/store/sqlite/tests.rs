@@ -462,3 +462,78 @@ async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_
     assert_eq!(kept, fresh_transcript(&store, &session.id));
     assert!(kept.iter().all(|(id, _)| *id != oldest), "{kept:?}");
 }
+
+/// Group commit on the write lane: writes queued while the writer slot is taken commit in one
+/// batch; a write that fails on its own (a constraint) fails alone and leaves no trace; a fault
+/// in the middle of a batch rolls the whole batch back and fails every write in it.
+#[tokio::test]
+async fn writes_queued_behind_the_writer_commit_together_and_fail_alone_or_all_together() {
+    use std::sync::Arc;
+
+    use rusqlite::Connection;
+
+    type Op = Arc<super::lane::LaneOp<()>>;
+    fn insert(v: i64) -> Op {
+        Arc::new(move |c: &Connection| c.execute("INSERT INTO lane_t (v) VALUES (?1)", [v]).map(drop))
+    }
+    async fn queue_behind_the_writer(store: &Arc<SqliteStore>, ops: Vec<Op>) -> Vec<Result<(), sqlx::Error>> {
+        let slot = store.writer.get().await.unwrap();
+        let (batches, _) = store.lane.counts();
+        let mut waiting = Vec::new();
+        for op in ops {
+            let store = store.clone();
+            waiting.push(tokio::spawn(async move { store.lane.write(&store.writer, op).await }));
+        }
+        let n = waiting.len();
+        while store.lane.counts().1 < n {
+            tokio::task::yield_now().await;
+        }
+        drop(slot);
+        let mut results = Vec::new();
+        for write in waiting {
+            results.push(write.await.unwrap());
+        }
+        assert_eq!(store.lane.counts(), (batches + 1, 0), "the queued writes ran as one batch");
+        results
+    }
+    let rows = |store: &SqliteStore| {
+        store
+            .read_lane
+            .run(|c| {
+                c.query_row("SELECT COUNT(*), COALESCE(SUM(v), 0) FROM lane_t", [], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+                })
+            })
+            .unwrap()
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(&dir).await);
+    store.write_lane(|c| c.execute_batch("CREATE TABLE lane_t (v INTEGER UNIQUE)")).await.unwrap();
+
+    // Twenty writes and a duplicate among them: one batch, the duplicate alone fails.
+    let mut ops: Vec<Op> = (1..=20).map(insert).collect();
+    ops.insert(10, insert(3));
+    let results = queue_behind_the_writer(&store, ops).await;
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 20);
+    let Err(sqlx::Error::Database(unique)) = &results[10] else { panic!("the duplicate failed: {:?}", results[10]) };
+    assert!(unique.is_unique_violation());
+    assert_eq!(rows(&store), (20, 210));
+
+    // A full disk in the third write: all six fail as a fault, none of them is kept.
+    let mut ops: Vec<Op> = (100..105).map(insert).collect();
+    ops.insert(2, Arc::new(|_: &Connection| Err(rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(13), None))));
+    let results = queue_behind_the_writer(&store, ops).await;
+    for result in &results {
+        let error = result.as_ref().expect_err("every write of the batch fails");
+        assert_eq!(super::health::classify(error), Some(crate::store::health::WriteFault::DiskFull), "{error}");
+    }
+    assert_eq!(rows(&store), (20, 210), "nothing of the failed batch was kept");
+
+    // The lane works on after both; a write alone (no savepoint) fails alone too.
+    store.write_lane(|c| c.execute("INSERT INTO lane_t (v) VALUES (500)", []).map(drop)).await.unwrap();
+    let duplicate = store.lane.write(&store.writer, insert(500)).await.expect_err("a duplicate");
+    assert!(matches!(&duplicate, sqlx::Error::Database(db) if db.is_unique_violation()), "{duplicate}");
+    store.write_lane(|c| c.execute("INSERT INTO lane_t (v) VALUES (1000)", []).map(drop)).await.unwrap();
+    assert_eq!(rows(&store), (22, 1710));
+}

@@ -69,27 +69,27 @@ impl UsageStore for SqliteStore {
         let (cache_read, cache_write, unpriced) =
             (signed(t.cache_read), signed(t.cache_write), signed(r.unpriced_calls));
         let turn = i64::from(r.turn);
-        let params: [&(dyn rusqlite::ToSql + Sync); 15] = [
-            &UsageScope::User.as_str(),
-            &r.platform,
-            &r.user,
-            &r.day,
-            &calls,
-            &prompt,
-            &completion,
-            &cache_read,
-            &cache_write,
-            &r.cost_micros,
-            &unpriced,
-            &turn,
-            &UsageScope::Chat.as_str(),
-            &r.chat,
-            &r.session_id,
-        ];
-        self.retry_lane(|conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            execute_all(&tx, sql, &params)?;
-            tx.commit()
+        let (platform, user, day) = (r.platform.to_owned(), r.user.to_owned(), r.day.to_owned());
+        let (chat, session_id, cost_micros) = (r.chat.to_owned(), r.session_id.to_owned(), r.cost_micros);
+        self.retry_lane(move |conn| {
+            let params: [&(dyn rusqlite::ToSql + Sync); 15] = [
+                &UsageScope::User.as_str(),
+                &platform,
+                &user,
+                &day,
+                &calls,
+                &prompt,
+                &completion,
+                &cache_read,
+                &cache_write,
+                &cost_micros,
+                &unpriced,
+                &turn,
+                &UsageScope::Chat.as_str(),
+                &chat,
+                &session_id,
+            ];
+            execute_all(conn, sql, &params).map(drop)
         })
         .await
     }
