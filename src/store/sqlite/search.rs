@@ -9,28 +9,68 @@ use super::SqliteStore;
 use super::sessions::fts_query;
 use crate::store::{ContextMessage, ScopedHit, SearchScope, SearchStore, StoreResult};
 
+// Ranking is bounded: a search ranks (bm25) the newest 200 matches in its scope, not all of
+// them. FTS5 hands matches out newest first and stops at the limit, so a common word in a store
+// of millions of messages costs 200 rankings instead of one per match (ranking all of them made
+// a search over 1,000,000 messages take 100 ms and more); only the best `limit` get a snippet.
+// The scope is turned into the set of its message ids first, so a match outside it is dropped
+// by a lookup in that set rather than a read of its row.
+
 /// Word search: `?1` the FTS query, `?2` the session key, `?3`/`?4` the person (or NULLs), `?5`
-/// the limit. The scope is a small materialised set of session ids; the FTS match is filtered by
-/// it before `ORDER BY rank LIMIT` picks the best.
+/// the limit.
 const WORDS: &str = "WITH scope(id) AS MATERIALIZED ( \
        SELECT id FROM sessions WHERE session_key = ?2 \
-       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4) \
+       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4), \
+     ids(id) AS MATERIALIZED ( \
+       SELECT m.id FROM messages m WHERE m.session_id IN scope AND m.role IN ('user', 'assistant')), \
+     best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
+       SELECT messages_fts.rowid AS id, rank AS score FROM messages_fts \
+       WHERE messages_fts MATCH ?1 AND +messages_fts.rowid IN ids ORDER BY messages_fts.rowid DESC LIMIT 200) \
+       ORDER BY score LIMIT ?5) \
      SELECT m.session_id, m.id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at, \
        s.title, s.created_at AS session_started \
-     FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id \
-     WHERE messages_fts MATCH ?1 AND m.session_id IN scope AND m.role IN ('user', 'assistant') \
-     ORDER BY rank LIMIT ?5";
+     FROM best CROSS JOIN messages_fts CROSS JOIN messages m JOIN sessions s ON s.id = m.session_id \
+     WHERE messages_fts MATCH ?1 AND messages_fts.rowid = best.id AND m.id = best.id \
+     ORDER BY best.score";
 
 /// Substring search over the trigram table; same parameters as `WORDS`.
 const SUBSTRINGS: &str = "WITH scope(id) AS MATERIALIZED ( \
        SELECT id FROM sessions WHERE session_key = ?2 \
-       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4) \
+       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4), \
+     ids(id) AS MATERIALIZED ( \
+       SELECT m.id FROM messages m WHERE m.session_id IN scope AND m.role IN ('user', 'assistant')), \
+     best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
+       SELECT messages_fts_trigram.rowid AS id, rank AS score FROM messages_fts_trigram \
+       WHERE messages_fts_trigram MATCH ?1 AND +messages_fts_trigram.rowid IN ids \
+       ORDER BY messages_fts_trigram.rowid DESC LIMIT 200) \
+       ORDER BY score LIMIT ?5) \
      SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at, \
        s.title, s.created_at AS session_started \
-     FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid \
-       JOIN sessions s ON s.id = m.session_id \
-     WHERE messages_fts_trigram MATCH ?1 AND m.session_id IN scope AND m.role IN ('user', 'assistant') \
-     ORDER BY rank LIMIT ?5";
+     FROM best CROSS JOIN messages m JOIN sessions s ON s.id = m.session_id WHERE m.id = best.id \
+     ORDER BY best.score";
+
+/// Store-wide word search (`hermesd sessions search`): `?1` the FTS query, `?2` a session id or
+/// NULL, `?3` the limit; bounded like `WORDS`.
+pub(super) const STORE_WORDS: &str = "WITH best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
+       SELECT messages_fts.rowid AS id, rank AS score FROM messages_fts CROSS JOIN messages m \
+       WHERE messages_fts MATCH ?1 AND m.id = messages_fts.rowid AND (?2 IS NULL OR m.session_id = ?2) \
+       ORDER BY messages_fts.rowid DESC LIMIT 200) \
+       ORDER BY score LIMIT ?3) \
+     SELECT m.session_id, m.id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at \
+     FROM best CROSS JOIN messages_fts CROSS JOIN messages m \
+     WHERE messages_fts MATCH ?1 AND messages_fts.rowid = best.id AND m.id = best.id \
+     ORDER BY best.score";
+
+/// Store-wide substring search over the trigram table; same parameters as `STORE_WORDS`.
+pub(super) const STORE_SUBSTRINGS: &str = "WITH best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
+       SELECT messages_fts_trigram.rowid AS id, rank AS score FROM messages_fts_trigram CROSS JOIN messages m \
+       WHERE messages_fts_trigram MATCH ?1 AND m.id = messages_fts_trigram.rowid \
+       AND (?2 IS NULL OR m.session_id = ?2) \
+       ORDER BY messages_fts_trigram.rowid DESC LIMIT 200) \
+       ORDER BY score LIMIT ?3) \
+     SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at \
+     FROM best CROSS JOIN messages m WHERE m.id = best.id \
+     ORDER BY best.score";
 
 /// A query too short for the trigram table (one or two characters, e.g. a two-character Chinese
 /// word): a plain substring test, affordable because only the caller's own messages are read.

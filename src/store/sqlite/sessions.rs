@@ -464,21 +464,11 @@ impl SessionStore for SqliteStore {
         };
         // Word search first; substring (trigram) search catches partial words and scripts
         // without spaces. Trigram needs at least three characters.
-        let mut rows = hits(
-            "SELECT m.session_id, m.id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at \
-             FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid \
-             WHERE messages_fts MATCH ? AND (?2 IS NULL OR m.session_id = ?2) ORDER BY rank LIMIT ?3",
-        )
-        .await?;
+        let mut rows = hits(super::search::STORE_WORDS).await?;
         let substrings = rows.is_empty() && query.chars().count() >= 3;
         if substrings {
             // Marked below, from the content (`search::mark`).
-            rows = hits(
-                "SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at \
-                 FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid \
-                 WHERE messages_fts_trigram MATCH ? AND (?2 IS NULL OR m.session_id = ?2) ORDER BY rank LIMIT ?3",
-            )
-            .await?;
+            rows = hits(super::search::STORE_SUBSTRINGS).await?;
         }
         Ok(rows
             .iter()
