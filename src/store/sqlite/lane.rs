@@ -259,6 +259,10 @@ impl<T: Send> Job for Pending<T> {
 fn run_batch(conn: &Connection, batch: Vec<Box<dyn Job>>) {
     let mut batch = batch;
     let step = |sql: &str| conn.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(drop);
+    if !conn.is_autocommit() {
+        // A batch before this one was cut short (a write panicked): what it left is undone.
+        let _ = step("ROLLBACK");
+    }
     if let Err(error) = step("BEGIN IMMEDIATE") {
         let failure = Failure::from(&error);
         batch.into_iter().for_each(|job| job.finish(Some(&failure)));
