@@ -192,7 +192,7 @@ impl Lane {
     #[cfg(feature = "failpoints")]
     pub(super) fn set_page_limit(&self, _writer: &mut Conn, target: u64) -> Result<(), sqlx::Error> {
         self.page_limit.store(target, Ordering::SeqCst);
-        let slot = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(conn) = slot.as_ref() {
             let pages = if target == 0 { 4_294_967_294 } else { target };
             conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(())).map_err(to_sqlx)?;
@@ -202,7 +202,7 @@ impl Lane {
 
     /// Close the connection (a later use opens it again).
     pub(super) fn close(&self, _writer: &mut Conn) {
-        let conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(conn) = conn
             && let Err((_, e)) = conn.close()
         {
@@ -381,13 +381,13 @@ impl ReadLane {
         if self.closed.load(Ordering::SeqCst) {
             return Err(sqlx::Error::PoolClosed);
         }
-        let idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
         let conn = match idle {
             Some(conn) => conn,
             None => self.open().map_err(to_sqlx)?,
         };
         let result = op(&conn).map_err(to_sqlx);
-        let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < self.keep && !self.closed.load(Ordering::SeqCst) {
             idle.push(conn);
         }
@@ -406,7 +406,7 @@ impl ReadLane {
     /// Close the idle connections; later uses fail like a closed pool.
     pub(super) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 }
 

@@ -16,14 +16,23 @@ use crate::store::{ContextMessage, ScopedHit, SearchScope, SearchStore, StoreRes
 // The scope is turned into the set of its message ids first, so a match outside it is dropped
 // by a lookup in that set rather than a read of its row.
 
+/// The scope's sessions (`?2` the session key, `?3`/`?4` the person or NULLs) and the ids of
+/// their user and assistant messages, as the first CTEs of a scoped search.
+macro_rules! scope_ids {
+    () => {
+        "WITH scope(id) AS MATERIALIZED ( \
+           SELECT id FROM sessions WHERE session_key = ?2 \
+           UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4), \
+         ids(id) AS MATERIALIZED ( \
+           SELECT m.id FROM messages m WHERE m.session_id IN scope AND m.role IN ('user', 'assistant')), "
+    };
+}
+
 /// Word search: `?1` the FTS query, `?2` the session key, `?3`/`?4` the person (or NULLs), `?5`
 /// the limit.
-const WORDS: &str = "WITH scope(id) AS MATERIALIZED ( \
-       SELECT id FROM sessions WHERE session_key = ?2 \
-       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4), \
-     ids(id) AS MATERIALIZED ( \
-       SELECT m.id FROM messages m WHERE m.session_id IN scope AND m.role IN ('user', 'assistant')), \
-     best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
+const WORDS: &str = concat!(
+    scope_ids!(),
+    "best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
        SELECT messages_fts.rowid AS id, rank AS score FROM messages_fts \
        WHERE messages_fts MATCH ?1 AND +messages_fts.rowid IN ids ORDER BY messages_fts.rowid DESC LIMIT 200) \
        ORDER BY score LIMIT ?5) \
@@ -31,15 +40,13 @@ const WORDS: &str = "WITH scope(id) AS MATERIALIZED ( \
        s.title, s.created_at AS session_started \
      FROM best CROSS JOIN messages_fts CROSS JOIN messages m JOIN sessions s ON s.id = m.session_id \
      WHERE messages_fts MATCH ?1 AND messages_fts.rowid = best.id AND m.id = best.id \
-     ORDER BY best.score";
+     ORDER BY best.score"
+);
 
 /// Substring search over the trigram table; same parameters as `WORDS`.
-const SUBSTRINGS: &str = "WITH scope(id) AS MATERIALIZED ( \
-       SELECT id FROM sessions WHERE session_key = ?2 \
-       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4), \
-     ids(id) AS MATERIALIZED ( \
-       SELECT m.id FROM messages m WHERE m.session_id IN scope AND m.role IN ('user', 'assistant')), \
-     best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
+const SUBSTRINGS: &str = concat!(
+    scope_ids!(),
+    "best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
        SELECT messages_fts_trigram.rowid AS id, rank AS score FROM messages_fts_trigram \
        WHERE messages_fts_trigram MATCH ?1 AND +messages_fts_trigram.rowid IN ids \
        ORDER BY messages_fts_trigram.rowid DESC LIMIT 200) \
@@ -47,7 +54,8 @@ const SUBSTRINGS: &str = "WITH scope(id) AS MATERIALIZED ( \
      SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at, \
        s.title, s.created_at AS session_started \
      FROM best CROSS JOIN messages m JOIN sessions s ON s.id = m.session_id WHERE m.id = best.id \
-     ORDER BY best.score";
+     ORDER BY best.score"
+);
 
 /// Store-wide word search (`hermesd sessions search`): `?1` the FTS query, `?2` a session id or
 /// NULL, `?3` the limit; bounded like `WORDS`.
