@@ -293,6 +293,7 @@ impl Daemon {
             tasks.spawn(scheduler.run(platform_cancel.clone()));
         }
         tasks.spawn(router.clone().sweep_sessions(config.sessions.sweep_interval.get(), platform_cancel.clone()));
+        tasks.spawn(outbox.clone().expire_pacers(platform_cancel.clone()));
         tasks.spawn(crate::store::search::index_in_background(store.clone(), platform_cancel.clone()));
         tasks.spawn(crate::retention::run(
             store.clone(),

@@ -41,6 +41,10 @@ pub const SESSION_RESETS_TOTAL: &str = "hermesd_session_resets_total";
 pub const PACERS: &str = "hermesd_pacers";
 /// Tokio tasks alive in the runtime that renders `/metrics` (the daemon's one runtime).
 pub const TASKS: &str = "hermesd_tasks";
+/// The allocator's own figures by `kind` (builds with the `alloc-jemalloc` feature): bytes the
+/// program holds (`allocated`), the pages those use (`active`), and what is resident
+/// (`resident`: also freed pages not purged yet, and the allocator's `metadata`).
+pub const ALLOCATOR_BYTES: &str = "hermesd_allocator_bytes";
 
 /// A gauge read at render time from the part that owns the value (no copy to keep in step).
 type Probe = Box<dyn Fn() -> i64 + Send + Sync>;
@@ -191,7 +195,32 @@ impl Metrics {
         for (name, probe) in self.probes.lock().expect("metrics lock poisoned").iter() {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", probe());
         }
+        #[cfg(feature = "alloc-jemalloc")]
+        allocator_gauges(&mut out);
         out
+    }
+}
+
+/// `ALLOCATOR_BYTES`, as jemalloc counts it now (its statistics refresh on `epoch::advance`).
+/// In the binary jemalloc is the global allocator and, unprefixed, `malloc` for SQLite too.
+#[cfg(feature = "alloc-jemalloc")]
+fn allocator_gauges(out: &mut String) {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    if epoch::advance().is_err() {
+        return;
+    }
+    type Read = fn() -> tikv_jemalloc_ctl::Result<usize>;
+    let kinds: [(&str, Read); 4] = [
+        ("allocated", stats::allocated::read),
+        ("active", stats::active::read),
+        ("resident", stats::resident::read),
+        ("metadata", stats::metadata::read),
+    ];
+    let _ = writeln!(out, "# TYPE {ALLOCATOR_BYTES} gauge");
+    for (kind, read) in kinds {
+        if let Ok(bytes) = read() {
+            let _ = writeln!(out, "{ALLOCATOR_BYTES}{{kind=\"{kind}\"}} {bytes}");
+        }
     }
 }
 

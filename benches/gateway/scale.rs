@@ -88,6 +88,25 @@ struct Memory {
     exit_after_s: Option<f64>,
     /// VmRSS samples (seconds after the last actor exited, MB).
     after: Vec<(f64, f64)>,
+    /// `hermesd_allocator_bytes` idle, when the last reply was in, and at the end of the watch.
+    alloc_idle: Option<Allocator>,
+    alloc_alive: Option<Allocator>,
+    alloc_after: Option<Allocator>,
+}
+
+/// The daemon's allocator figures (`hermesd_allocator_bytes`, MB): what the program holds, the
+/// pages that uses, and what is resident (with freed pages not purged yet, and metadata).
+#[derive(Clone, Copy)]
+struct Allocator {
+    allocated: f64,
+    active: f64,
+    resident: f64,
+}
+
+impl std::fmt::Display for Allocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.1} / {:.1} / {:.1}", self.allocated, self.active, self.resident)
+    }
 }
 
 impl Memory {
@@ -171,6 +190,16 @@ async fn active_sessions(client: &reqwest::Client, base: &str) -> Option<i64> {
     text.lines().find_map(|l| l.strip_prefix("hermesd_active_sessions "))?.trim().parse().ok()
 }
 
+/// `hermesd_allocator_bytes` from `/metrics`; `None` when unreadable or not a jemalloc build.
+async fn allocator(client: &reqwest::Client, base: &str) -> Option<Allocator> {
+    let text = client.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
+    let kind = |kind: &str| {
+        let prefix = format!("hermesd_allocator_bytes{{kind=\"{kind}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(prefix.as_str())?.trim().parse::<f64>().ok()).map(|b| b / 1e6)
+    };
+    Some(Allocator { allocated: kind("allocated")?, active: kind("active")?, resident: kind("resident")? })
+}
+
 /// Run both workloads, each on a fresh daemon.
 pub(crate) async fn run(settings: &Settings, client: &reqwest::Client, llm: &FakeLlm, ticks_per_s: f64) -> ScaleReport {
     let plan = Plan::new(settings.quick);
@@ -196,6 +225,7 @@ async fn memory(plan: &Plan, client: &reqwest::Client, llm: &FakeLlm) -> Memory 
     let pid = daemon.pid();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut memory = Memory { idle_mb: status_mb(pid, "VmRSS"), ..Memory::default() };
+    memory.alloc_idle = allocator(client, &daemon.base).await;
     eprintln!("scale: {} sessions, one message each, {IN_FLIGHT} in flight…", plan.sessions);
     let started = Instant::now();
     let label = format!("mem-{}", uuid::Uuid::new_v4());
@@ -215,6 +245,7 @@ async fn memory(plan: &Plan, client: &reqwest::Client, llm: &FakeLlm) -> Memory 
     memory.sampled_peak_mb = memory.sampled_peak_mb.max(memory.alive_mb);
     memory.hwm_mb = status_mb(pid, "VmHWM");
     memory.alive_actors = active_sessions(client, &daemon.base).await.unwrap_or(-1);
+    memory.alloc_alive = allocator(client, &daemon.base).await;
     (memory.errors, memory.first_error) = (errors, first_error);
     let last_reply = Instant::now();
     eprintln!("scale: waiting for the {} actors to go idle and exit…", memory.alive_actors);
@@ -236,6 +267,7 @@ async fn memory(plan: &Plan, client: &reqwest::Client, llm: &FakeLlm) -> Memory 
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    memory.alloc_after = allocator(client, &daemon.base).await;
     let (status, log) = daemon.stop().await;
     if !status.success() {
         eprintln!("warning: the memory daemon exited with {status}; its log:\n{log}");
@@ -344,6 +376,13 @@ impl ScaleReport {
             .map(|(t, rss)| format!("{t:.0} s: {rss:.1}"))
             .collect();
         println!("| {sessions} | {run} | RSS after exit (MB) | {} | |", samples.join(", "));
+        let shown = |a: Option<Allocator>| a.map_or("n/a".to_owned(), |a| a.to_string());
+        println!(
+            "| {sessions} | {run} | allocator MB, allocated / active / resident: idle; all alive; end of watch | {}; {}; {} | |",
+            shown(m.alloc_idle),
+            shown(m.alloc_alive),
+            shown(m.alloc_after)
+        );
         println!("| {sessions} | {run} | errors | {} | 0 |", m.errors);
     }
 

@@ -89,6 +89,19 @@ impl Outbox {
         Self { store, platforms, pacers, metrics, tracker, cancel, redaction, streaming, data_dir: None }
     }
 
+    /// Expire idle pacers every `pacer::EXPIRE_EVERY` until `cancel` fires. Calls expire a few
+    /// too, but after a burst of chats no call may come for hours.
+    pub async fn expire_pacers(self, cancel: CancellationToken) {
+        let mut tick = tokio::time::interval(pacer::EXPIRE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = tick.tick() => self.pacers.expire_idle(),
+            }
+        }
+    }
+
     /// Send files stored under `data_dir` (`HERMESD_HOME`); without it, a file message fails.
     pub fn with_data_dir(mut self, data_dir: std::path::PathBuf) -> Self {
         self.data_dir = Some(data_dir);

@@ -14,8 +14,11 @@ use tokio::time::Instant;
 
 use crate::store::PendingOutbound;
 
-/// An entry idle this long (and not paused) may be pruned.
-const IDLE_PRUNE: Duration = Duration::from_secs(600);
+/// An entry idle this long (not paused, its bucket full again, nothing to deliver) may be
+/// pruned: it is then no different from a new one.
+const IDLE_PRUNE: Duration = Duration::from_secs(120);
+/// How often the outbox expires idle pacers when no calls come (`Pacers::expire_idle`).
+pub(super) const EXPIRE_EVERY: Duration = Duration::from_secs(15);
 
 #[derive(Debug)]
 struct Bucket {
@@ -120,8 +123,10 @@ impl ChatPacer {
     fn idle(&self, now: Instant) -> bool {
         let bucket = self.bucket.lock().expect("pacer lock poisoned");
         let lane = self.lane.lock().expect("pacer lock poisoned");
+        let since = now.saturating_duration_since(bucket.refilled_at);
         bucket.paused_until.is_none_or(|u| u <= now)
-            && now.saturating_duration_since(bucket.refilled_at) > IDLE_PRUNE
+            && since > IDLE_PRUNE
+            && bucket.tokens + since.as_secs_f64() * bucket.rate >= bucket.burst
             && lane.0.is_empty()
             && !lane.1
     }
@@ -152,17 +157,21 @@ struct PacerMap {
 /// Queue entries looked at per call at most (more than the one chat a call can add, so a
 /// backlog of expired chats drains while new ones arrive).
 const EXPIRE_PER_CALL: usize = 4;
+/// Queue entries `expire_idle` looks at per hold of the lock.
+const EXPIRE_PER_LOCK: usize = 1024;
 /// Below this capacity the map and the queue are not worth shrinking.
 const SHRINK_ABOVE: usize = 64;
 
 impl PacerMap {
-    /// Look at up to `EXPIRE_PER_CALL` queue entries whose idle time has passed.
-    fn expire(&mut self, now: Instant) {
-        for _ in 0..EXPIRE_PER_CALL {
+    /// Look at up to `max` queue entries whose idle time has passed; how many were looked at.
+    fn expire(&mut self, now: Instant, max: usize) -> usize {
+        let mut looked = 0;
+        while looked < max {
             let due = self.expiry.front().is_some_and(|(at, _)| now.saturating_duration_since(*at) > IDLE_PRUNE);
             if !due {
                 break;
             }
+            looked += 1;
             let (_, key) = self.expiry.pop_front().expect("the front entry was just seen");
             let keep = self.chats.get(&key).is_some_and(|p| Arc::strong_count(p) > 1 || !p.idle(now));
             if keep {
@@ -172,6 +181,7 @@ impl PacerMap {
             }
         }
         self.shrink();
+        looked
     }
 
     /// Give memory back once a structure uses under a quarter of its capacity.
@@ -192,7 +202,7 @@ impl Pacers {
         let mut map = self.inner.lock().expect("pacers lock poisoned");
         // Taken under the lock, so the queue's times never go backwards.
         let now = Instant::now();
-        map.expire(now);
+        map.expire(now, EXPIRE_PER_CALL);
         if let Some(pacer) = map.chats.get(chat_key) {
             return pacer.clone();
         }
@@ -201,6 +211,19 @@ impl Pacers {
         map.chats.insert(key.clone(), pacer.clone());
         map.expiry.push_back((now, key));
         pacer
+    }
+
+    /// Expire every pacer whose idle time has passed, also when no calls come (after a burst
+    /// of chats, their pacers would otherwise stay until traffic returns). Each entry is looked
+    /// at once per `IDLE_PRUNE`, so this costs O(1) per chat; the lock is let go between runs of
+    /// `EXPIRE_PER_LOCK`.
+    pub fn expire_idle(&self) {
+        loop {
+            let mut map = self.inner.lock().expect("pacers lock poisoned");
+            if map.expire(Instant::now(), EXPIRE_PER_LOCK) < EXPIRE_PER_LOCK {
+                return;
+            }
+        }
     }
 
     /// Chats with a pacer now.
@@ -279,6 +302,30 @@ mod tests {
         assert_eq!(pacers.queued(), 400, "each chat is queued once");
         let (map, queue) = pacers.capacity();
         assert!(map <= 4 * 400 && queue <= 4 * 400, "capacity given back: map {map}, queue {queue}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_pacers_expire_without_calls_and_the_others_stay() {
+        let pacers = Pacers::default();
+        for i in 0..3000 {
+            pacers.get(&format!("c{i}"), 1.0, 1);
+        }
+        let held = pacers.get("held", 1.0, 1);
+        // A chat whose bucket refills slower than the idle time (one token in 1,000 s) stays
+        // until it is full: dropping it would hand the chat a fresh burst too early.
+        assert!(pacers.get("slow", 0.001, 1).try_acquire());
+        pacers.expire_idle();
+        assert_eq!(pacers.len(), 3002, "nothing expires within the idle time");
+        tokio::time::advance(IDLE_PRUNE + Duration::from_secs(1)).await;
+        pacers.expire_idle();
+        assert_eq!(pacers.len(), 2, "every idle pacer expired, in runs of EXPIRE_PER_LOCK");
+        assert_eq!(pacers.queued(), 2);
+        let (map, queue) = pacers.capacity();
+        assert!(map <= 64 && queue <= 64, "capacity given back: map {map}, queue {queue}");
+        assert!(Arc::ptr_eq(&pacers.get("held", 1.0, 1), &held));
+        tokio::time::advance(Duration::from_secs(1000)).await;
+        pacers.expire_idle();
+        assert_eq!(pacers.len(), 1, "the slow chat's bucket is full again: it expired");
     }
 
     #[tokio::test(start_paused = true)]

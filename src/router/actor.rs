@@ -7,17 +7,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-
 use super::Inner;
 use super::Router;
-use super::batch::{self, Mail, Queued, Work};
+use super::batch::{self, Queued, Work};
+use super::mailbox::Mailbox;
 use crate::agent::turn::{StopReason, StopSignal, TurnJob};
 use crate::metrics::ERRORS_TOTAL;
 
-/// What the router can see of an actor.
-#[derive(Debug, Default)]
+/// What the router can see of an actor, and its mailbox.
+#[derive(Debug)]
 pub(super) struct ActorState {
+    /// Jobs for the actor, in order (the router sends under its actor-map lock).
+    pub(super) mailbox: Mailbox,
     running: Mutex<Option<(Arc<StopSignal>, Instant)>>,
     /// Jobs in the mailbox.
     pub(super) waiting: AtomicUsize,
@@ -28,6 +29,16 @@ pub(super) struct ActorState {
 }
 
 impl ActorState {
+    /// An idle actor's state, with a mailbox of `capacity` jobs.
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            mailbox: Mailbox::new(capacity),
+            running: Mutex::default(),
+            waiting: AtomicUsize::default(),
+            in_hand: AtomicUsize::default(),
+        }
+    }
+
     /// Whether a turn runs and has not stored its reply yet.
     pub(super) fn is_running(&self) -> bool {
         self.running.lock().expect("actor lock poisoned").as_ref().is_some_and(|(stop, _)| !stop.is_answered())
@@ -61,7 +72,7 @@ impl ActorState {
     }
 }
 
-pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Receiver<Mail>, state: Arc<ActorState>) {
+pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, state: Arc<ActorState>) {
     // Steering messages the last turn did not take, and a message that ended a batch without
     // joining it, run next, before the mailbox.
     let mut leftovers: VecDeque<Queued> = VecDeque::new();
@@ -81,11 +92,12 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
             let queued = tokio::select! {
                 biased;
                 _ = inner.draining.cancelled() => break,
-                queued = rx.recv() => queued,
+                queued = state.mailbox.recv() => queued,
                 _ = tokio::time::sleep(inner.settings.session_idle) => {
                     // Exit only if nothing arrived meanwhile; the router sends under the same lock.
                     let mut actors = inner.actors.lock().expect("router lock poisoned");
-                    if rx.is_empty() {
+                    if state.mailbox.is_empty() {
+                        state.mailbox.close();
                         actors.remove(&key);
                         super::shrink_actors(&mut actors);
                         inner.metrics.active_sessions.fetch_sub(1, Ordering::Relaxed);
@@ -107,7 +119,9 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
         }
         let job = if batchable {
             // Boxed, like the turn below: an idle actor's task then holds only what waiting needs.
-            match Box::pin(batch::gather(job, inner.settings.batch_window, &mut rx, &inner.draining, &taken)).await {
+            match Box::pin(batch::gather(job, inner.settings.batch_window, &state.mailbox, &inner.draining, &taken))
+                .await
+            {
                 Some((job, later)) => {
                     leftovers.extend(later);
                     job
@@ -122,12 +136,13 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, mut rx: mpsc::Rec
         }
     }
     // Leaving on drain: jobs still in the mailbox (and untaken steers) stay accepted in the store
-    // and run next start.
-    let left = rx.len();
+    // and run next start. Closed under the router's lock, so no sender finds this actor in the
+    // map with its mailbox closed (that would read as a full mailbox).
+    let mut actors = inner.actors.lock().expect("router lock poisoned");
+    let left = state.mailbox.close();
     if left > 0 {
         inner.metrics.queue_depth.fetch_sub(i64::try_from(left).unwrap_or(0), Ordering::Relaxed);
     }
-    let mut actors = inner.actors.lock().expect("router lock poisoned");
     // Remove only this actor's entry, never a successor spawned under the same key.
     if actors.get(&key).is_some_and(|a| Arc::ptr_eq(&a.state, &state)) {
         actors.remove(&key);
@@ -212,18 +227,24 @@ async fn run_command(inner: &Arc<Inner>, state: &ActorState, job: TurnJob, work:
 
 #[cfg(test)]
 mod tests {
+    use super::super::batch::Mail;
     use super::*;
 
     /// The size of the future `f` returns, without calling it.
-    fn output_size<A, B, C, D, F>(_f: impl Fn(A, B, C, D) -> F) -> usize {
+    fn output_size<A, B, C, F>(_f: impl Fn(A, B, C) -> F) -> usize {
         std::mem::size_of::<F>()
     }
 
     #[test]
     fn an_idle_actor_is_small() {
         let size = output_size(actor_loop);
-        eprintln!("actor task future: {size} bytes; mailbox item: {} bytes", std::mem::size_of::<Mail>());
+        let state = std::mem::size_of::<ActorState>();
+        eprintln!(
+            "actor task future: {size} bytes; state with its mailbox: {state} bytes; mailbox item: {} bytes",
+            std::mem::size_of::<Mail>()
+        );
         assert!(size <= 512, "an actor's task holds {size} bytes while it waits (box what only a turn needs)");
+        assert!(state <= 256, "an actor's state and empty mailbox take {state} bytes");
         assert_eq!(std::mem::size_of::<Mail>(), std::mem::size_of::<usize>(), "the mailbox holds pointers");
     }
 }

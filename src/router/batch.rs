@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::agent::turn::TurnJob;
@@ -60,8 +59,7 @@ impl Queued {
     }
 }
 
-/// What a mailbox holds: a boxed job, so an idle mailbox's first block (tokio allocates one of 32
-/// slots when the channel is made) costs 32 pointers, not 32 jobs.
+/// What a mailbox holds: a boxed job, so a queue of waiting jobs costs a pointer per slot.
 pub(super) type Mail = Box<Queued>;
 
 /// Whether a message on `platform` may be batched with its neighbours, given the `window`.
@@ -80,7 +78,7 @@ pub(super) type Gathered = Option<(TurnJob, Option<Queued>)>;
 pub(super) async fn gather(
     first: TurnJob,
     window: Duration,
-    rx: &mut mpsc::Receiver<Mail>,
+    mailbox: &super::mailbox::Mailbox,
     draining: &tokio_util::sync::CancellationToken,
     taken: &(dyn Fn() + Send + Sync),
 ) -> Gathered {
@@ -92,7 +90,7 @@ pub(super) async fn gather(
         let next = tokio::select! {
             biased;
             _ = draining.cancelled() => return None,
-            next = rx.recv() => next,
+            next = mailbox.recv() => next,
             _ = tokio::time::sleep_until(until) => break,
         };
         let Some(next) = next else { break };
@@ -147,6 +145,7 @@ mod tests {
     use hermesd_platform::{Attachment, AttachmentKind, ChatRef, ChatType, InboundMessage, Sender};
     use tokio_util::sync::CancellationToken;
 
+    use super::super::mailbox::Mailbox;
     use super::*;
 
     fn job(seq: i64, sender: &str, text: &str) -> TurnJob {
@@ -203,21 +202,22 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn three_quick_messages_become_one_job_one_window_after_the_last() {
-        let (tx, mut rx) = mpsc::channel(8);
+        let mailbox = Arc::new(Mailbox::new(8));
         let window = Duration::from_millis(500);
+        let tx = mailbox.clone();
         let feeder = tokio::spawn(async move {
             for (seq, text) in [(2, "b"), (3, "c")] {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                tx.send(queued(job(seq, "u", text))).await.unwrap();
+                tx.try_send(queued(job(seq, "u", text))).unwrap();
             }
             // Late: a window after the last one, so it starts the next turn.
             tokio::time::sleep(Duration::from_millis(900)).await;
-            tx.send(queued(job(4, "u", "d"))).await.unwrap();
+            tx.try_send(queued(job(4, "u", "d"))).unwrap();
         });
         let count = Arc::new(AtomicUsize::new(0));
         let counter = count.clone();
         let started = Instant::now();
-        let gathered = gather(job(1, "u", "a"), window, &mut rx, &CancellationToken::new(), &move || {
+        let gathered = gather(job(1, "u", "a"), window, &mailbox, &CancellationToken::new(), &move || {
             counter.fetch_add(1, Ordering::SeqCst);
         })
         .await;
@@ -227,27 +227,27 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_millis(1_100), "one window after the last message");
         assert_eq!(count.load(Ordering::SeqCst), 2);
         feeder.await.unwrap();
-        let lone = gather(job(5, "u", "e"), window, &mut rx, &CancellationToken::new(), &|| {}).await;
+        let lone = gather(job(5, "u", "e"), window, &mailbox, &CancellationToken::new(), &|| {}).await;
         let Some((turn, _)) = lone else { panic!("not draining") };
         assert_eq!(turn.batched, [4], "the late message waited in the mailbox for the next turn");
     }
 
     #[tokio::test(start_paused = true)]
     async fn another_sender_or_a_busy_time_message_ends_the_batch() {
-        let (tx, mut rx) = mpsc::channel(8);
-        tx.send(queued(job(2, "other", "hi"))).await.unwrap();
+        let mailbox = Mailbox::new(8);
+        mailbox.try_send(queued(job(2, "other", "hi"))).unwrap();
         let started = Instant::now();
         let Some((turn, later)) =
-            gather(job(1, "u", "a"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
+            gather(job(1, "u", "a"), Duration::from_millis(500), &mailbox, &CancellationToken::new(), &|| {}).await
         else {
             panic!("not draining")
         };
         assert!(turn.batched.is_empty());
         assert_eq!(later.map(|q| q.job.seq), Some(2));
         assert_eq!(started.elapsed(), Duration::ZERO, "no wait once the batch cannot grow");
-        tx.send(Box::new(Queued::turn(job(3, "u", "queued while busy"), false))).await.unwrap();
+        mailbox.try_send(Box::new(Queued::turn(job(3, "u", "queued while busy"), false))).unwrap();
         let Some((turn, later)) =
-            gather(job(1, "u", "a"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
+            gather(job(1, "u", "a"), Duration::from_millis(500), &mailbox, &CancellationToken::new(), &|| {}).await
         else {
             panic!("not draining")
         };
@@ -257,17 +257,17 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_flood_is_cut_at_the_cap() {
-        let (tx, mut rx) = mpsc::channel(64);
+        let mailbox = Mailbox::new(64);
         for seq in 2..40 {
-            tx.send(queued(job(seq, "u", "x"))).await.unwrap();
+            mailbox.try_send(queued(job(seq, "u", "x"))).unwrap();
         }
         let Some((turn, later)) =
-            gather(job(1, "u", "x"), Duration::from_millis(500), &mut rx, &CancellationToken::new(), &|| {}).await
+            gather(job(1, "u", "x"), Duration::from_millis(500), &mailbox, &CancellationToken::new(), &|| {}).await
         else {
             panic!("not draining")
         };
         assert_eq!(turn.batched.len(), MAX_BATCH - 1);
         assert!(later.is_none(), "the rest stay in the mailbox");
-        assert_eq!(rx.len(), 38 - (MAX_BATCH - 1));
+        assert_eq!(mailbox.len(), 38 - (MAX_BATCH - 1));
     }
 }

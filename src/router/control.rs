@@ -163,7 +163,7 @@ impl Router {
         let actor = actors.entry(key.key.clone()).or_insert_with(|| self.spawn_actor(&key.key));
         actor.state.waiting.fetch_add(1, Ordering::SeqCst);
         self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-        match actor.tx.try_send(Box::new(Queued { job, batchable: false, work })) {
+        match actor.state.mailbox.try_send(Box::new(Queued { job, batchable: false, work })) {
             Ok(()) => Ok(()),
             Err(_) => {
                 actor.state.waiting.fetch_sub(1, Ordering::SeqCst);

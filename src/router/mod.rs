@@ -9,6 +9,7 @@ mod batch;
 pub mod commands;
 mod control;
 mod lifecycle;
+mod mailbox;
 pub mod session_key;
 mod skills;
 mod sweep;
@@ -20,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermesd_platform::{Admission, InboundEvent, InboundMessage, OutboundKind};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -32,7 +32,7 @@ use crate::config::BusyPolicy;
 use crate::metrics::Metrics;
 use crate::store::{EventState, SessionKey, StoreError};
 use actor::{ActorState, actor_loop};
-use batch::{Mail, Queued};
+use batch::Queued;
 use commands::Parsed;
 
 /// Router settings from `[agent]` and `[sessions]`.
@@ -56,7 +56,6 @@ pub struct RouterSettings {
 }
 
 struct Actor {
-    tx: mpsc::Sender<Mail>,
     state: Arc<ActorState>,
 }
 
@@ -229,7 +228,7 @@ impl Router {
             // Only a message that finds its session idle may wait for the next one; one that
             // arrives while a turn runs follows the busy policy.
             let batchable = !busy && batches;
-            match actor.tx.try_send(Box::new(Queued::turn(job.clone(), batchable))) {
+            match actor.state.mailbox.try_send(Box::new(Queued::turn(job.clone(), batchable))) {
                 Ok(()) => match (busy, policy) {
                     (false, _) => Followup::None,
                     (true, BusyPolicy::Interrupt) => {
@@ -275,13 +274,12 @@ impl Router {
     }
 
     fn spawn_actor(&self, key: &str) -> Actor {
-        let (tx, rx) = mpsc::channel(self.inner.settings.max_queued);
-        let state = Arc::new(ActorState::default());
+        let state = Arc::new(ActorState::new(self.inner.settings.max_queued));
         self.inner.metrics.active_sessions.fetch_add(1, Ordering::Relaxed);
         let inner = self.inner.clone();
         let (key, actor_state) = (key.to_owned(), state.clone());
-        self.inner.tracker.spawn(actor_loop(inner, key, rx, actor_state));
-        Actor { tx, state }
+        self.inner.tracker.spawn(actor_loop(inner, key, actor_state));
+        Actor { state }
     }
 
     async fn answer(&self, seq: i64, message: &InboundMessage, text: &str) {

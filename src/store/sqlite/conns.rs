@@ -74,6 +74,18 @@ impl Conns {
         OwnedMutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)
     }
 
+    /// Ask each open connection not in use now to free its page cache (`PRAGMA shrink_memory`).
+    pub(super) async fn shrink_memory(&self) {
+        for slot in self.slots.iter() {
+            let Ok(mut guard) = slot.clone().try_lock_owned() else { continue };
+            if let Some(conn) = guard.as_mut()
+                && let Err(e) = sqlx::query("PRAGMA shrink_memory").execute(&mut *conn).await
+            {
+                tracing::debug!(error = %e, "releasing a connection's page cache");
+            }
+        }
+    }
+
     /// Close every connection, waiting for those in use to be handed back.
     pub(super) async fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);

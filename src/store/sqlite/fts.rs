@@ -35,12 +35,16 @@ impl SqliteStore {
             .await?;
         if !any {
             // A quiet round: checkpoint what the write lane (which never does) left in the WAL,
-            // on the writer's thread.
-            if self.lane.take_dirty()
-                && let Err(e) =
+            // on the writer's thread; after a longer quiet spell, hand the page caches back.
+            if self.lane.take_dirty() {
+                self.quiet.busy();
+                if let Err(e) =
                     sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut *self.writer.get().await?).await
-            {
-                tracing::debug!(error = %e, "checkpointing the WAL");
+                {
+                    tracing::debug!(error = %e, "checkpointing the WAL");
+                }
+            } else {
+                self.quiet_round().await;
             }
             return Ok(0);
         }

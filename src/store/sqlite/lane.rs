@@ -182,6 +182,15 @@ impl Lane {
         Ok(conn)
     }
 
+    /// Free the connection's page cache, unless a batch runs on it now.
+    pub(super) fn shrink_memory(&self) {
+        if let Ok(slot) = self.conn.try_lock()
+            && let Some(conn) = slot.as_ref()
+        {
+            shrink(conn);
+        }
+    }
+
     /// Whether the lane wrote since the last call (which clears it).
     pub(super) fn take_dirty(&self) -> bool {
         self.dirty.swap(false, Ordering::Relaxed)
@@ -403,10 +412,22 @@ impl ReadLane {
         Ok(conn)
     }
 
+    /// Free the page caches of the idle connections.
+    pub(super) fn shrink_memory(&self) {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner).iter().for_each(shrink);
+    }
+
     /// Close the idle connections; later uses fail like a closed pool.
     pub(super) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.idle.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+}
+
+/// SQLite frees the pages `conn`'s cache holds and no statement uses (`PRAGMA shrink_memory`).
+fn shrink(conn: &Connection) {
+    if let Err(e) = conn.release_memory() {
+        tracing::debug!(error = %e, "releasing a connection's page cache");
     }
 }
 

@@ -12,6 +12,7 @@ mod extras;
 mod fts;
 mod health;
 mod idempotency;
+mod idle;
 mod inbound;
 mod lane;
 mod lifecycle;
@@ -72,6 +73,8 @@ pub struct SqliteStore {
     readers: Conns,
     /// What the durable-path writes last saw (`/readyz`).
     health: std::sync::Arc<super::health::WriteHealth>,
+    /// When the store was last busy, to hand the page caches back once it is quiet (`idle`).
+    quiet: std::sync::Arc<idle::Quiet>,
     /// The page cap a test armed on the writer (`store.max_page_count`; 0: none).
     #[cfg(feature = "failpoints")]
     page_limit: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -128,6 +131,7 @@ impl SqliteStore {
             transcripts: Default::default(),
             readers,
             health: Default::default(),
+            quiet: Default::default(),
             #[cfg(feature = "failpoints")]
             page_limit: Default::default(),
         })

@@ -145,6 +145,35 @@ async fn search_finds_words_substrings_and_cjk() {
 }
 
 #[tokio::test]
+async fn the_store_works_on_after_its_page_caches_are_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let session = store.start_session(&key(), 1).await.unwrap();
+    let turn = |i: usize| {
+        let (store, session) = (&store, &session);
+        async move {
+            let text = format!("invoice number {i}");
+            let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("e{i}"), &text), 1).await.unwrap()
+            else {
+                panic!("event {i} is new")
+            };
+            store.begin_turn(seq, &session.id, &Message::text(Role::User, text.as_str()), 1).await.unwrap();
+        }
+    };
+    for i in 0..20 {
+        turn(i).await;
+    }
+    assert_eq!(store.search("invoice", None, 50).await.unwrap().len(), 20);
+    store.release_memory().await;
+    // Every connection opens its cache again from the file: reads, lane writes, searches.
+    assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 20);
+    turn(20).await;
+    assert_eq!(store.search("invoice", None, 50).await.unwrap().len(), 21);
+    store.release_memory().await;
+    assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 21);
+}
+
+#[tokio::test]
 async fn crash_counter_suspends_and_success_resets() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;

@@ -9,8 +9,10 @@ use std::time::Duration;
 use super::daemon::{SESSION_IDLE, file_bytes, open_fds, status_field};
 use super::load::Shared;
 
-/// The pacers' idle horizon (`IDLE_PRUNE` in `src/outbox/pacer.rs`).
-pub const PACER_IDLE: Duration = Duration::from_secs(600);
+/// How long a pacer may outlive its chat's last use: twice `IDLE_PRUNE` (2 min, in
+/// `src/outbox/pacer.rs`; an entry used just before its check waits one more) plus the 15 s
+/// expiry tick.
+pub const PACER_IDLE: Duration = Duration::from_secs(255);
 /// Keys count as live for an actor this long after their last message or answer: the
 /// actor's idle time plus a margin.
 pub const ACTOR_WINDOW: Duration = Duration::from_secs(SESSION_IDLE.as_secs() + 20);

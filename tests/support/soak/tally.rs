@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::fake_telegram::Sent;
 
-/// Keys older than this are forgotten (the longest window asked about is the pacers' 10 min).
+/// Keys older than this are forgotten (well past the longest window asked about, the pacers').
 const ACTIVITY_HORIZON: Duration = Duration::from_secs(660);
 /// Failure texts kept for the report.
 const SAMPLES_KEPT: usize = 8;

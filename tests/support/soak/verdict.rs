@@ -25,7 +25,7 @@ pub struct Limits {
     pub actor_slack: f64,
     /// Pacers the outbox keeps before pruning (`PRUNE_ABOVE` in `src/outbox/pacer.rs`).
     pub pacer_floor: f64,
-    /// Pacers above `max(pacer_floor, 2 × chats active in 10 min)`.
+    /// Pacers above `max(pacer_floor, 2 × chats active in the last 4 min)`.
     pub pacer_slack: f64,
     /// Last quarter's peak WAL may be this times the second quarter's…
     pub wal_ratio: f64,
@@ -297,7 +297,7 @@ fn actors(judged: &[&Sample], quiet: &[&Sample], limits: &Limits) -> Check {
 }
 
 fn pacers(judged: &[&Sample], limits: &Limits) -> Check {
-    let name = "pacers bounded by chats active in 10 min";
+    let name = "pacers bounded by chats active in the last 4 min";
     let mut most = 0.0f64;
     for s in judged {
         let Some(pacers) = s.pacers else {
@@ -314,7 +314,7 @@ fn pacers(judged: &[&Sample], limits: &Limits) -> Check {
         most = most.max(pacers);
     }
     let chats = judged.iter().map(|s| s.live_chats).max().unwrap_or(0);
-    check(name, !judged.is_empty(), format!("peak {most} pacers, peak {chats} chats active in 10 min"))
+    check(name, !judged.is_empty(), format!("peak {most} pacers, peak {chats} chats active in the last 4 min"))
 }
 
 /// Bytes of `state.db` + WAL per answer across a quarter.

@@ -137,7 +137,7 @@ fn pacers_growing_with_every_chat_ever_seen_fail() {
     for s in &mut samples {
         s.pacers = Some(s.t * 40.0);
     }
-    assert_eq!(failing(&samples, &answers, &limits), vec!["pacers bounded by chats active in 10 min"]);
+    assert_eq!(failing(&samples, &answers, &limits), vec!["pacers bounded by chats active in the last 4 min"]);
 }
 
 #[test]
