@@ -138,7 +138,7 @@ pub(super) fn merge(mut jobs: Vec<TurnJob>) -> TurnJob {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -148,7 +148,8 @@ mod tests {
     use super::super::mailbox::Mailbox;
     use super::*;
 
-    fn job(seq: i64, sender: &str, text: &str) -> TurnJob {
+    /// A job from `sender` in one Telegram DM (the mailbox tests use it too).
+    pub(in crate::router) fn job(seq: i64, sender: &str, text: &str) -> TurnJob {
         let chat = ChatRef::new("telegram", "c1", ChatType::Dm);
         let message = InboundMessage {
             message_id: format!("m{seq}"),

@@ -105,29 +105,7 @@ mod tests {
     use crate::router::batch::Queued;
 
     fn mail(seq: i64) -> Mail {
-        let chat = hermesd_platform::ChatRef::new("api", "c1", hermesd_platform::ChatType::Dm);
-        let message = hermesd_platform::InboundMessage {
-            message_id: format!("m{seq}"),
-            chat: chat.clone(),
-            sender: hermesd_platform::Sender { id: "u".into(), name: None, is_bot: false, roles: vec![] },
-            text: String::new(),
-            attachments: vec![],
-            reply_to: None,
-            addressed: true,
-            timestamp_ms: seq,
-            history: vec![],
-            chat_title: None,
-        };
-        let key = crate::router::session_key::session_key(&chat, &message.sender, false);
-        let job = crate::agent::turn::TurnJob {
-            seq,
-            message,
-            key,
-            accepted_at: std::time::Instant::now(),
-            admin: false,
-            batched: vec![],
-        };
-        Box::new(Queued::turn(job, false))
+        Box::new(Queued::turn(crate::router::batch::tests::job(seq, "u", ""), false))
     }
 
     #[tokio::test]
