@@ -122,6 +122,7 @@ impl Daemon {
         let sqlite = store.clone();
         let store: Arc<dyn Store> = Arc::new(store);
         let metrics = Arc::new(Metrics::default());
+        sqlite.count_into(metrics.clone());
 
         let (mut platforms, hass_tools) = build_all(&config, &env, &paths)?;
         let usage_board = Arc::new(crate::usage::UsageBoard::default());

@@ -31,7 +31,8 @@ pub const MODEL_TOKENS_TOTAL: &str = "hermesd_model_tokens_total";
 pub const MODEL_CALLS_TOTAL: &str = "hermesd_model_calls_total";
 /// What priced model calls cost, USD (rendered from exact picodollar sums).
 pub const MODEL_COST_USD_TOTAL: &str = "hermesd_model_cost_usd_total";
-/// Stored rows set aside at start because they no longer decode, by table (`inbound_events`).
+/// Stored rows set aside because they no longer decode, by table (`inbound_events` at start,
+/// `messages` when a transcript read finds one).
 pub const QUARANTINED_TOTAL: &str = "hermesd_quarantined_rows_total";
 /// Memory flush turns by outcome (`saved`, `nothing_saved`, `skipped`, `failed`).
 pub const MEMORY_FLUSHES_TOTAL: &str = "hermesd_memory_flushes_total";

@@ -158,4 +158,27 @@ async fn damaged_rows_are_set_aside_and_everything_else_goes_on() {
     recovers(&run, child).await;
     let log = run.log();
     assert!(log.contains("quarantined an undecodable inbound event"), "{log}");
+
+    // A third life with a transcript row of every chat damaged on disk: each chat is answered
+    // all the same, the rows are set aside once and counted.
+    let mut db = sqlx::SqliteConnection::connect_with(&options).await.unwrap();
+    let damaged = sqlx::query(
+        "UPDATE messages SET tool_calls = '[{\"oops' WHERE id IN \
+         (SELECT max(id) FROM messages WHERE role = 'user' GROUP BY session_id)",
+    )
+    .execute(&mut db)
+    .await
+    .unwrap()
+    .rows_affected();
+    db.close().await.unwrap();
+    assert_eq!(damaged, 3);
+    run.push_round(3, 0);
+    let child = run.spawn("");
+    wait_ready(run.port, run.path()).await;
+    assert!(eventually(Duration::from_secs(30), || run.all_answered()).await, "{:#?}", run.delivered());
+    let metrics = support::client().get(format!("{}/metrics", run.base())).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("hermesd_quarantined_rows_total{table=\"messages\"} 3"), "{metrics}");
+    recovers(&run, child).await;
+    let log = run.log();
+    assert!(log.contains("set aside a transcript row that no longer decodes"), "{log}");
 }

@@ -8,6 +8,7 @@ mod access;
 pub(crate) mod backup;
 mod conns;
 mod cron;
+mod damaged;
 mod extras;
 mod fts;
 mod health;
@@ -58,6 +59,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (14, "session_people", include_str!("../../../migrations/0014_session_people.sql")),
     (15, "delivery_receipts", include_str!("../../../migrations/0015_delivery_receipts.sql")),
     (19, "fts_pending", include_str!("../../../migrations/0019_fts_pending.sql")),
+    (20, "quarantined_messages", include_str!("../../../migrations/0020_quarantined_messages.sql")),
 ];
 
 /// The SQLite store.
@@ -75,6 +77,8 @@ pub struct SqliteStore {
     health: std::sync::Arc<super::health::WriteHealth>,
     /// When the store was last busy, to hand the page caches back once it is quiet (`idle`).
     quiet: std::sync::Arc<idle::Quiet>,
+    /// Where rows set aside are counted, once the daemon wired its registry (`damaged`).
+    metrics: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<crate::metrics::Metrics>>>,
     /// The page cap a test armed on the writer (`store.max_page_count`; 0: none).
     #[cfg(feature = "failpoints")]
     page_limit: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -132,6 +136,7 @@ impl SqliteStore {
             readers,
             health: Default::default(),
             quiet: Default::default(),
+            metrics: Default::default(),
             #[cfg(feature = "failpoints")]
             page_limit: Default::default(),
         })

@@ -102,6 +102,7 @@ impl PersonStore for SqliteStore {
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
+                sqlx::query("DELETE FROM quarantined_messages WHERE session_id = ?").bind(id).execute(&mut *tx).await?;
                 done.routes += sqlx::query("DELETE FROM session_routes WHERE session_id = ?")
                     .bind(id)
                     .execute(&mut *tx)

@@ -60,6 +60,7 @@ impl RetentionStore for SqliteStore {
             .await?;
             for (id,) in &ids {
                 sqlx::query("DELETE FROM messages WHERE session_id = ?1").bind(id).execute(&mut *tx).await?;
+                sqlx::query("DELETE FROM quarantined_messages WHERE session_id = ?1").bind(id).execute(&mut *tx).await?;
                 sqlx::query("DELETE FROM session_routes WHERE session_id = ?1").bind(id).execute(&mut *tx).await?;
                 sqlx::query("DELETE FROM sessions WHERE id = ?1").bind(id).execute(&mut *tx).await?;
             }

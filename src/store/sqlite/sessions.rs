@@ -4,10 +4,11 @@ use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
+use super::damaged::Damage;
 use super::lane::execute_all;
 use super::outbox::insert_outbound_rows;
 use super::transcripts;
-use super::{SqliteStore, from_json, retry_busy, to_json};
+use super::{SqliteStore, retry_busy, to_json};
 use crate::agent::message::{ImageRef, Message, Reasoning, Role, ToolCall};
 use crate::store::{
     Compaction, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd,
@@ -68,33 +69,64 @@ impl RawMessage {
         })
     }
 
-    fn decode(self) -> StoreResult<StoredMessage> {
-        let tool_calls: Vec<ToolCall> = match self.tool_calls {
-            Some(text) => from_json(&text, "messages.tool_calls")?,
-            None => Vec::new(),
+    /// The message, keeping what decodes: a JSON column that no longer parses is left empty and
+    /// named in the `Damage`; a row whose role is unknown gives no message at all.
+    fn decode(self) -> (Option<StoredMessage>, Option<Damage>) {
+        let mut damage = Damage { id: self.id, reasons: Vec::new(), columns: Vec::new(), drop_row: false };
+        let tool_calls: Vec<ToolCall> = decode_column(self.tool_calls, "tool_calls", &mut damage).unwrap_or_default();
+        let reasoning: Option<Reasoning> = decode_column(self.reasoning, "reasoning", &mut damage);
+        let images: Vec<ImageRef> = decode_column(self.images, "images", &mut damage).unwrap_or_default();
+        let message = match Role::parse(&self.role) {
+            Some(role) => Some(StoredMessage {
+                id: self.id,
+                position: self.position,
+                message: Message {
+                    role,
+                    content: self.content,
+                    tool_calls,
+                    tool_call_id: self.tool_call_id,
+                    reasoning,
+                    images,
+                },
+                created_at: self.created_at,
+                archived: self.archived,
+            }),
+            None => {
+                damage.reasons.push(format!("messages.role: unknown role {:?}", self.role));
+                damage.drop_row = true;
+                None
+            }
         };
-        let reasoning: Option<Reasoning> =
-            self.reasoning.map(|text| from_json(&text, "messages.reasoning")).transpose()?;
-        let images: Vec<ImageRef> = match self.images {
-            Some(text) => from_json(&text, "messages.images")?,
-            None => Vec::new(),
-        };
-        let role = self.role;
-        Ok(StoredMessage {
-            id: self.id,
-            position: self.position,
-            message: Message {
-                role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("messages.role {role:?}")))?,
-                content: self.content,
-                tool_calls,
-                tool_call_id: self.tool_call_id,
-                reasoning,
-                images,
-            },
-            created_at: self.created_at,
-            archived: self.archived,
-        })
+        (message, Some(damage).filter(|d| !d.reasons.is_empty()))
     }
+}
+
+/// A JSON column of a message row; `None` (and a note in `damage`) when it no longer decodes.
+fn decode_column<T: serde::de::DeserializeOwned>(
+    text: Option<String>,
+    name: &'static str,
+    damage: &mut Damage,
+) -> Option<T> {
+    match serde_json::from_str(&text?) {
+        Ok(value) => Some(value),
+        Err(e) => {
+            damage.reasons.push(format!("messages.{name}: {e}"));
+            damage.columns.push(name);
+            None
+        }
+    }
+}
+
+/// Decode a read's rows: the messages that decode (in part or whole), and what was damaged.
+fn decode_all(raw: Vec<RawMessage>) -> (Vec<StoredMessage>, Vec<Damage>) {
+    let mut messages = Vec::with_capacity(raw.len());
+    let mut damaged = Vec::new();
+    for row in raw {
+        let (message, damage) = row.decode();
+        messages.extend(message);
+        damaged.extend(damage);
+    }
+    (messages, damaged)
 }
 
 /// The columns of a transcript read, in `RawMessage`'s order.
@@ -172,7 +204,7 @@ pub(super) fn fts_query(text: &str) -> String {
 impl SqliteStore {
     /// A session's messages in transcript order (`filter`: more of the WHERE clause), read on the
     /// read lane and decoded here.
-    pub(super) fn transcript(&self, session_id: &str, filter: &str) -> StoreResult<Vec<StoredMessage>> {
+    pub(super) async fn transcript(&self, session_id: &str, filter: &str) -> StoreResult<Vec<StoredMessage>> {
         let sql =
             format!("SELECT {TRANSCRIPT_COLUMNS} FROM messages WHERE session_id = ?1 {filter} ORDER BY position, id");
         let raw = self.read_lane.run(|conn| {
@@ -180,12 +212,18 @@ impl SqliteStore {
                 .query_map([session_id], RawMessage::from_lane)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
-        raw.into_iter().map(RawMessage::decode).collect()
+        let (messages, damaged) = decode_all(raw);
+        self.set_aside(damaged).await;
+        Ok(messages)
     }
 
     /// A kept live transcript with the rows written after it, read in one read transaction;
     /// the whole transcript read again when the kept one no longer holds (`transcripts`).
-    fn bring_up_to_date(&self, session_id: &str, mut kept: Vec<StoredMessage>) -> StoreResult<Vec<StoredMessage>> {
+    async fn bring_up_to_date(
+        &self,
+        session_id: &str,
+        mut kept: Vec<StoredMessage>,
+    ) -> StoreResult<Vec<StoredMessage>> {
         let newest = transcripts::newest_id(&kept);
         let sql = format!(
             "SELECT {TRANSCRIPT_COLUMNS} FROM messages WHERE session_id = ?1 AND archived = 0 AND id > ?2 ORDER BY position, id"
@@ -202,9 +240,10 @@ impl SqliteStore {
             read.finish()?;
             Ok((live, raw))
         })?;
-        let newer = raw.into_iter().map(RawMessage::decode).collect::<StoreResult<Vec<_>>>()?;
-        if !transcripts::extends(&kept, &newer, live) {
-            return self.transcript(session_id, "AND archived = 0");
+        let (newer, damaged) = decode_all(raw);
+        if !damaged.is_empty() || !transcripts::extends(&kept, &newer, live) {
+            self.set_aside(damaged).await;
+            return self.transcript(session_id, "AND archived = 0").await;
         }
         kept.extend(newer);
         Ok(kept)
@@ -287,15 +326,15 @@ impl SessionStore for SqliteStore {
 
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
         let messages = match self.transcripts.take(session_id) {
-            Some(kept) => self.bring_up_to_date(session_id, kept)?,
-            None => self.transcript(session_id, "AND archived = 0")?,
+            Some(kept) => self.bring_up_to_date(session_id, kept).await?,
+            None => self.transcript(session_id, "AND archived = 0").await?,
         };
         self.transcripts.put(session_id, messages.clone());
         Ok(messages)
     }
 
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        self.transcript(session_id, "")
+        self.transcript(session_id, "").await
     }
 
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32> {

@@ -427,8 +427,8 @@ async fn a_steering_message_stored_with_the_turn_is_kept() {
 }
 
 /// The live transcript as the database has it now (no kept copy involved).
-fn fresh_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String)> {
-    let rows = store.transcript(session, "AND archived = 0").unwrap();
+async fn fresh_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String)> {
+    let rows = store.transcript(session, "AND archived = 0").await.unwrap();
     rows.into_iter().map(|m| (m.id, m.message.content.unwrap_or_default())).collect()
 }
 
@@ -453,7 +453,7 @@ async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_
     };
     for i in 0..5 {
         add(&store, &format!("m{i}")).await;
-        assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
+        assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
     }
     // Kept and brought up to date: the copy now holds all five.
     assert_eq!(store.transcripts.take(&session.id).map(|kept| kept.len()), Some(5));
@@ -465,12 +465,12 @@ async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_
     let compaction = Compaction { from: live[1].position, to: live[2].position, summary: &summary, system_prompt: "p" };
     store.compact(&session.id, &compaction, 2).await.unwrap();
     add(&store, "after compaction").await;
-    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
 
     // `/undo` archives the last exchange; a new message follows.
     store.undo_last_exchange(&session.id).await.unwrap();
     add(&store, "after undo").await;
-    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
 
     // Another process (`hermesd sessions delete`, a hand edit) archives and deletes rows behind
     // this store's back, then a turn appends one: the kept copy must not survive that.
@@ -480,15 +480,15 @@ async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_
         .unwrap();
     outside.execute("UPDATE messages SET archived = 1 WHERE id = ?1", [oldest]).unwrap();
     add(&store, "after an outside archive").await;
-    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
     let newest: i64 = outside
         .query_row("SELECT max(id) FROM messages WHERE session_id = ?1 AND archived = 0", [&session.id], |r| r.get(0))
         .unwrap();
     outside.execute("DELETE FROM messages WHERE id = ?1", [newest]).unwrap();
-    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id));
+    assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
     add(&store, "after an outside delete").await;
     let kept = kept_transcript(&store, &session.id).await;
-    assert_eq!(kept, fresh_transcript(&store, &session.id));
+    assert_eq!(kept, fresh_transcript(&store, &session.id).await);
     assert!(kept.iter().all(|(id, _)| *id != oldest), "{kept:?}");
 }
 
@@ -565,4 +565,95 @@ async fn writes_queued_behind_the_writer_commit_together_and_fail_alone_or_all_t
     assert!(matches!(&duplicate, sqlx::Error::Database(db) if db.is_unique_violation()), "{duplicate}");
     store.write_lane(|c| c.execute("INSERT INTO lane_t (v) VALUES (1000)", []).map(drop)).await.unwrap();
     assert_eq!(rows(&store), (22, 1710));
+}
+
+/// A transcript row damaged on disk (a JSON column that no longer parses, an unknown role) no
+/// longer fails its session's reads: what decodes is returned, the original row is kept in
+/// `quarantined_messages` with why, the row in `messages` is cleaned, and it is counted once.
+#[tokio::test]
+async fn damaged_transcript_rows_are_set_aside_and_the_session_reads_on() {
+    use crate::metrics::{Metrics, QUARANTINED_TOTAL};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let metrics = std::sync::Arc::new(Metrics::default());
+    store.count_into(metrics.clone());
+    let session = store.start_session(&key(), 1).await.unwrap();
+    let mut turn = 0;
+    let mut add = async |store: &SqliteStore, text: &str| {
+        turn += 1;
+        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("d{turn}"), text), 1).await.unwrap()
+        else {
+            panic!()
+        };
+        store.begin_turn(seq, &session.id, &Message::text(Role::User, text), 1).await.unwrap();
+    };
+    for text in ["one", "two", "three", "four"] {
+        add(&store, text).await;
+    }
+    // Kept decoded between turns, as in a running daemon.
+    assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 4);
+
+    let outside = rusqlite::Connection::open(dir.path().join("state.db")).unwrap();
+    let ids: Vec<i64> = outside
+        .prepare("SELECT id FROM messages WHERE session_id = ?1 ORDER BY id")
+        .unwrap()
+        .query_map([&session.id], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    outside.execute("UPDATE messages SET tool_calls = '[{\"id\": \"c1\", oops' WHERE id = ?1", [ids[0]]).unwrap();
+    outside.execute("UPDATE messages SET images = 'not json', reasoning = '{' WHERE id = ?1", [ids[1]]).unwrap();
+    outside.execute("UPDATE messages SET role = 'wizard' WHERE id = ?1", [ids[2]]).unwrap();
+    // The kept copy still holds those rows as they were written; a restart reads them from disk.
+    store.transcripts.clear();
+    add(&store, "five").await;
+
+    let texts = |rows: Vec<crate::store::StoredMessage>| -> Vec<String> {
+        rows.into_iter().filter_map(|m| m.message.content).collect()
+    };
+    let loaded = store.load_transcript(&session.id).await.unwrap();
+    assert!(loaded.iter().all(|m| m.message.tool_calls.is_empty() && m.message.images.is_empty()), "{loaded:?}");
+    assert_eq!(texts(loaded), ["one", "two", "four", "five"]);
+    assert_eq!(metrics.counter(QUARANTINED_TOTAL, "table=\"messages\""), 3);
+
+    // The originals are kept, with why; the rows left in `messages` decode cleanly now.
+    let kept: Vec<(i64, String, Option<String>, String)> = outside
+        .prepare("SELECT id, role, tool_calls, reason FROM quarantined_messages ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(kept.iter().map(|k| k.0).collect::<Vec<_>>(), &ids[..3]);
+    assert_eq!(kept[0].2.as_deref(), Some("[{\"id\": \"c1\", oops"));
+    assert!(kept[0].3.starts_with("messages.tool_calls: "), "{kept:?}");
+    assert!(kept[1].3.contains("messages.reasoning: ") && kept[1].3.contains("messages.images: "), "{kept:?}");
+    assert_eq!((kept[2].1.as_str(), kept[2].3.as_str()), ("wizard", "messages.role: unknown role \"wizard\""));
+    let left: i64 = outside
+        .query_row(
+            "SELECT count(*) FROM messages WHERE id IN (?1, ?2) AND tool_calls IS NULL AND images IS NULL AND reasoning IS NULL",
+            [ids[0], ids[1]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 2);
+    let gone: i64 = outside.query_row("SELECT count(*) FROM messages WHERE id = ?1", [ids[2]], |r| r.get(0)).unwrap();
+    assert_eq!(gone, 0);
+
+    // A damaged row among those a kept copy is brought up to date with.
+    add(&store, "six").await;
+    outside
+        .execute(
+            "UPDATE messages SET tool_calls = 'x' WHERE id = (SELECT max(id) FROM messages WHERE session_id = ?1)",
+            [&session.id],
+        )
+        .unwrap();
+    assert_eq!(texts(store.load_transcript(&session.id).await.unwrap()), ["one", "two", "four", "five", "six"]);
+    assert_eq!(metrics.counter(QUARANTINED_TOTAL, "table=\"messages\""), 4);
+
+    // Set aside once: later reads (kept or fresh, and the full history) find nothing new.
+    store.transcripts.clear();
+    assert_eq!(texts(store.load_transcript(&session.id).await.unwrap()), ["one", "two", "four", "five", "six"]);
+    assert_eq!(store.full_history(&session.id).await.unwrap().len(), 5);
+    assert_eq!(metrics.counter(QUARANTINED_TOTAL, "table=\"messages\""), 4);
 }
