@@ -2,9 +2,10 @@
 -- whose JSON columns (tool calls, reasoning, images) no longer parse, or whose role is unknown,
 -- used to fail every turn of its session. Now its original row is copied here, with why, and the
 -- message in `messages` keeps what still decodes (the bad columns cleared; a row with an unknown
--- role is removed). Rows here go when their session is pruned.
+-- role is removed). Rows here go with their session, and after the archived-messages age.
 CREATE TABLE quarantined_messages (
     id             INTEGER PRIMARY KEY,
+    message_id     INTEGER NOT NULL,
     session_id     TEXT NOT NULL,
     role           TEXT,
     content        TEXT,
@@ -18,3 +19,4 @@ CREATE TABLE quarantined_messages (
     quarantined_at INTEGER NOT NULL
 );
 CREATE INDEX quarantined_messages_by_session ON quarantined_messages (session_id);
+CREATE INDEX quarantined_messages_by_age ON quarantined_messages (quarantined_at);

@@ -15,7 +15,8 @@ pub trait RetentionStore: Send + Sync {
     async fn prune_inbound(&self, before: i64, limit: u32) -> StoreResult<u64>;
     /// Outbound rows no longer pending (sent, failed, quarantined) created before `before`.
     async fn prune_outbound(&self, before: i64, limit: u32) -> StoreResult<u64>;
-    /// Messages compaction archived (replaced by a summary) created before `before`.
+    /// Messages compaction archived (replaced by a summary) created before `before`, and
+    /// copies of transcript rows set aside as undecodable before then.
     async fn prune_archived_messages(&self, before: i64, limit: u32) -> StoreResult<u64>;
     /// Sessions last active before `before`, with their messages and routes (the key's next
     /// message starts a fresh session); a session with an unfinished event is kept.

@@ -167,10 +167,11 @@ impl Lane {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(self.busy)?;
-        conn.execute_batch(
+        conn.execute_batch(&format!(
             "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA temp_store = memory; \
-             PRAGMA wal_autocheckpoint = 0;",
-        )?;
+             PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = {};",
+            super::WAL_SIZE_LIMIT
+        ))?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         #[cfg(feature = "failpoints")]
         {

@@ -41,6 +41,11 @@ use sqlx::sqlite::{SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, Sq
 use self::conns::Conns;
 use super::{StoreError, StoreResult};
 
+/// What the WAL file is cut back to when a writer starts it over after a checkpoint (`PRAGMA
+/// journal_size_limit`, bytes): a burst can grow the WAL far beyond its usual few MB, and without
+/// a limit the file keeps its largest size for good.
+const WAL_SIZE_LIMIT: u64 = 8 * 1024 * 1024;
+
 /// The migrations compiled into this binary, in order.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "initial", include_str!("../../../migrations/0001_initial.sql")),
@@ -99,7 +104,8 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(busy_timeout)
             .foreign_keys(true)
-            .pragma("temp_store", "memory");
+            .pragma("temp_store", "memory")
+            .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string());
         // One writer connection: SQLite serialises writers anyway, and a single connection turns
         // contention inside this process into a queue instead of BUSY errors. Incremental
         // auto-vacuum can only be chosen before the first page is written; older databases

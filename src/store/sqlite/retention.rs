@@ -42,7 +42,11 @@ impl RetentionStore for SqliteStore {
     async fn prune_archived_messages(&self, before: i64, limit: u32) -> StoreResult<u64> {
         let sql = "DELETE FROM messages WHERE id IN (SELECT id FROM messages INDEXED BY messages_archived_by_age \
                    WHERE archived = 1 AND created_at < ?1 ORDER BY created_at LIMIT ?2)";
-        delete_batch(self, sql, before, limit).await
+        let archived = delete_batch(self, sql, before, limit).await?;
+        // Copies of transcript rows set aside (`damaged`) keep the same age, counted alike.
+        let sql = "DELETE FROM quarantined_messages WHERE id IN (SELECT id FROM quarantined_messages \
+                   WHERE quarantined_at < ?1 ORDER BY quarantined_at LIMIT ?2)";
+        Ok(archived + delete_batch(self, sql, before, limit).await?)
     }
 
     async fn prune_sessions(&self, before: i64, limit: u32) -> StoreResult<u64> {

@@ -72,46 +72,55 @@ impl RawMessage {
     /// The message, keeping what decodes: a JSON column that no longer parses is left empty and
     /// named in the `Damage`; a row whose role is unknown gives no message at all.
     fn decode(self) -> (Option<StoredMessage>, Option<Damage>) {
-        let mut damage = Damage { id: self.id, reasons: Vec::new(), columns: Vec::new(), drop_row: false };
-        let tool_calls: Vec<ToolCall> = decode_column(self.tool_calls, "tool_calls", &mut damage).unwrap_or_default();
-        let reasoning: Option<Reasoning> = decode_column(self.reasoning, "reasoning", &mut damage);
-        let images: Vec<ImageRef> = decode_column(self.images, "images", &mut damage).unwrap_or_default();
-        let message = match Role::parse(&self.role) {
-            Some(role) => Some(StoredMessage {
-                id: self.id,
-                position: self.position,
-                message: Message {
-                    role,
-                    content: self.content,
-                    tool_calls,
-                    tool_call_id: self.tool_call_id,
-                    reasoning,
-                    images,
-                },
-                created_at: self.created_at,
-                archived: self.archived,
-            }),
-            None => {
-                damage.reasons.push(format!("messages.role: unknown role {:?}", self.role));
-                damage.drop_row = true;
-                None
-            }
+        let mut reasons = Vec::new();
+        let mut columns = Vec::new();
+        let mut note = |name: &'static str, e: serde_json::Error| {
+            reasons.push(format!("messages.{name}: {e}"));
+            columns.push(name);
         };
-        (message, Some(damage).filter(|d| !d.reasons.is_empty()))
+        // Parsed from borrowed text: the originals are only kept (moved) when something is wrong.
+        let tool_calls: Vec<ToolCall> = parse(self.tool_calls.as_deref(), "tool_calls", &mut note).unwrap_or_default();
+        let reasoning: Option<Reasoning> = parse(self.reasoning.as_deref(), "reasoning", &mut note);
+        let images: Vec<ImageRef> = parse(self.images.as_deref(), "images", &mut note).unwrap_or_default();
+        let role = Role::parse(&self.role);
+        if role.is_none() {
+            reasons.push(format!("messages.role: unknown role {:?}", self.role));
+        }
+        let message = role.map(|role| StoredMessage {
+            id: self.id,
+            position: self.position,
+            message: Message {
+                role,
+                content: self.content,
+                tool_calls,
+                tool_call_id: self.tool_call_id,
+                reasoning,
+                images,
+            },
+            created_at: self.created_at,
+            archived: self.archived,
+        });
+        let damage = (!reasons.is_empty()).then(|| Damage {
+            id: self.id,
+            reason: reasons.join("; "),
+            columns,
+            drop_row: message.is_none(),
+            seen: [self.role.into(), self.tool_calls, self.reasoning, self.images],
+        });
+        (message, damage)
     }
 }
 
-/// A JSON column of a message row; `None` (and a note in `damage`) when it no longer decodes.
-fn decode_column<T: serde::de::DeserializeOwned>(
-    text: Option<String>,
+/// A JSON column of a message row; `None` (and a note of why) when it no longer decodes.
+fn parse<T: serde::de::DeserializeOwned>(
+    text: Option<&str>,
     name: &'static str,
-    damage: &mut Damage,
+    note: &mut impl FnMut(&'static str, serde_json::Error),
 ) -> Option<T> {
-    match serde_json::from_str(&text?) {
+    match serde_json::from_str(text?) {
         Ok(value) => Some(value),
         Err(e) => {
-            damage.reasons.push(format!("messages.{name}: {e}"));
-            damage.columns.push(name);
+            note(name, e);
             None
         }
     }
@@ -203,8 +212,8 @@ pub(super) fn fts_query(text: &str) -> String {
 
 impl SqliteStore {
     /// A session's messages in transcript order (`filter`: more of the WHERE clause), read on the
-    /// read lane and decoded here.
-    pub(super) async fn transcript(&self, session_id: &str, filter: &str) -> StoreResult<Vec<StoredMessage>> {
+    /// read lane and decoded here, leniently: what no longer decodes is listed apart (`damaged`).
+    pub(super) fn transcript(&self, session_id: &str, filter: &str) -> StoreResult<(Vec<StoredMessage>, Vec<Damage>)> {
         let sql =
             format!("SELECT {TRANSCRIPT_COLUMNS} FROM messages WHERE session_id = ?1 {filter} ORDER BY position, id");
         let raw = self.read_lane.run(|conn| {
@@ -212,18 +221,25 @@ impl SqliteStore {
                 .query_map([session_id], RawMessage::from_lane)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
-        let (messages, damaged) = decode_all(raw);
-        self.set_aside(damaged).await;
-        Ok(messages)
+        Ok(decode_all(raw))
+    }
+
+    /// The live transcript read whole, with its damaged rows set aside; whether they all were
+    /// (only then may the result be kept).
+    async fn live_transcript(&self, session_id: &str) -> StoreResult<(Vec<StoredMessage>, bool)> {
+        let (messages, damaged) = self.transcript(session_id, "AND archived = 0")?;
+        let settled = self.set_aside(damaged).await;
+        Ok((messages, settled))
     }
 
     /// A kept live transcript with the rows written after it, read in one read transaction;
-    /// the whole transcript read again when the kept one no longer holds (`transcripts`).
+    /// the whole transcript read again when the kept one no longer holds (`transcripts`) or a
+    /// newer row is damaged.
     async fn bring_up_to_date(
         &self,
         session_id: &str,
         mut kept: Vec<StoredMessage>,
-    ) -> StoreResult<Vec<StoredMessage>> {
+    ) -> StoreResult<(Vec<StoredMessage>, bool)> {
         let newest = transcripts::newest_id(&kept);
         let sql = format!(
             "SELECT {TRANSCRIPT_COLUMNS} FROM messages WHERE session_id = ?1 AND archived = 0 AND id > ?2 ORDER BY position, id"
@@ -242,11 +258,10 @@ impl SqliteStore {
         })?;
         let (newer, damaged) = decode_all(raw);
         if !damaged.is_empty() || !transcripts::extends(&kept, &newer, live) {
-            self.set_aside(damaged).await;
-            return self.transcript(session_id, "AND archived = 0").await;
+            return self.live_transcript(session_id).await;
         }
         kept.extend(newer);
-        Ok(kept)
+        Ok((kept, true))
     }
 }
 
@@ -325,16 +340,21 @@ impl SessionStore for SqliteStore {
     }
 
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        let messages = match self.transcripts.take(session_id) {
+        let (messages, settled) = match self.transcripts.take(session_id) {
             Some(kept) => self.bring_up_to_date(session_id, kept).await?,
-            None => self.transcript(session_id, "AND archived = 0").await?,
+            None => self.live_transcript(session_id).await?,
         };
-        self.transcripts.put(session_id, messages.clone());
+        // A read whose damage could not be set aside is not kept: the next one finds it again.
+        if settled {
+            self.transcripts.put(session_id, messages.clone());
+        }
         Ok(messages)
     }
 
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        self.transcript(session_id, "").await
+        // Read only (`hermesd sessions show`/`export` use it): damaged rows are left as they are,
+        // and the parts that still decode are shown; a turn's read sets them aside.
+        Ok(self.transcript(session_id, "")?.0)
     }
 
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32> {

@@ -428,7 +428,7 @@ async fn a_steering_message_stored_with_the_turn_is_kept() {
 
 /// The live transcript as the database has it now (no kept copy involved).
 async fn fresh_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String)> {
-    let rows = store.transcript(session, "AND archived = 0").await.unwrap();
+    let (rows, _) = store.transcript(session, "AND archived = 0").unwrap();
     rows.into_iter().map(|m| (m.id, m.message.content.unwrap_or_default())).collect()
 }
 
@@ -606,11 +606,16 @@ async fn damaged_transcript_rows_are_set_aside_and_the_session_reads_on() {
     outside.execute("UPDATE messages SET role = 'wizard' WHERE id = ?1", [ids[2]]).unwrap();
     // The kept copy still holds those rows as they were written; a restart reads them from disk.
     store.transcripts.clear();
-    add(&store, "five").await;
-
+    // `hermesd sessions show`/`export` read the full history: what decodes, nothing written.
     let texts = |rows: Vec<crate::store::StoredMessage>| -> Vec<String> {
         rows.into_iter().filter_map(|m| m.message.content).collect()
     };
+    assert_eq!(texts(store.full_history(&session.id).await.unwrap()), ["one", "two", "four"]);
+    let copies =
+        || -> i64 { outside.query_row("SELECT count(*) FROM quarantined_messages", [], |r| r.get(0)).unwrap() };
+    assert_eq!((copies(), metrics.counter(QUARANTINED_TOTAL, "table=\"messages\"")), (0, 0));
+    add(&store, "five").await;
+
     let loaded = store.load_transcript(&session.id).await.unwrap();
     assert!(loaded.iter().all(|m| m.message.tool_calls.is_empty() && m.message.images.is_empty()), "{loaded:?}");
     assert_eq!(texts(loaded), ["one", "two", "four", "five"]);
@@ -618,7 +623,7 @@ async fn damaged_transcript_rows_are_set_aside_and_the_session_reads_on() {
 
     // The originals are kept, with why; the rows left in `messages` decode cleanly now.
     let kept: Vec<(i64, String, Option<String>, String)> = outside
-        .prepare("SELECT id, role, tool_calls, reason FROM quarantined_messages ORDER BY id")
+        .prepare("SELECT message_id, role, tool_calls, reason FROM quarantined_messages ORDER BY id")
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .unwrap()
@@ -655,5 +660,53 @@ async fn damaged_transcript_rows_are_set_aside_and_the_session_reads_on() {
     store.transcripts.clear();
     assert_eq!(texts(store.load_transcript(&session.id).await.unwrap()), ["one", "two", "four", "five", "six"]);
     assert_eq!(store.full_history(&session.id).await.unwrap().len(), 5);
-    assert_eq!(metrics.counter(QUARANTINED_TOTAL, "table=\"messages\""), 4);
+    assert_eq!((copies(), metrics.counter(QUARANTINED_TOTAL, "table=\"messages\"")), (4, 4));
+
+    // A row that changed since the read that found it damaged is left alone (the guard).
+    let stale = super::damaged::Damage {
+        id: ids[3],
+        reason: "messages.role: unknown role \"wizard\"".into(),
+        columns: vec![],
+        drop_row: true,
+        seen: [Some("wizard".into()), None, None, None],
+    };
+    assert!(store.set_aside(vec![stale]).await);
+    assert_eq!((copies(), metrics.counter(QUARANTINED_TOTAL, "table=\"messages\"")), (4, 4));
+    assert_eq!(texts(store.full_history(&session.id).await.unwrap()), ["one", "two", "four", "five", "six"]);
+}
+
+/// After a burst grew the WAL far beyond its usual size, the next writer to start it over (the
+/// write lane, then the sqlx writer) cuts the file back to `WAL_SIZE_LIMIT`.
+#[tokio::test]
+async fn the_wal_goes_back_to_its_limit_after_a_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let wal = dir.path().join("state.db-wal");
+    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    let burst = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2500) \
+                 INSERT INTO scratch SELECT randomblob(8000) FROM n";
+    {
+        let mut conn = store.writer.get().await.unwrap();
+        sqlx::query("CREATE TABLE scratch (x BLOB)").execute(&mut *conn).await.unwrap();
+    }
+    for round in 0..2 {
+        {
+            // One transaction: the writer's own automatic checkpoint after it must not be
+            // followed by a write of its own before the one under test.
+            let mut conn = store.writer.get().await.unwrap();
+            let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
+            sqlx::query(burst).execute(&mut *tx).await.unwrap();
+            sqlx::query("DELETE FROM scratch").execute(&mut *tx).await.unwrap();
+            tx.commit().await.unwrap();
+            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut *conn).await.unwrap();
+        }
+        assert!(wal_len() > 2 * super::WAL_SIZE_LIMIT, "round {round}: the burst grew the WAL to {}", wal_len());
+        if round == 0 {
+            store.write_lane(|conn| conn.execute("INSERT INTO scratch VALUES (x'00')", [])).await.unwrap();
+        } else {
+            let mut conn = store.writer.get().await.unwrap();
+            sqlx::query("INSERT INTO scratch VALUES (x'00')").execute(&mut *conn).await.unwrap();
+        }
+        assert!(wal_len() <= super::WAL_SIZE_LIMIT, "round {round}: the WAL is still {} bytes", wal_len());
+    }
 }
