@@ -11,7 +11,7 @@ use crate::store::{
     StoreError, TokenTotals, TurnEnd,
 };
 
-async fn open(dir: &tempfile::TempDir) -> SqliteStore {
+pub(super) async fn open(dir: &tempfile::TempDir) -> SqliteStore {
     SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap()
 }
 
@@ -33,7 +33,7 @@ fn event(id: &str, text: &str) -> InboundEvent {
     }
 }
 
-fn key() -> SessionKey {
+pub(super) fn key() -> SessionKey {
     SessionKey {
         key: "agent:main:api:dm:c1".into(),
         platform: "api".into(),
@@ -437,20 +437,20 @@ async fn kept_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String
     rows.into_iter().map(|m| (m.id, m.message.content.unwrap_or_default())).collect()
 }
 
+/// A user message `text` accepted as its own event (id from the text) and its turn begun.
+pub(super) async fn add_user_message(store: &SqliteStore, session: &str, text: &str) {
+    let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("u:{text}"), text), 1).await.unwrap() else {
+        panic!("new event expected")
+    };
+    store.begin_turn(seq, session, &Message::text(Role::User, text), 1).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_kept_transcript_matches_the_database_through_appends_compaction_undo_and_outside_writes() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
     let session = store.start_session(&key(), 1).await.unwrap();
-    let mut turn = 0;
-    let mut add = async |store: &SqliteStore, text: &str| {
-        turn += 1;
-        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("k{turn}"), text), 1).await.unwrap()
-        else {
-            panic!()
-        };
-        store.begin_turn(seq, &session.id, &Message::text(Role::User, text), 1).await.unwrap();
-    };
+    let add = async |store: &SqliteStore, text: &str| add_user_message(store, &session.id, text).await;
     for i in 0..5 {
         add(&store, &format!("m{i}")).await;
         assert_eq!(kept_transcript(&store, &session.id).await, fresh_transcript(&store, &session.id).await);
@@ -565,114 +565,6 @@ async fn writes_queued_behind_the_writer_commit_together_and_fail_alone_or_all_t
     assert!(matches!(&duplicate, sqlx::Error::Database(db) if db.is_unique_violation()), "{duplicate}");
     store.write_lane(|c| c.execute("INSERT INTO lane_t (v) VALUES (1000)", []).map(drop)).await.unwrap();
     assert_eq!(rows(&store), (22, 1710));
-}
-
-/// A transcript row damaged on disk (a JSON column that no longer parses, an unknown role) no
-/// longer fails its session's reads: what decodes is returned, the original row is kept in
-/// `quarantined_messages` with why, the row in `messages` is cleaned, and it is counted once.
-#[tokio::test]
-async fn damaged_transcript_rows_are_set_aside_and_the_session_reads_on() {
-    use crate::metrics::{Metrics, QUARANTINED_TOTAL};
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    let metrics = std::sync::Arc::new(Metrics::default());
-    store.count_into(metrics.clone());
-    let session = store.start_session(&key(), 1).await.unwrap();
-    let mut turn = 0;
-    let mut add = async |store: &SqliteStore, text: &str| {
-        turn += 1;
-        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("d{turn}"), text), 1).await.unwrap()
-        else {
-            panic!()
-        };
-        store.begin_turn(seq, &session.id, &Message::text(Role::User, text), 1).await.unwrap();
-    };
-    for text in ["one", "two", "three", "four"] {
-        add(&store, text).await;
-    }
-    // Kept decoded between turns, as in a running daemon.
-    assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 4);
-
-    let outside = rusqlite::Connection::open(dir.path().join("state.db")).unwrap();
-    let ids: Vec<i64> = outside
-        .prepare("SELECT id FROM messages WHERE session_id = ?1 ORDER BY id")
-        .unwrap()
-        .query_map([&session.id], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
-    outside.execute("UPDATE messages SET tool_calls = '[{\"id\": \"c1\", oops' WHERE id = ?1", [ids[0]]).unwrap();
-    outside.execute("UPDATE messages SET images = 'not json', reasoning = '{' WHERE id = ?1", [ids[1]]).unwrap();
-    outside.execute("UPDATE messages SET role = 'wizard' WHERE id = ?1", [ids[2]]).unwrap();
-    // The kept copy still holds those rows as they were written; a restart reads them from disk.
-    store.transcripts.clear();
-    // `hermesd sessions show`/`export` read the full history: what decodes, nothing written.
-    let texts = |rows: Vec<crate::store::StoredMessage>| -> Vec<String> {
-        rows.into_iter().filter_map(|m| m.message.content).collect()
-    };
-    assert_eq!(texts(store.full_history(&session.id).await.unwrap()), ["one", "two", "four"]);
-    let copies =
-        || -> i64 { outside.query_row("SELECT count(*) FROM quarantined_messages", [], |r| r.get(0)).unwrap() };
-    assert_eq!((copies(), metrics.counter(QUARANTINED_TOTAL, "table=\"messages\"")), (0, 0));
-    add(&store, "five").await;
-
-    let loaded = store.load_transcript(&session.id).await.unwrap();
-    assert!(loaded.iter().all(|m| m.message.tool_calls.is_empty() && m.message.images.is_empty()), "{loaded:?}");
-    assert_eq!(texts(loaded), ["one", "two", "four", "five"]);
-    assert_eq!(metrics.counter(QUARANTINED_TOTAL, "table=\"messages\""), 3);
-
-    // The originals are kept, with why; the rows left in `messages` decode cleanly now.
-    let kept: Vec<(i64, String, Option<String>, String)> = outside
-        .prepare("SELECT message_id, role, tool_calls, reason FROM quarantined_messages ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
-    assert_eq!(kept.iter().map(|k| k.0).collect::<Vec<_>>(), &ids[..3]);
-    assert_eq!(kept[0].2.as_deref(), Some("[{\"id\": \"c1\", oops"));
-    assert!(kept[0].3.starts_with("messages.tool_calls: "), "{kept:?}");
-    assert!(kept[1].3.contains("messages.reasoning: ") && kept[1].3.contains("messages.images: "), "{kept:?}");
-    assert_eq!((kept[2].1.as_str(), kept[2].3.as_str()), ("wizard", "messages.role: unknown role \"wizard\""));
-    let left: i64 = outside
-        .query_row(
-            "SELECT count(*) FROM messages WHERE id IN (?1, ?2) AND tool_calls IS NULL AND images IS NULL AND reasoning IS NULL",
-            [ids[0], ids[1]],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(left, 2);
-    let gone: i64 = outside.query_row("SELECT count(*) FROM messages WHERE id = ?1", [ids[2]], |r| r.get(0)).unwrap();
-    assert_eq!(gone, 0);
-
-    // A damaged row among those a kept copy is brought up to date with.
-    add(&store, "six").await;
-    outside
-        .execute(
-            "UPDATE messages SET tool_calls = 'x' WHERE id = (SELECT max(id) FROM messages WHERE session_id = ?1)",
-            [&session.id],
-        )
-        .unwrap();
-    assert_eq!(texts(store.load_transcript(&session.id).await.unwrap()), ["one", "two", "four", "five", "six"]);
-    assert_eq!(metrics.counter(QUARANTINED_TOTAL, "table=\"messages\""), 4);
-
-    // Set aside once: later reads (kept or fresh, and the full history) find nothing new.
-    store.transcripts.clear();
-    assert_eq!(texts(store.load_transcript(&session.id).await.unwrap()), ["one", "two", "four", "five", "six"]);
-    assert_eq!(store.full_history(&session.id).await.unwrap().len(), 5);
-    assert_eq!((copies(), metrics.counter(QUARANTINED_TOTAL, "table=\"messages\"")), (4, 4));
-
-    // A row that changed since the read that found it damaged is left alone (the guard).
-    let stale = super::damaged::Damage {
-        id: ids[3],
-        reason: "messages.role: unknown role \"wizard\"".into(),
-        columns: vec![],
-        drop_row: true,
-        seen: [Some("wizard".into()), None, None, None],
-    };
-    assert!(store.set_aside(vec![stale]).await);
-    assert_eq!((copies(), metrics.counter(QUARANTINED_TOTAL, "table=\"messages\"")), (4, 4));
-    assert_eq!(texts(store.full_history(&session.id).await.unwrap()), ["one", "two", "four", "five", "six"]);
 }
 
 /// After a burst grew the WAL far beyond its usual size, the next writer to start it over (the
