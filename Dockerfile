@@ -26,13 +26,15 @@ WORKDIR /src
 # The whole workspace: both crates, Cargo.lock, migrations, benches and tests (the
 # manifest names them). .dockerignore keeps target/, .git/ and databases out.
 COPY . .
-RUN cargo build --release --locked --bin hermesd
+# The `dist` profile: fat LTO and one codegen unit, for the shipped binary.
+RUN cargo build --profile dist --locked --bin hermesd
 
 # ---- runtime -------------------------------------------------------------------------
 FROM debian:bookworm-slim
-# ca-certificates: TLS roots for model and chat APIs. curl: the HEALTHCHECK below.
+# ca-certificates: TLS roots for model and chat APIs. curl: the HEALTHCHECK below. tini: PID 1,
+# which reaps orphaned processes (a tool's command whose parent exited) and forwards signals.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates curl \
+    && apt-get install -y --no-install-recommends ca-certificates curl tini \
     && rm -rf /var/lib/apt/lists/*
 # A fixed, high uid/gid so files in the volume keep a stable owner that matches no
 # host account.
@@ -40,7 +42,7 @@ RUN groupadd --system --gid 10001 hermesd \
     && useradd --system --uid 10001 --gid hermesd --no-create-home \
         --home-dir /var/lib/hermesd --shell /usr/sbin/nologin hermesd \
     && install -d -m 0700 -o hermesd -g hermesd /var/lib/hermesd
-COPY --from=build /src/target/release/hermesd /usr/local/bin/hermesd
+COPY --from=build /src/target/dist/hermesd /usr/local/bin/hermesd
 
 # State (SQLite database, optional .env) and the default config path
 # $HERMESD_HOME/config.toml.
@@ -58,5 +60,5 @@ WORKDIR /var/lib/hermesd
 # SIGTERM (docker stop) drains running turns for up to [agent] drain_timeout (20s by
 # default) plus deliveries up to 5s: stop with a grace period of ~30s, e.g.
 # `docker stop -t 30` or compose `stop_grace_period: 30s`.
-ENTRYPOINT ["hermesd"]
+ENTRYPOINT ["/usr/bin/tini", "--", "hermesd"]
 CMD ["run"]
