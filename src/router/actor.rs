@@ -124,6 +124,9 @@ pub(super) async fn actor_loop(inner: Arc<Inner>, key: String, state: Arc<ActorS
             {
                 Some((job, later)) => {
                     leftovers.extend(later);
+                    if !job.batched.is_empty() {
+                        crate::failpoint!("router.batched");
+                    }
                     job
                 }
                 None => break,

@@ -326,8 +326,10 @@ pub trait SessionStore: Send + Sync {
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>>;
     /// Every message of a session, archived included.
     async fn full_history(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>>;
-    /// Mark the event running in `session_id` (attempts + 1) and write its user message once.
-    /// Returns the attempt number.
+    /// Mark the event running in `session_id` (attempts + 1) and write its user message: once
+    /// per event, and on a rerun this attempt's text over the earlier attempt's (a rerun may
+    /// carry quick messages batched into it that the first attempt did not). Returns the
+    /// attempt number.
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32>;
     /// In one transaction: append the turn's messages, queue its reply chunks, close the event,
     /// and reset the session's crash counter. Returns the ids of the chunks queued, in order.

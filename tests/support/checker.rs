@@ -25,6 +25,9 @@ pub struct SessionReport {
     pub duplicated: Vec<String>,
     /// Answered more than once, every extra copy sent without a receipt (the known window).
     pub window_duplicates: Vec<String>,
+    /// The platform ids of those extra copies: one per reply sent twice, however many
+    /// messages (batched into one turn) it answers.
+    pub window_copies: Vec<String>,
     /// (earlier, later) pairs whose answers came in the opposite order of their messages.
     pub reordered: Vec<(String, String)>,
     /// Answers to nothing that was sent in.
@@ -48,6 +51,12 @@ impl Report {
     /// Nothing lost, doubled (outside the window), reordered or unexpected.
     pub fn is_exactly_once(&self) -> bool {
         self.sessions.values().all(SessionReport::is_clean)
+    }
+
+    /// Replies sent twice inside the send→receipt window (each counted once, whatever number
+    /// of batched messages it answers).
+    pub fn window_sends(&self) -> usize {
+        self.sessions.values().map(|r| r.window_copies.iter().collect::<HashSet<_>>().len()).sum()
     }
 
     /// Every duplicate inside the send→receipt window, as (session, token).
@@ -99,6 +108,7 @@ pub fn check(
                     let in_window = earlier.iter().all(|c| !receipts.contains(&c.message_id));
                     if in_window && receipts.contains(&last.message_id) {
                         found.window_duplicates.push(token.clone());
+                        found.window_copies.extend(earlier.iter().map(|c| c.message_id.clone()));
                     } else {
                         found.duplicated.push(token.clone());
                     }
@@ -115,6 +125,52 @@ pub fn check(
         }
     }
     report
+}
+
+/// What the transcripts got wrong in one session: the words the model was given for each
+/// message sent in, against the order they were sent.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TranscriptReport {
+    /// Sent in, never a user message of the transcript (closed without its words reaching it).
+    pub missing: Vec<String>,
+    /// In the transcript more than once.
+    pub doubled: Vec<String>,
+    /// (earlier, later) pairs stored in the opposite order.
+    pub reordered: Vec<(String, String)>,
+}
+
+/// Check the user messages' words of each session (`words`, oldest first) against what was sent
+/// in; returns the sessions with anything to report.
+pub fn check_transcripts(
+    sent: &BTreeMap<String, Vec<String>>,
+    words: &BTreeMap<String, Vec<String>>,
+) -> BTreeMap<String, TranscriptReport> {
+    let mut reports = BTreeMap::new();
+    for (session, inputs) in sent {
+        let stored = words.get(session).map(Vec::as_slice).unwrap_or_default();
+        let mut found = TranscriptReport::default();
+        let mut order = Vec::new();
+        for (i, token) in inputs.iter().enumerate() {
+            match stored.iter().filter(|w| *w == token).count() {
+                0 => found.missing.push(token.clone()),
+                1 => {}
+                _ => found.doubled.push(token.clone()),
+            }
+            if let Some(at) = stored.iter().position(|w| w == token) {
+                order.push((at, i));
+            }
+        }
+        order.sort();
+        for (a, b) in order.iter().zip(order.iter().skip(1)) {
+            if a.1 > b.1 {
+                found.reordered.push((inputs[b.1].clone(), inputs[a.1].clone()));
+            }
+        }
+        if found != TranscriptReport::default() {
+            reports.insert(session.clone(), found);
+        }
+    }
+    reports
 }
 
 #[cfg(test)]
@@ -174,5 +230,23 @@ mod tests {
         // Had both copies been receipted, it would be a real duplicate.
         let report = check(&sent(), &delivered, &receipts(&["1", "2", "5", "6", "9"]));
         assert_eq!(report.sessions["s1"].duplicated, ["b"]);
+    }
+
+    #[test]
+    fn words_missing_doubled_or_reordered_in_a_transcript_are_each_reported() {
+        let words = BTreeMap::from([
+            // b never reached the transcript; c before a; x twice.
+            ("s1".to_owned(), vec!["c".to_owned(), "a".to_owned()]),
+            ("s2".to_owned(), vec!["x".to_owned(), "x".to_owned()]),
+        ]);
+        let reports = check_transcripts(&sent(), &words);
+        assert_eq!(reports["s1"].missing, ["b"]);
+        assert_eq!(reports["s1"].reordered, [("a".to_owned(), "c".to_owned())]);
+        assert_eq!(reports["s2"].doubled, ["x"]);
+        let clean = BTreeMap::from([
+            ("s1".to_owned(), vec!["a".to_owned(), "b".to_owned(), "c".to_owned()]),
+            ("s2".to_owned(), vec!["x".to_owned()]),
+        ]);
+        assert!(check_transcripts(&sent(), &clean).is_empty());
     }
 }

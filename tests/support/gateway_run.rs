@@ -32,12 +32,20 @@ pub struct Gateway {
 impl Gateway {
     /// Fakes, `chats` private chats and a config with batching off (one turn per message).
     pub async fn new(chats: i64) -> Self {
-        let llm = FakeLlm::builder().latency(Duration::from_millis(150)).start().await;
+        Self::with(chats, Duration::from_millis(150), "batch_window = \"0s\"\n").await
+    }
+
+    /// Fakes, `chats` private chats, a model taking `latency` per call, and `agent` as the
+    /// config's `[agent]` lines beside the drain timeout; `[recovery]` lets an event run up to
+    /// ten times, so a run with many kills tests loss, not the give-up policy.
+    pub async fn with(chats: i64, latency: Duration, agent: &str) -> Self {
+        let llm = FakeLlm::builder().latency(latency).start().await;
         let tg = FakeTelegram::builder().token(TOKEN).bot("hermes_bot", 42).start().await;
         let home = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let config = format!(
-            "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[agent]\ndrain_timeout = \"2s\"\nbatch_window = \"0s\"\n\n\
+            "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[agent]\ndrain_timeout = \"2s\"\n{agent}\n\
+             [recovery]\nmax_attempts = 10\nmax_session_restarts = 10\n\n\
              [model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"fake\"\n\n\
              [platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n",
             llm.base_url(),
@@ -85,6 +93,75 @@ impl Gateway {
             self.tg.push_message(&Chat::private(user), user, text.trim_end());
             self.sent.entry(user.id.to_string()).or_default().push(token);
         }
+    }
+
+    /// Send one message from the user at `index` now; its text is its token.
+    pub fn push_one(&mut self, index: usize, round: usize) {
+        let user = self.users[index].clone();
+        let token = format!("m{}-{round}", user.id);
+        self.tg.push_message(&Chat::private(&user), &user, &token);
+        self.sent.entry(user.id.to_string()).or_default().push(token);
+    }
+
+    /// What each chat was sent, in order, one entry per message token an answer names (an
+    /// answer to quick messages batched into one turn names each of them): the token and
+    /// `chat:message id`. Notices (busy acknowledgements, the note on an interrupted preview)
+    /// name no token and are left out.
+    pub fn delivered_tokens(&self) -> BTreeMap<String, Vec<Delivered>> {
+        self.users
+            .iter()
+            .map(|u| {
+                let answers = self
+                    .tg
+                    .sent_to(u.id)
+                    .into_iter()
+                    .flat_map(|s| {
+                        let message_id = format!("{}:{}", u.id, s.message_id);
+                        tokens(&s.visible())
+                            .into_iter()
+                            .map(move |token| Delivered { token, message_id: message_id.clone() })
+                    })
+                    .collect();
+                (u.id.to_string(), answers)
+            })
+            .collect()
+    }
+
+    /// The text of every user message in the store's transcripts (archived included), oldest
+    /// first, per Telegram chat id: what the model was given as each person's words.
+    pub async fn transcript_words(&self) -> BTreeMap<String, Vec<String>> {
+        use sqlx::sqlite::SqliteConnectOptions;
+        let options = SqliteConnectOptions::new().filename(self.db()).read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT s.session_key, m.content FROM messages m JOIN sessions s ON s.id = m.session_id \
+             WHERE m.role = 'user' ORDER BY COALESCE(m.sort_key, m.id)",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        let mut words: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (key, content) in rows {
+            // `agent:main:telegram:dm:<chat id>`
+            let chat = key.rsplit(':').next().unwrap_or_default().to_owned();
+            words.entry(chat).or_default().extend(tokens(&content));
+        }
+        words
+    }
+
+    /// Inbound events not closed as answered (`done`), as `seq state`.
+    pub async fn unanswered_events(&self) -> Vec<String> {
+        use sqlx::sqlite::SqliteConnectOptions;
+        let options = SqliteConnectOptions::new().filename(self.db()).read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        let rows: Vec<(i64, String)> =
+            sqlx::query_as("SELECT seq, state FROM inbound_events WHERE state != 'done' ORDER BY seq")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        pool.close().await;
+        rows.into_iter().map(|(seq, state)| format!("{seq} {state}")).collect()
     }
 
     /// What each chat was sent, in order: the echoed token and `chat:message id`. "queued (n)"
@@ -159,6 +236,19 @@ impl Gateway {
     pub fn log(&self) -> String {
         daemon_log(self.path())
     }
+}
+
+/// The message tokens (`m<user>-<n>`) in `text`, in order.
+pub fn tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-'))
+        .filter(|w| {
+            w.strip_prefix('m').and_then(|rest| rest.split_once('-')).is_some_and(|(user, n)| {
+                !user.is_empty() && !n.is_empty() && user.bytes().chain(n.bytes()).all(|b| b.is_ascii_digit())
+            })
+        })
+        .map(str::to_owned)
+        .collect()
 }
 
 /// SIGTERM and wait for the exit.

@@ -358,13 +358,16 @@ impl SessionStore for SqliteStore {
     }
 
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32> {
-        // The event's start and its user message in one transaction on the write lane; both are
-        // idempotent on a rerun (the user message is written once per event).
+        // The event's start and its user message in one transaction on the write lane. A rerun
+        // (after a crash or a shutdown) writes this attempt's user message over the one an
+        // earlier attempt wrote: the rerun may have taken in more quick messages than the first
+        // attempt (a message that arrived after the restart batched into it), and the events it
+        // closes must have their words in the transcript, exactly once.
         let (tool_calls, reasoning, images) = message_json(user);
         // Owned copies: the write may run in another task's batch.
         let (session, role, content, tool_call_id) =
             (session_id.to_owned(), user.role.as_str(), user.content.clone(), user.tool_call_id.clone());
-        let attempts: Option<i64> = self
+        let begun: Option<(i64, bool)> = self
             .write_lane(move |conn| {
                 use rusqlite::OptionalExtension;
                 let session_id = &session;
@@ -375,23 +378,46 @@ impl SessionStore for SqliteStore {
                     )?
                     .query_row(rusqlite::params![session_id, seq], |row| row.get::<_, i64>(0))
                     .optional()?;
-                if attempts.is_some() {
-                    conn.prepare_cached(INSERT_MESSAGE)?.execute(rusqlite::params![
-                        session_id,
-                        role,
-                        content,
-                        tool_calls,
-                        tool_call_id,
-                        reasoning,
-                        seq,
-                        now,
-                        images
-                    ])?;
-                }
-                Ok(attempts)
+                let Some(attempts) = attempts else { return Ok(None) };
+                let earlier = conn
+                    .prepare_cached(
+                        "SELECT id, content IS ?2 AND images IS ?3 FROM messages \
+                         WHERE event_seq = ?1 AND role = 'user'",
+                    )?
+                    .query_row(rusqlite::params![seq, content, images], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, bool>(1)?))
+                    })
+                    .optional()?;
+                let rewritten = match earlier {
+                    None => {
+                        conn.prepare_cached(INSERT_MESSAGE)?.execute(rusqlite::params![
+                            session_id,
+                            role,
+                            content,
+                            tool_calls,
+                            tool_call_id,
+                            reasoning,
+                            seq,
+                            now,
+                            images
+                        ])?;
+                        false
+                    }
+                    Some((_, true)) => false,
+                    Some((id, false)) => {
+                        conn.prepare_cached("UPDATE messages SET content = ?1, images = ?2 WHERE id = ?3")?
+                            .execute(rusqlite::params![content, images, id])?;
+                        true
+                    }
+                };
+                Ok(Some((attempts, rewritten)))
             })
             .await?;
-        let attempts = attempts.ok_or_else(|| StoreError::NotFound(format!("inbound event {seq}")))?;
+        let (attempts, rewritten) = begun.ok_or_else(|| StoreError::NotFound(format!("inbound event {seq}")))?;
+        if rewritten {
+            // A kept transcript only notices rows added or removed, not a row rewritten in place.
+            self.transcripts.take(session_id);
+        }
         Ok(attempts.try_into().unwrap_or(u32::MAX))
     }
 

@@ -85,6 +85,15 @@ async fn turn_lifecycle_is_atomic_and_idempotent() {
     // A retried start (after a crash) counts the attempt but writes the user message once.
     assert_eq!(store.begin_turn(seq, &session.id, &user, 3).await.unwrap(), 2);
     assert_eq!(store.load_transcript(&session.id).await.unwrap().len(), 1);
+    // A rerun that took in a quick message arriving after the restart writes the merged words
+    // over the first attempt's, in place, and a kept transcript does not hide the change.
+    let merged = Message::text(Role::User, "hello\nand one more thing");
+    assert_eq!(store.begin_turn(seq, &session.id, &merged, 4).await.unwrap(), 3);
+    let transcript = store.load_transcript(&session.id).await.unwrap();
+    assert_eq!(
+        transcript.iter().map(|m| m.message.content.as_deref()).collect::<Vec<_>>(),
+        [Some("hello\nand one more thing")]
+    );
     let mut answer = Message::text(Role::Assistant, "hi there");
     let item = serde_json::json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "opaque"});
     answer.reasoning = crate::agent::message::Reasoning::new("they greet".into(), vec![item]);
