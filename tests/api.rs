@@ -27,6 +27,30 @@ async fn round_trip_reaches_the_model_and_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_arriving_mid_turn_returns_its_own_answer_under_every_busy_policy() {
+    // Under `steer` the second request used to be folded into the running turn and never
+    // returned. An API request is answered by its own turn, after the one running (`interrupt`
+    // has its own test below).
+    for policy in ["queue", "steer"] {
+        let llm = FakeLlm::builder().latency(Duration::from_millis(1500)).start().await;
+        let home = tempfile::tempdir().unwrap();
+        let config = config_for(&llm, &format!("[agent]\nbusy_policy = \"{policy}\"\n"));
+        let d = start_daemon(home.path(), &config, &[]).await;
+        let base = d.base.clone();
+        let first = tokio::spawn(async move { ask(&base, Some("s-busy"), "first").await });
+        assert!(eventually(Duration::from_secs(20), || llm.count() >= 1).await, "{policy}: the first turn runs");
+        let (status, second) =
+            tokio::time::timeout(Duration::from_secs(30), ask(&d.base, Some("s-busy"), "second")).await.expect(policy);
+        assert_eq!(status, 200, "{policy}: {second}");
+        assert_eq!(answer(&second), "echo: second", "{policy}");
+        let (status, first) = first.await.unwrap();
+        assert_eq!(status, 200, "{policy}: {first}");
+        assert_eq!(answer(&first), "echo: first", "{policy}");
+        d.daemon.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_header_and_user_field_keep_history_server_side() {
     let llm = FakeLlm::echo().await;
     let home = tempfile::tempdir().unwrap();

@@ -123,6 +123,44 @@ async fn an_unknown_user_is_ignored_and_a_redelivered_request_is_answered_once()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_arriving_while_its_conversation_is_busy_is_answered_by_its_answer() {
+    // The model takes a while, so the second request of the conversation arrives mid-turn, under
+    // every busy policy: its response event must be its own turn's answer, never a busy notice
+    // ("queued (1)", "Noted") an automation waiting for that request id would take as the answer;
+    // under `interrupt` the interrupted request is answered that it was.
+    for policy in ["queue", "steer", "interrupt"] {
+        let llm = FakeLlm::builder().latency(Duration::from_millis(1500)).start().await;
+        let hass = FakeHass::start(TOKEN).await;
+        let home = tempfile::tempdir().expect("tempdir");
+        let config =
+            hass_config(&llm, &hass, "").replace("[agent]\n", &format!("[agent]\nbusy_policy = \"{policy}\"\n"));
+        let env = [("HASS_TOKEN", TOKEN), ("HASS_ALLOWED_USERS", ANN)];
+        let d = start_daemon(home.path(), &config, &env).await;
+        assert!(subscribed(&hass, &["hermesd_request"]).await);
+        let first = hass.request("first", Some("kitchen"), Some(ANN));
+        assert!(hass.wait_until(WAIT, |_| llm.count() >= 1).await, "{policy}: the first turn started");
+        let second = hass.request("second", Some("kitchen"), Some(ANN));
+        let got = responses(&hass, 2).await;
+        // Anything else still coming would show up now.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let got_all = hass.responses();
+        assert_eq!(got_all.len(), 2, "{policy}: one response per request: {got_all:?}");
+        assert!(got_all.iter().all(|r| r["kind"] != "notice"), "{policy}: {got_all:?}");
+        let answer = |id: &str| got.iter().find(|r| r["request_id"] == id).map(|r| r["text"].clone());
+        if policy == "interrupt" {
+            // The first turn is stopped at its next safe point, or had already answered.
+            let first = answer(&first).and_then(|t| t.as_str().map(str::to_owned)).unwrap_or_default();
+            assert!(["Interrupted by your newer message.", "echo: first"].contains(&first.as_str()), "{got:?}");
+            assert!(answer(&second).is_some_and(|t| t.as_str().is_some_and(|t| t.contains("second"))), "{got:?}");
+        } else {
+            assert_eq!(answer(&first), Some(Value::from("echo: first")), "{policy}: {got:?}");
+            assert_eq!(answer(&second), Some(Value::from("echo: second")), "{policy}: {got:?}");
+        }
+        d.daemon.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watched_change_is_delivered_to_the_notify_target_once_per_cooldown() {
     let llm = FakeLlm::echo().await;
     let hass = FakeHass::start(TOKEN).await;

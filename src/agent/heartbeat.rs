@@ -62,6 +62,8 @@ async fn run(
     mut events: mpsc::Receiver<TurnEvent>,
 ) {
     let started = Instant::now();
+    // A request/response platform takes the first reply to a request as its answer: no notes.
+    let notes = !outbox.answers_per_request(&chat);
     let mut last_step = Instant::now();
     let mut step = (0, 0);
     let mut running: Vec<String> = Vec::new();
@@ -90,16 +92,16 @@ async fn run(
                         let preview: String = preview.lines().next().unwrap_or("").chars().take(60).collect();
                         progress.lines.push(format!("{mark} {name}: {preview}"));
                     }
-                    TurnEvent::Compressed { archived } => {
+                    TurnEvent::Compressed { archived } if notes => {
                         let text = format!("History was summarised to stay within the model's context ({archived} earlier messages archived, still searchable).");
                         outbox.notify(&chat, &text, Some(&reply_to), &format!("note:{reply_to}:compressed:{}", now_ms())).await;
                     }
-                    TurnEvent::Delta(_) | TurnEvent::Reasoning(_) => {}
+                    TurnEvent::Compressed { .. } | TurnEvent::Delta(_) | TurnEvent::Reasoning(_) => {}
                 }
             }
             _ = typing.tick() => outbox.typing(&chat).await,
-            _ = flush.tick(), if settings.progress => update_progress(&outbox, &chat, &reply_to, &mut progress, settings).await,
-            _ = notice.tick() => {
+            _ = flush.tick(), if settings.progress && notes => update_progress(&outbox, &chat, &reply_to, &mut progress, settings).await,
+            _ = notice.tick(), if notes => {
                 let minutes = started.elapsed().as_secs() / 60;
                 let doing = if running.is_empty() { "thinking".to_owned() } else { format!("running {}", running.join(", ")) };
                 let text = format!("Still working — {minutes} min, step {}/{}, {doing}.", step.0, step.1);

@@ -76,6 +76,7 @@ impl Platform for LocalPlatform {
             buttons: false,
             typing: false,
             interactive: false,
+            request_response: false,
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 1000.0,
             per_chat_burst: 1000,

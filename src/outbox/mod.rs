@@ -231,6 +231,12 @@ impl Outbox {
         }
     }
 
+    /// Whether `chat`'s platform answers each message with one response naming it
+    /// (`Capabilities::request_response`): nothing but the answer may be sent in reply there.
+    pub fn answers_per_request(&self, chat: &ChatRef) -> bool {
+        self.platforms.get(&chat.platform).is_some_and(|p| p.capabilities().request_response)
+    }
+
     fn platform_and_pacer(&self, chat: &ChatRef) -> Option<(Arc<dyn Platform>, Arc<ChatPacer>)> {
         let platform = self.platforms.get(&chat.platform)?.clone();
         let caps = platform.capabilities();

@@ -210,6 +210,7 @@ impl Platform for ApiPlatform {
             buttons: false,
             typing: false,
             interactive: false,
+            request_response: true,
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 10_000.0,
             per_chat_burst: 10_000,

@@ -73,6 +73,7 @@ impl Platform for TerminalPlatform {
             buttons: false,
             typing: false,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::Plain,
             per_chat_rate: 1000.0,
             per_chat_burst: 1000,

@@ -199,6 +199,11 @@ impl Router {
             return;
         }
         let admin = self.is_admin(&message);
+        // A request answered by one response is never folded into another request's turn (its
+        // own would never come) and hears nothing but its answer (no "queued" notice); under
+        // `interrupt` the interrupted request's answer says so.
+        let per_request = self.inner.runner.outbox().answers_per_request(&message.chat);
+        let policy = if per_request && policy == BusyPolicy::Steer { BusyPolicy::Queue } else { policy };
         let job = TurnJob { seq, message, key, accepted_at: Instant::now(), admin, batched: Vec::new() };
         if policy == BusyPolicy::Steer {
             let state =
@@ -246,6 +251,7 @@ impl Router {
         };
         match followup {
             Followup::None => {}
+            Followup::Queued(_) if per_request => {}
             Followup::Queued(n) => {
                 let outbox = self.inner.runner.outbox();
                 outbox

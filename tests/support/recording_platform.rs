@@ -135,6 +135,7 @@ impl Platform for RecordingPlatform {
             buttons: false,
             typing: true,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 1000.0,
             per_chat_burst: 1000,

@@ -296,6 +296,7 @@ mod tests {
             buttons: false,
             typing: true,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::Markdown,
             per_chat_rate: 1.0,
             per_chat_burst: 3,

@@ -50,6 +50,11 @@ pub struct Capabilities {
     pub typing: bool,
     /// Whether a person can answer approvals and questions here (not the HTTP API).
     pub interactive: bool,
+    /// Whether each inbound message is a request answered by exactly one response that names it
+    /// (the API, Home Assistant's `hermesd_request`): the host then never sends it a busy notice,
+    /// a progress message or a "still working" note in reply, since the caller would take the
+    /// first one as the answer, and never folds it into another request's turn.
+    pub request_response: bool,
     /// The markup the platform renders.
     pub markdown: MarkdownDialect,
     /// Sustained sends per second to one private chat that the platform tolerates.

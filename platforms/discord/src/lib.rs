@@ -405,6 +405,7 @@ impl Platform for DiscordPlatform {
             buttons: true,
             typing: true,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::Markdown,
             // Discord allows about five messages per five seconds in one channel.
             per_chat_rate: 1.0,

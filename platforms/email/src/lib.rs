@@ -208,6 +208,7 @@ impl Platform for EmailPlatform {
             buttons: false,
             typing: false,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::Markdown,
             // Submission servers throttle bursts; a person reads mail slowly anyway.
             per_chat_rate: 0.5,

@@ -104,6 +104,7 @@ impl Platform for HassPlatform {
             typing: false,
             // A person can answer an approval with another request (`/approve`).
             interactive: true,
+            request_response: true,
             markdown: MarkdownDialect::Plain,
             per_chat_rate: 5.0,
             per_chat_burst: 10,

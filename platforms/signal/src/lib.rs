@@ -176,6 +176,7 @@ impl Platform for SignalPlatform {
             buttons: false,
             typing: true,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::Plain,
             // Signal publishes no limits; these stay well below what triggers its rate limits.
             per_chat_rate: 1.0,

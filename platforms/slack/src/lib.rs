@@ -253,6 +253,7 @@ impl Platform for SlackPlatform {
             buttons: true,
             typing: true,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::SlackMrkdwn,
             // chat.postMessage allows about one message per second per channel.
             per_chat_rate: 1.0,

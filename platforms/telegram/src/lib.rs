@@ -202,6 +202,7 @@ impl Platform for TelegramPlatform {
             buttons: true,
             typing: true,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::TelegramHtml,
             per_chat_rate: 1.0,
             per_chat_burst: 3,

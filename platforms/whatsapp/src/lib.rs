@@ -218,6 +218,7 @@ impl Platform for WhatsAppPlatform {
             buttons: true,
             typing: true,
             interactive: true,
+            request_response: false,
             // Markdown in, converted to WhatsApp's formatting here.
             markdown: MarkdownDialect::Markdown,
             // Meta's pair rate: bursts are tolerated, then about one message per 6 s to one user.

@@ -65,6 +65,7 @@ impl Platform for Fake {
             buttons: false,
             typing: true,
             interactive: true,
+            request_response: false,
             markdown: MarkdownDialect::Plain,
             per_chat_rate: 1.0,
             per_chat_burst: 3,
