@@ -37,7 +37,12 @@ impl Tool for TestTool {
             toolset: "test".into(),
             parallel_safe: self.parallel_safe,
             max_result_chars: 50,
-            timeout: Duration::from_millis(300),
+            // Only the hanging tool waits out its timeout; the others get one no loaded machine
+            // reaches, so a slow schedule never reads as "did not finish".
+            timeout: match self.behaviour {
+                Behaviour::Hang => Duration::from_millis(300),
+                _ => Duration::from_secs(30),
+            },
         }
     }
 
