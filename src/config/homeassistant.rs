@@ -8,6 +8,27 @@ use super::{Env, HumanDuration};
 
 /// Domains whose entities need a person's approval before a service call touches them.
 pub const DEFAULT_SENSITIVE_DOMAINS: [&str; 4] = ["lock", "alarm_control_panel", "cover", "climate"];
+/// Domains whose services may run with no entity target without asking: lights, switches, fans,
+/// media players, helpers, timers and notifications. A call of any other domain that resolves to
+/// no entity asks first (it may act on everything).
+pub const DEFAULT_HARMLESS_DOMAINS: [&str; 16] = [
+    "light",
+    "switch",
+    "fan",
+    "media_player",
+    "input_boolean",
+    "input_button",
+    "input_datetime",
+    "input_number",
+    "input_select",
+    "input_text",
+    "counter",
+    "timer",
+    "notify",
+    "persistent_notification",
+    "tts",
+    "todo",
+];
 
 /// `[platforms.homeassistant]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -41,6 +62,9 @@ pub struct HomeAssistantConfig {
     pub sensitive_domains: Vec<String>,
     /// Entities that need approval before a service call touches them.
     pub sensitive_entities: Vec<String>,
+    /// Domains whose services may run without an entity target and without approval; a call of
+    /// another domain whose target resolves to no entity asks first.
+    pub harmless_domains: Vec<String>,
     /// How often a heartbeat `ping` goes out; no `pong` by the next one reconnects.
     pub ping_interval: HumanDuration,
     /// How long one HA command (a send, a tool's query or service call) may wait for its result.
@@ -62,6 +86,7 @@ impl Default for HomeAssistantConfig {
             notify_title: "Hermes".into(),
             sensitive_domains: DEFAULT_SENSITIVE_DOMAINS.iter().map(|d| (*d).to_owned()).collect(),
             sensitive_entities: Vec::new(),
+            harmless_domains: DEFAULT_HARMLESS_DOMAINS.iter().map(|d| (*d).to_owned()).collect(),
             ping_interval: HumanDuration::secs(30),
             request_timeout: HumanDuration::secs(15),
         }
@@ -116,7 +141,11 @@ impl HomeAssistantConfig {
                 problems.push(format!("{at}.{key}: {bad:?} is not an entity id such as \"lock.front_door\""));
             }
         }
-        for (key, list) in [("watch_domains", &self.watch_domains), ("sensitive_domains", &self.sensitive_domains)] {
+        for (key, list) in [
+            ("watch_domains", &self.watch_domains),
+            ("sensitive_domains", &self.sensitive_domains),
+            ("harmless_domains", &self.harmless_domains),
+        ] {
             for bad in list.iter().filter(|d| !is_domain(d)) {
                 problems.push(format!("{at}.{key}: {bad:?} is not a domain such as \"binary_sensor\""));
             }

@@ -36,8 +36,11 @@ pub fn build(
         ..HassSettings::default()
     };
     let platform = Arc::new(HassPlatform::new(settings));
-    let sensitivity =
-        Sensitivity { domains: config.sensitive_domains.clone(), entities: config.sensitive_entities.clone() };
+    let sensitivity = Sensitivity {
+        domains: config.sensitive_domains.clone(),
+        entities: config.sensitive_entities.clone(),
+        harmless_domains: config.harmless_domains.clone(),
+    };
     let tools = HassTools::new(Arc::new(Link(platform.client())), sensitivity, approval_timeout);
     Ok((platform, tools))
 }

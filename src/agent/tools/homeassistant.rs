@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::{Approval, Tool, ToolContext, ToolError, ToolSpec};
-use resolve::{HomeIndex, Sensitivity, TARGET_KEYS, touched};
+use resolve::{HomeIndex, Sensitivity, TARGET_KEYS, normalise_entity_ids, touched};
 
 /// The toolset's name.
 pub const TOOLSET: &str = "homeassistant";
@@ -248,10 +248,11 @@ impl Tool for CallService {
         if !name_like(domain) || !name_like(service) {
             return Err(ToolError::InvalidArguments("domain and service are names such as light and turn_on".into()));
         }
-        let (target, data) = Self::split(&args)?;
+        let (mut target, data) = Self::split(&args)?;
+        normalise_entity_ids(&mut target);
         let index = self.0.index(target.keys().any(|k| k != "entity_id")).await?;
         let touched = touched(&index, domain, &target);
-        if let Some(reason) = self.0.sensitivity.reason(domain, &touched) {
+        if let Some(reason) = self.0.sensitivity.reason(domain, service, &touched) {
             let action = format!("call {domain}.{service} in Home Assistant ({reason})");
             match ctx.human.approve(&action, self.0.approval_timeout).await {
                 Approval::Approved => {}

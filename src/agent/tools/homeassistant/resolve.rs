@@ -9,8 +9,14 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Map, Value};
 
-/// Domains whose services can act on anything: every call to them needs approval.
-pub const ALWAYS_SENSITIVE: [&str; 5] = ["script", "scene", "automation", "shell_command", "rest_command"];
+/// Domains whose services can act on anything (or on Home Assistant itself): every call to them
+/// needs approval.
+pub const ALWAYS_SENSITIVE: [&str; 7] =
+    ["script", "scene", "automation", "shell_command", "rest_command", "hassio", "backup"];
+/// Services that stop, restart or erase Home Assistant's own state: always asked, whatever they
+/// target.
+pub const ALWAYS_SENSITIVE_SERVICES: [&str; 5] =
+    ["homeassistant.stop", "homeassistant.restart", "recorder.purge", "recorder.purge_entities", "recorder.disable"];
 /// Target keys HA accepts (in `target` or in the service data).
 pub const TARGET_KEYS: [&str; 5] = ["entity_id", "area_id", "device_id", "floor_id", "label_id"];
 /// How deep groups of groups are expanded.
@@ -95,8 +101,18 @@ pub struct Touched {
 fn values(value: &Value) -> Vec<String> {
     match value {
         Value::String(s) => s.split(',').map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect(),
-        Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        Value::Array(items) => items.iter().filter_map(Value::as_str).map(|s| s.trim().to_owned()).collect(),
         _ => Vec::new(),
+    }
+}
+
+/// The call's `entity_id` values as HA reads them: trimmed and lower-cased (HA lower-cases entity
+/// ids and the word `all`, so `Lock.Front_Door` and `ALL` act like `lock.front_door` and `all`),
+/// one list. What is resolved and checked is then exactly what is sent.
+pub fn normalise_entity_ids(target: &mut Map<String, Value>) {
+    if let Some(ids) = target.get("entity_id") {
+        let ids: Vec<Value> = values(ids).into_iter().map(|id| Value::String(id.to_lowercase())).collect();
+        target.insert("entity_id".into(), Value::Array(ids));
     }
 }
 
@@ -171,15 +187,24 @@ pub struct Sensitivity {
     pub domains: Vec<String>,
     /// Entities that are sensitive.
     pub entities: Vec<String>,
+    /// Domains whose services may run without an entity target and without asking (a call of
+    /// any other domain that resolves to no entity asks: it may act on everything).
+    pub harmless_domains: Vec<String>,
 }
 
 impl Sensitivity {
     /// Why a call of `domain.service` touching `touched` needs approval; `None` when it does not.
-    pub fn reason(&self, domain: &str, touched: &Touched) -> Option<String> {
+    /// Names are compared lower-cased, as HA reads them.
+    pub fn reason(&self, domain: &str, service: &str, touched: &Touched) -> Option<String> {
+        let (domain, service) = (domain.to_lowercase(), service.to_lowercase());
+        let domain = domain.as_str();
         if ALWAYS_SENSITIVE.contains(&domain) {
             return Some(format!("{domain} calls can act on anything"));
         }
-        if self.domains.iter().any(|d| d == domain) {
+        if ALWAYS_SENSITIVE_SERVICES.contains(&format!("{domain}.{service}").as_str()) {
+            return Some(format!("{domain}.{service} acts on Home Assistant itself"));
+        }
+        if self.domains.iter().any(|d| d.eq_ignore_ascii_case(domain)) {
             return Some(format!("{domain} is a sensitive domain"));
         }
         let sensitive: Vec<&str> = touched
@@ -187,8 +212,8 @@ impl Sensitivity {
             .iter()
             .filter(|e| {
                 let entity_domain = e.split_once('.').map_or("", |(d, _)| d);
-                self.entities.iter().any(|s| s == *e)
-                    || self.domains.iter().any(|d| d == entity_domain)
+                self.entities.iter().any(|s| s.eq_ignore_ascii_case(e))
+                    || self.domains.iter().any(|d| d.eq_ignore_ascii_case(entity_domain))
                     || ALWAYS_SENSITIVE.contains(&entity_domain)
             })
             .map(String::as_str)
@@ -202,6 +227,9 @@ impl Sensitivity {
         }
         if !touched.unresolved.is_empty() {
             return Some(format!("its target could not be resolved ({})", touched.unresolved.join(", ")));
+        }
+        if touched.entities.is_empty() && !self.harmless_domains.iter().any(|d| d.eq_ignore_ascii_case(domain)) {
+            return Some(format!("it names no entity, and a {domain} service without one may act on everything"));
         }
         None
     }
@@ -237,7 +265,11 @@ mod tests {
     }
 
     fn sensitivity() -> Sensitivity {
-        Sensitivity { domains: vec!["lock".into(), "cover".into()], entities: vec!["light.kitchen".into()] }
+        Sensitivity {
+            domains: vec!["lock".into(), "cover".into()],
+            entities: vec!["light.kitchen".into()],
+            harmless_domains: vec!["light".into(), "notify".into()],
+        }
     }
 
     #[test]
@@ -261,7 +293,7 @@ mod tests {
     fn sensitive_calls_are_named_with_their_reason() {
         let index = index();
         let rules = sensitivity();
-        let reason = |domain: &str, t: Value| rules.reason(domain, &touched(&index, domain, &target(t)));
+        let reason = |domain: &str, t: Value| rules.reason(domain, "turn_on", &touched(&index, domain, &target(t)));
         assert!(
             reason("homeassistant", json!({"entity_id": "lock.front_door"}))
                 .is_some_and(|r| r.contains("lock.front_door"))
@@ -275,5 +307,37 @@ mod tests {
         }
         assert!(reason("homeassistant", json!({"entity_id": "script.bedtime"})).is_some(), "scripts by entity too");
         assert!(reason("light", json!({"floor_id": "upstairs"})).is_some_and(|r| r.contains("could not be resolved")));
+    }
+
+    #[test]
+    fn case_untargeted_calls_and_calls_on_home_assistant_itself_ask() {
+        let index = index();
+        let rules = sensitivity();
+        let reason = |domain: &str, service: &str, t: Value| {
+            let mut t = target(t);
+            normalise_entity_ids(&mut t);
+            rules.reason(domain, service, &touched(&index, &domain.to_lowercase(), &t))
+        };
+        // HA lower-cases entity ids and `all`: neither the case of the id nor of the word hides one.
+        assert!(reason("homeassistant", "turn_off", json!({"entity_id": "LOCK.Front_Door"})).is_some());
+        assert!(reason("homeassistant", "turn_off", json!({"entity_id": ["Light.Kitchen"]})).is_some());
+        assert!(reason("homeassistant", "turn_off", json!({"entity_id": "ALL"})).is_some_and(|r| r.contains("lock")));
+        assert!(reason("Lock", "unlock", json!({})).is_some(), "a sensitive domain in capitals");
+        // No entity target: only harmless domains go without asking.
+        assert_eq!(reason("light", "turn_on", json!({})), None);
+        assert_eq!(reason("notify", "mobile_app_phone", json!({})), None);
+        assert!(reason("homeassistant", "turn_off", json!({})).is_some_and(|r| r.contains("names no entity")));
+        assert!(reason("vacuum", "start", json!({})).is_some());
+        // Home Assistant itself: always asked.
+        for (domain, service) in [
+            ("homeassistant", "restart"),
+            ("homeassistant", "stop"),
+            ("recorder", "purge"),
+            ("hassio", "host_shutdown"),
+            ("backup", "create"),
+        ] {
+            assert!(reason(domain, service, json!({"entity_id": "light.hall"})).is_some(), "{domain}.{service}");
+        }
+        assert_eq!(reason("light", "turn_on", json!({"entity_id": "Light.Hall"})), None);
     }
 }
