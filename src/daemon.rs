@@ -178,6 +178,7 @@ impl Daemon {
         let sandbox = Arc::new(crate::sandbox::Sandbox::start(&config.tools.terminal));
         let extras = tools::ExtraTools {
             cron: config.cron.clone(),
+            limits: config.limits.clone(),
             targets: targets.clone(),
             outbox: outbox.clone(),
             redaction: env.redaction(),

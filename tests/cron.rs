@@ -18,7 +18,8 @@ use serde_json::json;
 use support::recording_platform::RecordingPlatform;
 use support::{FakeLlm, TestDaemon, config_for, eventually, start_daemon_with};
 
-const CRON: &str = "[cron]\ntick = \"1s\"\n";
+/// A one-second tick, and jobs from chat allowed to run that often (the default minimum is 5m).
+const CRON: &str = "[cron]\ntick = \"1s\"\n\n[limits]\ncron_min_interval = \"1s\"\n";
 const WAIT: Duration = Duration::from_secs(15);
 
 async fn daemon(home: &Path, llm: &FakeLlm, platform: &Arc<RecordingPlatform>) -> TestDaemon {

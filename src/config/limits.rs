@@ -40,6 +40,11 @@ pub struct LimitsConfig {
     /// Admins named in `<PLATFORM>_ADMIN_USERS` or `GATEWAY_ADMIN_USERS` (and the terminal)
     /// are not capped. Users who are admins only because no admin list is set are capped.
     pub exempt_admins: bool,
+    /// Cron jobs one user (per platform) may have made from chat (the `cronjob` tool); 0 for
+    /// no cap. Jobs added with `hermesd cron add` are the operator's and never counted.
+    pub cron_jobs_per_user: u32,
+    /// The shortest interval between runs of a recurring job a non-admin may schedule from chat.
+    pub cron_min_interval: super::HumanDuration,
 }
 
 impl Default for LimitsConfig {
@@ -52,6 +57,8 @@ impl Default for LimitsConfig {
             chat_daily_cost: 0.0,
             chat_daily_turns: 0,
             exempt_admins: true,
+            cron_jobs_per_user: 20,
+            cron_min_interval: super::HumanDuration::secs(300),
         }
     }
 }

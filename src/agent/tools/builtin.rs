@@ -19,7 +19,7 @@ use super::web_search::WebSearchTool;
 use crate::agent::auxiliary::Summarizer;
 use crate::agent::runtime::chain::ProviderChain;
 use crate::agent::runtime::prompt::PromptBuilder;
-use crate::config::{AgentConfig, CronConfig, ToolsConfig};
+use crate::config::{AgentConfig, CronConfig, LimitsConfig, ToolsConfig};
 use crate::delivery::Targets;
 use crate::outbox::Outbox;
 use crate::redact::Redaction;
@@ -29,6 +29,8 @@ use crate::sandbox::Sandbox;
 pub struct ExtraTools {
     /// `[cron]`: time zone and default target of new jobs.
     pub cron: CronConfig,
+    /// `[limits]`: how many jobs one person may make from chat, and how often they may run.
+    pub limits: LimitsConfig,
     /// Delivery targets.
     pub targets: Targets,
     /// The outbox `send_message` delivers through.
@@ -79,7 +81,13 @@ pub fn builtin(
         registry.register(Arc::new(SkillManageTool::new(skills.clone(), approval)));
     }
     let child_tools = registry.clone();
-    registry.register(Arc::new(CronJobTool::new(extras.cron, extras.targets.clone(), chain.models())));
+    registry.register(Arc::new(CronJobTool::new(
+        extras.cron,
+        extras.targets.clone(),
+        chain.models(),
+        extras.limits,
+        approval,
+    )));
     registry.register(Arc::new(SendFileTool::new(extras.outbox.clone(), web)));
     registry.register(Arc::new(SendMessageTool::new(extras.targets, extras.outbox, approval)));
     registry.register(Arc::new(ClarifyTool::new(tools.clarify_timeout.get())));

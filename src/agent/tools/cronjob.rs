@@ -4,7 +4,10 @@
 //!
 //! Limits: a job's toolsets stay within the creating turn's policy (its runs are narrowed to the
 //! origin platform's again at run time); a non-admin lists only this chat's jobs and changes only
-//! jobs they created.
+//! jobs they created. A job that delivers to any chat but this one follows `send_message`'s rule
+//! (an admin's turn, else the user approves when the job is made or retargeted), so content the
+//! model read cannot set up posts elsewhere; each user has at most `limits.cron_jobs_per_user`
+//! jobs, and a non-admin's recurring job runs at most every `limits.cron_min_interval`.
 
 use std::time::Duration;
 
@@ -15,27 +18,95 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::files::parse_args;
+use super::send_message::{authorise_elsewhere, preview};
 use super::{Tool, ToolContext, ToolError, ToolSpec};
 use crate::clock::now_ms;
-use crate::config::CronConfig;
+use crate::config::{CronConfig, LimitsConfig};
 use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 use crate::cron::scan::scan_prompt;
 use crate::cron::schedule::Schedule;
 use crate::delivery::{Target, Targets};
 use crate::store::{CronJob, JobState, JobUpdate};
 
+/// How many of the next occurrences of a recurring schedule are checked against the shortest
+/// interval (a cron expression's gaps differ: `0,1 9 * * *`).
+const INTERVAL_SAMPLES: usize = 16;
+
 /// Manages cron jobs.
 pub struct CronJobTool {
     cron: CronConfig,
     targets: Targets,
     models: Vec<String>,
+    limits: LimitsConfig,
+    approval_timeout: Duration,
 }
 
 impl CronJobTool {
     /// A tool creating jobs in `cron.timezone`, checking targets against `targets` and models
-    /// against the configured `models`.
-    pub fn new(cron: CronConfig, targets: Targets, models: Vec<String>) -> Self {
-        Self { cron, targets, models }
+    /// against the configured `models`, within `limits`, waiting `approval_timeout` for a user's
+    /// approval of a job that posts elsewhere.
+    pub fn new(
+        cron: CronConfig,
+        targets: Targets,
+        models: Vec<String>,
+        limits: LimitsConfig,
+        approval_timeout: Duration,
+    ) -> Self {
+        Self { cron, targets, models, limits, approval_timeout }
+    }
+
+    /// A job delivering to `deliver` (as the model wrote it) may be made or retargeted: into this
+    /// chat or `local` freely, elsewhere by an admin or with the user's approval.
+    async fn authorise_target(&self, ctx: &ToolContext, deliver: &str, prompt: &str) -> Result<(), ToolError> {
+        let target = Target::parse(deliver).map_err(|e| invalid(e.to_string()))?;
+        let action = format!("schedule a job that posts to {target}: \"{}\"", preview(prompt));
+        authorise_elsewhere(&self.targets, ctx, &target, &action, self.approval_timeout)
+            .await
+            .map_err(|refusal| ToolError::Denied(refusal.for_what(&format!("a job posting to {target}"))))
+    }
+
+    /// A non-admin's recurring schedule runs no more often than `limits.cron_min_interval`.
+    fn check_interval(&self, ctx: &ToolContext, schedule: &str, now: chrono::DateTime<Utc>) -> Result<(), ToolError> {
+        let min = self.limits.cron_min_interval.get();
+        if ctx.admin || min.is_zero() {
+            return Ok(());
+        }
+        let schedule = Schedule::parse(schedule, now, self.tz()).map_err(|e| invalid(e.to_string()))?;
+        if !schedule.is_recurring() {
+            return Ok(());
+        }
+        let mut at = now;
+        let mut runs = Vec::with_capacity(INTERVAL_SAMPLES);
+        while runs.len() < INTERVAL_SAMPLES {
+            let Some(next) = schedule.next_after(at) else { break };
+            runs.push(next);
+            at = next;
+        }
+        let shortest = runs.windows(2).filter_map(|w| (w[1] - w[0]).to_std().ok()).min();
+        match shortest {
+            Some(gap) if gap < min => Err(ToolError::Denied(format!(
+                "this schedule runs every {}s; jobs from chat may run at most every {}s (limits.cron_min_interval)",
+                gap.as_secs(),
+                min.as_secs()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The caller has fewer jobs than `limits.cron_jobs_per_user`.
+    async fn check_count(&self, ctx: &ToolContext) -> Result<(), ToolError> {
+        let cap = self.limits.cron_jobs_per_user;
+        if cap == 0 {
+            return Ok(());
+        }
+        let jobs = ctx.store.list_jobs().await.map_err(failed)?;
+        let mine = jobs.iter().filter(|job| created_by_caller(job, ctx)).count();
+        if mine >= usize::try_from(cap).unwrap_or(usize::MAX) {
+            return Err(ToolError::Denied(format!(
+                "you have {mine} cron jobs, the most one person may have (limits.cron_jobs_per_user); remove one first"
+            )));
+        }
+        Ok(())
     }
 
     fn tz(&self) -> Tz {
@@ -155,9 +226,13 @@ impl Tool for CronJobTool {
                         ctx.policy
                     )));
                 }
+                let schedule = args.schedule.clone().ok_or_else(|| invalid("create needs schedule"))?;
+                let prompt = args.prompt.clone().ok_or_else(|| invalid("create needs prompt"))?;
+                self.check_count(ctx).await?;
+                self.check_interval(ctx, &schedule, now)?;
                 let spec = JobSpec {
-                    schedule: args.schedule.clone().ok_or_else(|| invalid("create needs schedule"))?,
-                    prompt: args.prompt.clone().ok_or_else(|| invalid("create needs prompt"))?,
+                    schedule,
+                    prompt,
                     name: args.name.clone(),
                     deliver: args.deliver.clone(),
                     repeat: args.repeat,
@@ -177,6 +252,11 @@ impl Tool for CronJobTool {
                     };
                     prepare(spec, &rules, now).map_err(ToolError::InvalidArguments)?
                 };
+                // The operator's `cron.default_deliver` needs no approval; a target the model
+                // named does, unless it is this chat.
+                if let Some(deliver) = &args.deliver {
+                    self.authorise_target(ctx, deliver, &job.prompt).await?;
+                }
                 let job = store.create_job(&job, now_ms()).await.map_err(failed)?;
                 Ok(format!("Created cron job {}", describe(&job, self.tz())))
             }
@@ -199,9 +279,13 @@ impl Tool for CronJobTool {
                 if let Some(deliver) = &args.deliver {
                     let target = Target::parse(deliver).map_err(|e| invalid(e.to_string()))?;
                     self.check(ctx, &target).map_err(invalid)?;
+                    let job = owned(job_id()?).await?;
+                    let prompt = args.prompt.as_deref().unwrap_or(&job.prompt);
+                    self.authorise_target(ctx, deliver, prompt).await?;
                     change.deliver = Some(target.to_string());
                 }
                 if let Some(text) = &args.schedule {
+                    self.check_interval(ctx, text, now)?;
                     let schedule = Schedule::parse(text, now, self.tz()).map_err(|e| invalid(e.to_string()))?;
                     let next =
                         schedule.next_after(now).ok_or_else(|| invalid("the schedule has no future occurrence"))?;

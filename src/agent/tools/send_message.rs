@@ -34,37 +34,78 @@ impl SendMessageTool {
         Self { targets, outbox, approval_timeout }
     }
 
-    /// Whether `target` reaches only the turn's own chat or the operator's `local` file.
-    async fn stays_here(&self, ctx: &ToolContext, target: &Target) -> bool {
-        match target {
-            Target::Origin | Target::Local => true,
-            other => match self.targets.resolve(other, Some(&ctx.chat)).await {
-                // Same chat, same audience, whichever thread.
-                Ok(chat) => chat.platform == ctx.chat.platform && chat.chat_id == ctx.chat.chat_id,
-                Err(_) => false,
-            },
-        }
-    }
-
     /// Allow a send elsewhere: an admin's turn, else the user's approval.
     async fn authorise(&self, ctx: &ToolContext, target: &Target, text: &str) -> Result<(), ToolError> {
-        if ctx.admin || self.stays_here(ctx, target).await {
-            return Ok(());
+        let action = format!("send a message to {target}: \"{}\"", preview(text));
+        authorise_elsewhere(&self.targets, ctx, target, &action, self.approval_timeout)
+            .await
+            .map_err(|refusal| ToolError::Denied(refusal.for_what(&format!("the message to {target}"))))
+    }
+}
+
+/// Whether `target` reaches only the turn's own chat or the operator's `local` file.
+async fn stays_here(targets: &Targets, ctx: &ToolContext, target: &Target) -> bool {
+    match target {
+        Target::Origin | Target::Local => true,
+        other => match targets.resolve(other, Some(&ctx.chat)).await {
+            // Same chat, same audience, whichever thread.
+            Ok(chat) => chat.platform == ctx.chat.platform && chat.chat_id == ctx.chat.chat_id,
+            Err(_) => false,
+        },
+    }
+}
+
+/// The first 200 characters of `text`, for an approval question.
+pub(super) fn preview(text: &str) -> String {
+    let mut preview: String = text.chars().take(200).collect();
+    if text.chars().count() > 200 {
+        preview.push('…');
+    }
+    preview
+}
+
+/// Why a post elsewhere was not allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// The user said no.
+    Denied,
+    /// Nobody answered in time.
+    TimedOut,
+    /// Nobody can answer here (a cron run, a webhook, the API).
+    Unavailable,
+}
+
+impl Refusal {
+    /// The refusal as a tool's error text, `what` naming the thing refused.
+    pub(super) fn for_what(self, what: &str) -> String {
+        match self {
+            Refusal::Denied => format!("the user refused {what}"),
+            Refusal::TimedOut => format!("nobody approved {what} in time"),
+            Refusal::Unavailable => {
+                format!("{what} (not this chat) needs an admin or the user's approval, and nobody can approve here")
+            }
         }
-        let mut preview: String = text.chars().take(200).collect();
-        if text.chars().count() > 200 {
-            preview.push('…');
-        }
-        let action = format!("send a message to {target}: \"{preview}\"");
-        match ctx.human.approve(&action, self.approval_timeout).await {
-            Approval::Approved => Ok(()),
-            Approval::Denied => Err(ToolError::Denied(format!("the user refused the message to {target}"))),
-            Approval::TimedOut => Err(ToolError::Denied(format!("nobody approved the message to {target} in time"))),
-            Approval::Unavailable => Err(ToolError::Denied(format!(
-                "a message to {target} (not this chat) needs an admin or the user's approval, and nobody can \
-                 approve here"
-            ))),
-        }
+    }
+}
+
+/// The rule for anything that posts to a chat other than the turn's own (a message now, a cron
+/// job's runs later): allowed for an admin's turn or into this chat (or `local`), else only
+/// after the user approved `action`. So content the model read cannot make it post elsewhere.
+pub(super) async fn authorise_elsewhere(
+    targets: &Targets,
+    ctx: &ToolContext,
+    target: &Target,
+    action: &str,
+    timeout: Duration,
+) -> Result<(), Refusal> {
+    if ctx.admin || stays_here(targets, ctx, target).await {
+        return Ok(());
+    }
+    match ctx.human.approve(action, timeout).await {
+        Approval::Approved => Ok(()),
+        Approval::Denied => Err(Refusal::Denied),
+        Approval::TimedOut => Err(Refusal::TimedOut),
+        Approval::Unavailable => Err(Refusal::Unavailable),
     }
 }
 

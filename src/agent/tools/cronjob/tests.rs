@@ -8,15 +8,28 @@ use serde_json::json;
 
 use super::*;
 use crate::agent::tools::test_support;
-use crate::agent::tools::{Nobody, ToolPolicy};
+use crate::agent::tools::{Approval, Nobody, ToolPolicy};
 use crate::config::Env;
+use crate::config::LimitsConfig;
 use crate::outbox::PlatformRegistry;
 
 async fn setup(dir: &tempfile::TempDir) -> (CronJobTool, ToolContext) {
-    let ctx = test_support::context(dir.path(), dir.path().into(), dir.path().into(), Arc::new(Nobody)).await;
-    let targets = Targets::new(ctx.store.clone(), PlatformRegistry::default(), &Env::from_map(HashMap::new()));
+    setup_with(dir, LimitsConfig::default(), Arc::new(Nobody)).await
+}
+
+/// The tool with `limits`, a `local` platform to deliver to, and `human` answering approvals.
+async fn setup_with(
+    dir: &tempfile::TempDir,
+    limits: LimitsConfig,
+    human: Arc<dyn crate::agent::tools::Human>,
+) -> (CronJobTool, ToolContext) {
+    let ctx = test_support::context(dir.path(), dir.path().into(), dir.path().into(), human).await;
+    let mut platforms = PlatformRegistry::default();
+    platforms.insert(Arc::new(crate::delivery::local::LocalPlatform::new(dir.path().join("deliveries"))));
+    let targets = Targets::new(ctx.store.clone(), platforms, &Env::from_map(HashMap::new()));
     let cron = CronConfig { default_deliver: "local".into(), ..CronConfig::default() };
-    (CronJobTool::new(cron, targets, Vec::new()), ToolContext { user_id: "ann".into(), ..ctx })
+    let tool = CronJobTool::new(cron, targets, Vec::new(), limits, Duration::from_secs(5));
+    (tool, ToolContext { user_id: "ann".into(), ..ctx })
 }
 
 fn as_user(ctx: &ToolContext, user: &str, chat: &str, admin: bool) -> ToolContext {
@@ -97,4 +110,62 @@ async fn a_job_gets_at_most_the_creating_chats_toolsets() {
     let jobs = narrow.store.list_jobs().await.unwrap();
     assert_eq!(jobs[0].toolsets.as_deref(), Some(&["memory".to_owned()][..]));
     assert_eq!(jobs[0].created_by.as_deref(), Some("ann"));
+}
+
+#[tokio::test]
+async fn a_job_posting_to_another_chat_needs_an_admin_or_the_users_approval() {
+    // Where nobody can approve (a webhook's or cron run's turn), it is refused; nothing stored.
+    let dir = tempfile::tempdir().unwrap();
+    let (tool, ann) = setup(&dir).await;
+    // Ann writes from a chat the tool can deliver to.
+    let ann = ToolContext { chat: ChatRef::new("local", "home", ChatType::Dm), ..ann };
+    let create = json!({"action": "create", "schedule": "every 1h", "prompt": "post the news", "deliver": "local:ops"});
+    let refused = call(&tool, &ann, create.clone()).await;
+    assert!(matches!(refused, Err(ToolError::Denied(ref e)) if e.contains("nobody can approve")), "{refused:?}");
+    assert!(ann.store.list_jobs().await.unwrap().is_empty());
+    // This chat and the operator's local file need nothing; an admin needs nothing either.
+    for here in ["origin", "local:home", "local"] {
+        let job = json!({"action": "create", "schedule": "every 1h", "prompt": "remind me", "deliver": here});
+        assert!(call(&tool, &ann, job).await.is_ok(), "{here}");
+    }
+    let admin = ToolContext { admin: true, ..ann.clone() };
+    let created = call(&tool, &admin, create.clone()).await.unwrap();
+    // Retargeting an existing job elsewhere follows the same rule.
+    let mine = call(&tool, &ann, json!({"action": "create", "schedule": "every 1h", "prompt": "x"})).await.unwrap();
+    let retarget = json!({"action": "update", "job_id": job_id(&mine), "deliver": "local:ops"});
+    assert!(matches!(call(&tool, &ann, retarget).await, Err(ToolError::Denied(_))));
+    assert!(created.contains("local:ops"), "{created}");
+
+    // A person who can answer is asked, naming the target and the prompt.
+    let dir = tempfile::tempdir().unwrap();
+    let human = Arc::new(test_support::FixedHuman { answer: Approval::Approved, asked: Default::default() });
+    let (tool, ann) = setup_with(&dir, LimitsConfig::default(), human.clone()).await;
+    let ann = ToolContext { chat: ChatRef::new("local", "home", ChatType::Dm), ..ann };
+    assert!(call(&tool, &ann, create).await.is_ok());
+    let asked = human.asked.lock().unwrap().clone();
+    assert!(asked.len() == 1 && asked[0].contains("local:ops") && asked[0].contains("post the news"), "{asked:?}");
+}
+
+#[tokio::test]
+async fn jobs_per_person_are_capped_and_non_admins_schedule_no_faster_than_the_minimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = LimitsConfig { cron_jobs_per_user: 2, ..LimitsConfig::default() };
+    let (tool, ann) = setup_with(&dir, limits, Arc::new(Nobody)).await;
+    for schedule in ["every 1m", "* * * * *", "0,1 9 * * *"] {
+        let refused = call(&tool, &ann, json!({"action": "create", "schedule": schedule, "prompt": "ping"})).await;
+        assert!(
+            matches!(refused, Err(ToolError::Denied(ref e)) if e.contains("cron_min_interval")),
+            "{schedule}: {refused:?}"
+        );
+    }
+    let admin = ToolContext { admin: true, user_id: "root".into(), ..ann.clone() };
+    assert!(call(&tool, &admin, json!({"action": "create", "schedule": "every 1m", "prompt": "ping"})).await.is_ok());
+    // A one-shot delay is not recurring; every 10 minutes is slow enough.
+    assert!(call(&tool, &ann, json!({"action": "create", "schedule": "1m", "prompt": "tea"})).await.is_ok());
+    let slow = call(&tool, &ann, json!({"action": "create", "schedule": "every 10m", "prompt": "x"})).await.unwrap();
+    let third = call(&tool, &ann, json!({"action": "create", "schedule": "every 1h", "prompt": "y"})).await;
+    assert!(matches!(third, Err(ToolError::Denied(ref e)) if e.contains("cron_jobs_per_user")), "{third:?}");
+    // Speeding a job up is held to the same minimum.
+    let faster = call(&tool, &ann, json!({"action": "update", "job_id": job_id(&slow), "schedule": "every 30s"})).await;
+    assert!(matches!(faster, Err(ToolError::Denied(_))), "{faster:?}");
 }
