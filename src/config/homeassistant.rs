@@ -11,7 +11,7 @@ pub const DEFAULT_SENSITIVE_DOMAINS: [&str; 4] = ["lock", "alarm_control_panel",
 /// Domains whose services may run with no entity target without asking: lights, switches, fans,
 /// media players, helpers, timers and notifications. A call of any other domain that resolves to
 /// no entity asks first (it may act on everything).
-pub const DEFAULT_HARMLESS_DOMAINS: [&str; 16] = [
+const DEFAULT_HARMLESS_DOMAINS: [&str; 16] = [
     "light",
     "switch",
     "fan",
