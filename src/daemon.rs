@@ -330,6 +330,8 @@ impl Daemon {
             let app = crate::http::router(state, &config.http);
             let settings = crate::http::ServeSettings {
                 header_read_timeout: config.http.header_read_timeout.get(),
+                idle_timeout: config.http.idle_timeout.get(),
+                body_timeout: config.http.body_timeout.get(),
                 max_connections: config.http.max_connections,
             };
             tasks.spawn(crate::http::serve(listener, app, settings, http_cancel.clone()));

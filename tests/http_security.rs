@@ -1,8 +1,9 @@
 //! The HTTP server against what a web page (or a slow client) can do, on the real in-process
 //! daemon: foreign Origins refused and preflights answered only for allowed ones, rebinding Host
 //! names refused while the API has no key, JSON required on POSTs, the per-client rate limit,
-//! the header read timeout and the connection cap — while signed webhook routes keep working
-//! with any Host.
+//! the header read timeout and the connection cap, idle and slow connections of every kind
+//! (silent, HTTP/2 preface or handshake only, idle keep-alive, trickled body) freeing their slot,
+//! and authentication before the body — while signed webhook routes keep working with any Host.
 
 mod support;
 
@@ -239,5 +240,142 @@ async fn slow_headers_are_cut_off_and_connections_are_capped() {
     let mut answer = Vec::new();
     tokio::time::timeout(Duration::from_secs(5), waiting.read_to_end(&mut answer)).await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+    d.daemon.stop().await;
+}
+
+/// The HTTP/2 connection preface a client sends before anything else.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An empty HTTP/2 SETTINGS frame: with the preface, a finished handshake.
+const H2_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+
+/// Config with two connection slots and 2 s bounds on headers, idle connections and bodies.
+fn tight_config(llm: &FakeLlm, extra: &str) -> String {
+    config_for(llm, extra).replace(
+        "[http]\n",
+        "[http]\nheader_read_timeout = \"2s\"\nidle_timeout = \"2s\"\nbody_timeout = \"2s\"\nmax_connections = 2\n",
+    )
+}
+
+/// One raw request on a fresh connection; the status line of the answer, or what went wrong.
+async fn raw_request(addr: &str, request: &[u8], within: Duration) -> Result<String, String> {
+    let exchange = async {
+        let mut tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        tcp.write_all(request).await.map_err(|e| e.to_string())?;
+        let mut answer = vec![0u8; 512];
+        let n = tcp.read(&mut answer).await.map_err(|e| e.to_string())?;
+        Ok(String::from_utf8_lossy(&answer[..n]).lines().next().unwrap_or_default().to_owned())
+    };
+    tokio::time::timeout(within, exchange).await.map_err(|_| format!("no answer within {within:?}"))?
+}
+
+/// Open a connection that then does what `kind` says and nothing more.
+async fn idle_socket(addr: &str, kind: &str) -> TcpStream {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    match kind {
+        "silent" => {}
+        "h2 preface" => tcp.write_all(H2_PREFACE).await.unwrap(),
+        "h2 handshake" => {
+            tcp.write_all(H2_PREFACE).await.unwrap();
+            tcp.write_all(H2_SETTINGS).await.unwrap();
+        }
+        "keep-alive" => {
+            tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
+            let mut answer = vec![0u8; 512];
+            let n = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut answer)).await.unwrap().unwrap();
+            assert!(answer[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer[..n]));
+        }
+        "trickled body" => {
+            let head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer k-1\r\n\
+                        Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{";
+            tcp.write_all(head.as_bytes()).await.unwrap();
+        }
+        other => unreachable!("{other}"),
+    }
+    tcp
+}
+
+/// What the server sent before it closed `tcp` (end of stream or a reset), if it did within
+/// `within`; a trickling client meanwhile sends a byte every 300 ms.
+async fn closed_by_server(tcp: TcpStream, within: Duration, trickle: bool) -> Option<String> {
+    let (mut read, mut write) = tcp.into_split();
+    let trickler = tokio::spawn(async move {
+        if trickle {
+            loop {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                if write.write_all(b" ").await.is_err() {
+                    break;
+                }
+            }
+        }
+        // Holding the write half keeps the client's side open while it trickles nothing.
+        std::future::pending::<()>().await;
+    });
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(within, read.read_to_end(&mut rest)).await.is_ok();
+    trickler.abort();
+    closed.then(|| String::from_utf8_lossy(&rest).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_connections_cannot_pin_the_server() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &tight_config(&llm, ""), &[("API_SERVER_KEY", "k-1")]).await;
+    let addr = d.base.trim_start_matches("http://").to_owned();
+    let header_timeout = Duration::from_secs(2);
+    let health = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
+    for kind in ["silent", "h2 preface", "h2 handshake", "keep-alive", "trickled body"] {
+        let opened = Instant::now();
+        let sockets = [idle_socket(&addr, kind).await, idle_socket(&addr, kind).await];
+        // Both slots are held now; health is answered once the server frees one.
+        let status = raw_request(&addr, health, header_timeout + Duration::from_secs(2)).await;
+        assert_eq!(status.as_deref(), Ok("HTTP/1.1 200 OK"), "{kind}: /healthz after {:?}", opened.elapsed());
+        for tcp in sockets {
+            let left = (header_timeout + Duration::from_secs(5)).saturating_sub(opened.elapsed());
+            let trickled = kind == "trickled body";
+            let sent = closed_by_server(tcp, left, trickled).await;
+            let sent = sent.unwrap_or_else(|| panic!("{kind}: the socket stayed open"));
+            assert!(!trickled || sent.starts_with("HTTP/1.1 400"), "{kind}: the body deadline answers 400: {sent}");
+        }
+    }
+
+    // A real HTTP/2 client that made one request and then stays idle.
+    let clients: Vec<reqwest::Client> =
+        (0..2).map(|_| reqwest::Client::builder().http2_prior_knowledge().build().unwrap()).collect();
+    for h2 in &clients {
+        let response = h2.get(format!("{}/healthz", d.base)).send().await.unwrap();
+        assert_eq!(response.version(), reqwest::Version::HTTP_2);
+        assert_eq!(response.status(), 200);
+    }
+    let status = raw_request(&addr, health, header_timeout + Duration::from_secs(2)).await;
+    assert_eq!(status.as_deref(), Ok("HTTP/1.1 200 OK"), "idle HTTP/2 clients held every slot");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_requests_are_refused_before_their_body_is_read() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let routes = "[[webhooks]]\nroute = \"gh\"\nsecret_env = \"GH_SECRET\"\nprompt = \"x\"\ndeliver = \"local\"\n";
+    let env = [("API_SERVER_KEY", "k-1"), ("GH_SECRET", "s3cret-hook")];
+    let d = start_daemon(home.path(), &tight_config(&llm, routes), &env).await;
+    let addr = d.base.trim_start_matches("http://").to_owned();
+    // Headers announce a body that never comes: a handler that read it first would hang until
+    // the body deadline and answer 400; refused on its headers, it answers 401 at once.
+    for (path, auth) in [
+        ("/v1/chat/completions", "Authorization: Bearer wrong\r\n"),
+        ("/v1/chat/completions", ""),
+        ("/admin/send", "Authorization: Bearer wrong\r\n"),
+        ("/webhooks/gh", ""),
+    ] {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\n\
+             Content-Length: 1000\r\n\r\n"
+        );
+        let status = raw_request(&addr, request.as_bytes(), Duration::from_secs(10)).await;
+        assert_eq!(status.as_deref(), Ok("HTTP/1.1 401 Unauthorized"), "{path} {auth:?}");
+    }
+    assert_eq!(llm.count(), 0);
     d.daemon.stop().await;
 }

@@ -21,9 +21,14 @@ pub(super) fn check_http(config: &Config, problems: &mut Vec<String>) {
             ));
         }
     }
-    let timeout = http.header_read_timeout.get();
-    if timeout.as_secs() < 1 || timeout.as_secs() > 600 {
-        problems.push("http.header_read_timeout: must be between 1s and 10m".into());
+    for (key, timeout) in [
+        ("header_read_timeout", http.header_read_timeout),
+        ("idle_timeout", http.idle_timeout),
+        ("body_timeout", http.body_timeout),
+    ] {
+        if !(1..=600).contains(&timeout.get().as_secs()) {
+            problems.push(format!("http.{key}: must be between 1s and 10m"));
+        }
     }
     if http.max_connections == 0 || http.max_connections > 65_536 {
         problems.push("http.max_connections: must be between 1 and 65536".into());
@@ -137,11 +142,12 @@ mod tests {
     fn bad_http_keys_are_listed() {
         let c = config(
             "[http]\nallowed_hosts = [\"https://x.example\", \"\"]\nallowed_origins = [\"*\"]\n\
-             header_read_timeout = \"0s\"\nmax_connections = 0\n[retention]\nidempotency = \"5s\"\n",
+             header_read_timeout = \"0s\"\nidle_timeout = \"11m\"\nbody_timeout = \"0s\"\nmax_connections = 0\n\
+             [retention]\nidempotency = \"5s\"\n",
         );
         let mut problems = Vec::new();
         check_http(&c, &mut problems);
-        assert_eq!(problems.len(), 6, "{problems:#?}");
+        assert_eq!(problems.len(), 8, "{problems:#?}");
         let mut ok = Vec::new();
         check_http(&config("[http]\nallowed_hosts = [\"hermes.example.com:443\"]\n"), &mut ok);
         assert!(ok.is_empty(), "{ok:?}");

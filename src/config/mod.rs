@@ -99,8 +99,13 @@ pub struct HttpConfig {
     /// Browser origins (`scheme://host[:port]`) allowed on `/v1/*` and `/admin/*`; any other
     /// `Origin` is refused with 403 and gets no CORS preflight.
     pub allowed_origins: Vec<String>,
-    /// How long a client may take to send a request's headers before the connection is closed.
+    /// Time to send a request's headers, and the longest a connection waits for its first
+    /// request (or, HTTP/1.1 keep-alive, its next); then it is closed.
     pub header_read_timeout: HumanDuration,
+    /// How long a connection with no request in progress stays open after serving one.
+    pub idle_timeout: HumanDuration,
+    /// Time to send a request's whole body, from its headers (400 and a closed connection after).
+    pub body_timeout: HumanDuration,
     /// Connections served at once; further ones wait in the listen backlog.
     pub max_connections: usize,
     /// Requests per minute to `/v1/*` per API key (per client address without a key); 0: off.
@@ -116,6 +121,8 @@ impl Default for HttpConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             header_read_timeout: HumanDuration::secs(10),
+            idle_timeout: HumanDuration::secs(60),
+            body_timeout: HumanDuration::secs(30),
             max_connections: 512,
             rate_limit_per_minute: 600,
         }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{FromRequest, Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
@@ -28,16 +28,15 @@ fn answer(status: StatusCode, body: serde_json::Value) -> Response {
     (status, Json(body)).into_response()
 }
 
-pub(super) async fn send(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Json<SendRequest>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let authorised = if state.api_key.is_some() { super::api::authorized(&state, &headers) } else { state.loopback };
+pub(super) async fn send(State(state): State<AppState>, request: Request) -> Response {
+    let authorised =
+        if state.api_key.is_some() { super::api::authorized(&state, request.headers()) } else { state.loopback };
     if !authorised {
         return answer(StatusCode::UNAUTHORIZED, json!({ "error": "missing or wrong bearer key" }));
     }
-    let Json(request) = match body {
+    // Read only once authorised, so an unauthorised client cannot hold the handler with a slow
+    // body.
+    let Json(request) = match Json::<SendRequest>::from_request(request, &state).await {
         Ok(body) => body,
         Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e.body_text() })),
     };

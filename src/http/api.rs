@@ -11,8 +11,7 @@ use futures_util::StreamExt;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -112,11 +111,8 @@ pub(super) async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such route")
 }
 
-pub(super) async fn chat_completions(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+pub(super) async fn chat_completions(State(state): State<AppState>, request: Request) -> Response {
+    let headers = request.headers().clone();
     if !authorized(&state, &headers) {
         return error(
             StatusCode::UNAUTHORIZED,
@@ -125,7 +121,9 @@ pub(super) async fn chat_completions(
             "invalid or missing API key",
         );
     }
-    let body = match body {
+    // The body is read only now: a client without the key cannot hold the handler by sending
+    // it slowly.
+    let body = match Bytes::from_request(request, &state).await {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             return error(

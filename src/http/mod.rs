@@ -5,6 +5,7 @@
 mod admin;
 mod api;
 mod api_media;
+mod bounds;
 #[cfg(feature = "failpoints")]
 mod failpoints;
 mod files;

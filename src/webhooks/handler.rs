@@ -1,6 +1,6 @@
-//! `POST /webhooks/{route}`: unknown route 404, body over the route's cap 413, bad or missing
-//! signature 401, over the route's rate 429, malformed JSON 400, an event type the route does
-//! not want 200 `ignored`. Otherwise the rendered prompt is stored and deduplicated by delivery
+//! `POST /webhooks/{route}`: unknown route 404, no signature header 401 (before the body is
+//! read), body over the route's cap 413, bad signature 401, over the route's rate 429,
+//! malformed JSON 400, an event type the route does not want 200 `ignored`. Otherwise the rendered prompt is stored and deduplicated by delivery
 //! id through the ingress, like any platform event, and only then answered 202 (a repeat: 200
 //! `duplicate`). The reply goes to the route's delivery target, from the turn runner.
 
@@ -9,9 +9,8 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hermesd_platform::{Accepted, ChatRef, ChatType, InboundEvent, InboundMessage, Ingress, Sender};
 use serde_json::{Value, json};
@@ -38,16 +37,19 @@ fn answer(status: StatusCode, body: Value) -> Response {
 }
 
 /// Handle one delivery.
-pub async fn receive(
-    State(state): State<WebhookState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+pub async fn receive(State(state): State<WebhookState>, Path(name): Path<String>, request: Request) -> Response {
     let Some(route) = state.routes.get(&name).cloned() else {
         return answer(StatusCode::NOT_FOUND, json!({ "error": "unknown webhook route" }));
     };
-    let body = match body {
+    let headers = request.headers().clone();
+    let lookup = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    // The signature covers the body, but a request without one is refused before its body is
+    // read: an anonymous client cannot hold the handler by sending it slowly.
+    let Some(scheme) = scheme_of(&lookup) else {
+        tracing::info!(route = %name, "webhook without a signature refused");
+        return answer(StatusCode::UNAUTHORIZED, json!({ "error": "missing signature" }));
+    };
+    let body = match Bytes::from_request(request, &()).await {
         Ok(body) => body,
         Err(rejection) => return answer(rejection.status(), json!({ "error": rejection.body_text() })),
     };
@@ -57,11 +59,6 @@ pub async fn receive(
             json!({ "error": format!("body over {} bytes", route.config.max_body_bytes) }),
         );
     }
-    let lookup = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let Some(scheme) = scheme_of(&lookup) else {
-        tracing::info!(route = %name, "webhook without a signature refused");
-        return answer(StatusCode::UNAUTHORIZED, json!({ "error": "missing signature" }));
-    };
     let now_unix = now_ms() / 1000;
     if let Err(e) = signature::verify(scheme, route.secret.expose().as_bytes(), &lookup, &body, now_unix) {
         tracing::info!(route = %name, error = %e, "webhook signature refused");
