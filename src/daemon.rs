@@ -41,6 +41,8 @@ use crate::systemd;
 use crate::webhooks::handler::WebhookState;
 use crate::webhooks::route::WebhookRoutes;
 
+mod standby;
+
 /// How long pending deliveries may run after turns have drained.
 const DELIVERY_GRACE: Duration = Duration::from_secs(5);
 
@@ -56,6 +58,12 @@ pub struct DaemonOptions {
     /// The `hermesd` binary that runs stdio MCP servers' shim (default: this executable; tests
     /// running the daemon in-process point it at the built binary).
     pub mcp_shim: Option<std::path::PathBuf>,
+    /// Hold the home's lease (`hermesd run`): while another daemon holds it, stand by until it
+    /// lapses or this token fires (then start ends with `StartError::Stopped`).
+    pub lease: Option<CancellationToken>,
+    /// Run only `extra_platforms` (`hermesd chat` with no daemon running): no configured adapter,
+    /// API, cron or crash recovery, so their work stays for the daemon that owns it.
+    pub extra_only: bool,
 }
 
 /// Why the daemon could not start, by exit code.
@@ -70,6 +78,9 @@ pub enum StartError {
     /// Anything else; a restart may help (exit 75).
     #[error(transparent)]
     Other(#[from] anyhow::Error),
+    /// Stopped (a signal) while standing by for another daemon's lease (exit 0).
+    #[error("stopped while standing by")]
+    Stopped,
 }
 
 impl StartError {
@@ -77,6 +88,7 @@ impl StartError {
     pub fn exit_code(&self) -> u8 {
         match self {
             StartError::Config(_) | StartError::Schema(StoreError::SchemaTooNew { .. }) => 78,
+            StartError::Stopped => 0,
             _ => 75,
         }
     }
@@ -121,12 +133,26 @@ impl Daemon {
                 })?;
         let sqlite = store.clone();
         let store: Arc<dyn Store> = Arc::new(store);
+        let holding = match &options.lease {
+            Some(cancel) => Some(
+                standby::hold(&sqlite, &paths.home, &config.http, options.systemd, cancel)
+                    .await?
+                    .ok_or(StartError::Stopped)?,
+            ),
+            None => None,
+        };
+        if let Some(holding) = &holding {
+            tracing::debug!(token = holding.token, "holding the home");
+        }
         let metrics = Arc::new(Metrics::default());
         sqlite.count_into(metrics.clone());
 
-        let (mut platforms, hass_tools) = build_all(&config, &env, &paths)?;
+        let (mut platforms, hass_tools) = match options.extra_only {
+            true => (PlatformRegistry::default(), None),
+            false => build_all(&config, &env, &paths)?,
+        };
         let usage_board = Arc::new(crate::usage::UsageBoard::default());
-        let api = config.platforms.api.enabled.then(|| {
+        let api = (config.platforms.api.enabled && !options.extra_only).then(|| {
             let api =
                 ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home));
             Arc::new(api.with_usage(usage_board.clone()))
@@ -273,9 +299,12 @@ impl Daemon {
         };
         let addr = listener.as_ref().map(|l| l.local_addr()).transpose().context("local address")?;
 
-        let recovery = recover(&store, &outbox, &router, &config.recovery, &metrics)
-            .await
-            .map_err(|e| anyhow::anyhow!("recovery: {e}"))?;
+        let recovery = match options.extra_only {
+            true => RecoveryReport::default(),
+            false => recover(&store, &outbox, &router, &config.recovery, &metrics)
+                .await
+                .map_err(|e| anyhow::anyhow!("recovery: {e}"))?,
+        };
 
         let tasks = TaskTracker::new();
         let platform_cancel = shutdown.child_token();
@@ -290,7 +319,7 @@ impl Daemon {
             });
         }
         ready.platforms_started.store(true, Ordering::SeqCst);
-        if config.cron.enabled && !options.no_http {
+        if config.cron.enabled && !options.no_http && !options.extra_only {
             let scheduler = Scheduler::new(store.clone(), ingress.clone(), &paths.home, config.cron.tick.get());
             tasks.spawn(scheduler.run(platform_cancel.clone()));
         }
@@ -368,6 +397,8 @@ impl Daemon {
             tasks.close();
             tasks.wait().await;
             sqlite.close().await;
+            // Released only now: a standby takes over once nothing of this daemon runs.
+            drop(holding);
             tracing::info!("hermesd stopped");
         });
         Ok(Self { addr, metrics, recovery, started_in: started.elapsed(), mcp, shutdown, done })

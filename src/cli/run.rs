@@ -1,4 +1,5 @@
-//! `hermesd run` (the daemon, with signals) and `hermesd chat` (the terminal channel).
+//! `hermesd run` (the daemon, with signals; a standby while another daemon holds the home) and
+//! `hermesd chat` (the terminal channel alone, beside a running daemon or without one).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -19,24 +20,17 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
         tracing::warn!("{warning}");
     }
     crate::sandbox::harden_daemon();
-    let options = DaemonOptions { systemd: true, ..Default::default() };
-    let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
-        Ok(daemon) => daemon,
-        Err(e) => {
-            eprintln!("hermesd: {e}");
-            return ExitCode::from(e.exit_code());
-        }
-    };
-    let shutdown = daemon.shutdown_token();
+    // Signals first: a daemon standing by for another's lease stops on them too.
+    let stop = tokio_util::sync::CancellationToken::new();
     let (mut term, mut int, mut hup) =
         match (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup())) {
             (Ok(t), Ok(i), Ok(h)) => (t, i, h),
             _ => {
                 eprintln!("hermesd: cannot install signal handlers");
-                daemon.stop().await;
                 return ExitCode::from(super::EXIT_TEMPFAIL);
             }
         };
+    let stopping = stop.clone();
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -47,6 +41,20 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
                 }
             }
         }
+        stopping.cancel();
+    });
+    let options = DaemonOptions { systemd: true, lease: Some(stop.clone()), ..Default::default() };
+    let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
+        Ok(daemon) => daemon,
+        Err(crate::daemon::StartError::Stopped) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hermesd: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let shutdown = daemon.shutdown_token();
+    tokio::spawn(async move {
+        stop.cancelled().await;
         shutdown.cancel();
     });
     daemon.wait().await;
@@ -56,8 +64,14 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
 pub(super) async fn chat(loaded: Loaded, user: &str) -> ExitCode {
     crate::sandbox::harden_daemon();
     let terminal = TerminalPlatform::new(user);
-    let options =
-        DaemonOptions { no_http: true, extra_platforms: vec![terminal.clone() as Arc<_>], ..Default::default() };
+    // Only the terminal channel: the configured adapters, cron and crash recovery of their work
+    // belong to the daemon (`hermesd run`), running or not.
+    let options = DaemonOptions {
+        no_http: true,
+        extra_platforms: vec![terminal.clone() as Arc<_>],
+        extra_only: true,
+        ..Default::default()
+    };
     let daemon = match Daemon::start(loaded.config, loaded.paths, loaded.env, options).await {
         Ok(daemon) => daemon,
         Err(e) => {

@@ -7,6 +7,7 @@
 mod cron;
 pub mod health;
 mod idempotency;
+mod lease;
 mod lifecycle;
 mod people;
 mod preview;
@@ -463,6 +464,7 @@ pub trait AccessStore: Send + Sync {
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use health::HealthStore;
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
+pub use lease::{LeaseInfo, LeaseStore};
 pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
 pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
@@ -525,6 +527,7 @@ pub trait Store:
     + PersonStore
     + LifecycleStore
     + HealthStore
+    + LeaseStore
 {
 }
 
@@ -544,5 +547,6 @@ impl<T> Store for T where
         + PersonStore
         + LifecycleStore
         + HealthStore
+        + LeaseStore
 {
 }

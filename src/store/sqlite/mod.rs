@@ -16,6 +16,7 @@ mod idempotency;
 mod idle;
 mod inbound;
 mod lane;
+mod lease;
 mod lifecycle;
 mod outbox;
 mod people;
@@ -65,6 +66,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (15, "delivery_receipts", include_str!("../../../migrations/0015_delivery_receipts.sql")),
     (19, "fts_pending", include_str!("../../../migrations/0019_fts_pending.sql")),
     (20, "quarantined_messages", include_str!("../../../migrations/0020_quarantined_messages.sql")),
+    (21, "leases", include_str!("../../../migrations/0021_leases.sql")),
 ];
 
 /// The SQLite store.
