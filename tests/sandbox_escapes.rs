@@ -159,6 +159,20 @@ async fn a_temp_dir_or_workdir_swapped_for_a_symlink_grants_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_turns_temp_dir_is_unreadable() {
+    let f = Fixture::new().await;
+    let tool = f.tool(landlock());
+    let other = f.home.join("workspace/users/telegram/42");
+    let other_tmp = hermesd::sandbox::private_tmp(&other);
+    std::fs::create_dir_all(&other_tmp).unwrap();
+    std::fs::write(other_tmp.join("scratch"), MEMORY).unwrap();
+    let out =
+        f.run(&tool, &format!("cat {}/scratch; touch \"$TMPDIR/mine\" && echo own-tmp-ok", other_tmp.display())).await;
+    let _ = std::fs::remove_dir_all(&other_tmp);
+    assert!(out.contains("own-tmp-ok") && f.harm(&out).is_empty(), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rename_race_on_the_workdir_grants_nothing() {
     hermesd::sandbox::harden_daemon();
     let f = Fixture::new().await;

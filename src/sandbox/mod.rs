@@ -65,7 +65,7 @@ pub use crate::config::SandboxMode;
 use crate::config::{SecretTrail, TerminalConfig};
 pub use beneath::{BeneathError, Workdir};
 pub use helper::{SandboxExecArgs, exec_main};
-pub use policy::{LAUNCHER_CACHES, PRIVATE_TMP, Policy, private_tmp};
+pub use policy::{LAUNCHER_CACHES, PRIVATE_TMP, Policy, private_tmp, private_tmp_root};
 
 /// The hidden subcommand the helper runs as.
 pub const HELPER_SUBCOMMAND: &str = "sandbox-exec";

@@ -39,9 +39,9 @@ pub struct Policy {
 
 impl Policy {
     /// The tools' policy: read everything but the data dir, `/dev` (except the harmless devices
-    /// the helper always grants), `$CREDENTIALS_DIRECTORY` and the operator's `$HOME` (but for
-    /// the launchers' caches in it); write only `workdir` and a private temp dir outside it, where
-    /// commands cannot swap it for a symlink; network on.
+    /// the helper always grants), `$CREDENTIALS_DIRECTORY`, the operator's `$HOME` (but for the
+    /// launchers' caches in it) and the other workdirs' temp dirs; write only `workdir` and its
+    /// private temp dir outside it, where commands cannot swap it for a symlink; network on.
     pub fn for_workdir(workdir: &Path, data_dir: &Path) -> Self {
         Self::for_workdir_in(workdir, data_dir, &|name| std::env::var_os(name))
     }
@@ -58,14 +58,11 @@ impl Policy {
             read.extend(LAUNCHER_CACHES.iter().map(|cache| home.join(cache)));
             deny_read.push(home);
         }
-        Self {
-            read,
-            deny_read,
-            workdir: Some(workdir.to_path_buf()),
-            write: Vec::new(),
-            tmp: Some(private_tmp(workdir)),
-            network: true,
+        let tmp = private_tmp(workdir);
+        if let Some(others) = tmp.parent() {
+            deny_read.push(others.to_path_buf());
         }
+        Self { read, deny_read, workdir: Some(workdir.to_path_buf()), write: Vec::new(), tmp: Some(tmp), network: true }
     }
 
     /// This policy with `path` also unreadable.
@@ -116,8 +113,9 @@ impl Policy {
 
     /// Refuse a policy that would undo itself, comparing paths as given (`resolve` resolved
     /// them): a writable tree that contains a denied one (Landlock adds rights up, so the write
-    /// grant would expose the denied tree), or a writable tree other than the workdir inside a
-    /// denied one (it would open a piece of it).
+    /// grant would expose the denied tree), or a writable tree inside a denied one (it would open
+    /// a piece of it) — but for the turn's workdir, and for the private temp dir when it is one
+    /// `private_tmp` made (its folder is denied so no turn reads another's).
     pub fn check(&self) -> Result<(), SandboxError> {
         for write in self.writable() {
             for deny in &self.deny_read {
@@ -129,7 +127,9 @@ impl Policy {
                         deny.display()
                     )));
                 }
-                if write.starts_with(deny) && Some(write) != self.workdir.as_ref() {
+                let own =
+                    Some(write) == self.workdir.as_ref() || (Some(write) == self.tmp.as_ref() && is_private_tmp(write));
+                if write.starts_with(deny) && !own {
                     return Err(SandboxError::Policy(format!(
                         "the writable {} lies inside {}, which must stay unreadable",
                         write.display(),
@@ -170,8 +170,23 @@ pub fn private_tmp(workdir: &Path) -> PathBuf {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(workdir.as_os_str().as_encoded_bytes());
     let name: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
-    let uid = rustix::process::geteuid().as_raw();
-    std::env::temp_dir().join(format!("hermesd-tmp-{uid}")).join(name)
+    private_tmp_root().join(name)
+}
+
+/// Where every private temp dir of this user lies (denied to every sandboxed child but for its
+/// own temp dir).
+pub fn private_tmp_root() -> PathBuf {
+    std::env::temp_dir().join(private_tmp_folder())
+}
+
+/// The name of the folder of this user's private temp dirs.
+fn private_tmp_folder() -> String {
+    format!("hermesd-tmp-{}", rustix::process::geteuid().as_raw())
+}
+
+/// Whether `path` lies directly in a folder of private temp dirs (`private_tmp`).
+fn is_private_tmp(path: &Path) -> bool {
+    path.parent().and_then(Path::file_name).is_some_and(|name| name == private_tmp_folder().as_str())
 }
 
 /// The workdir with its parent resolved; its last component must be a folder, not a symlink.
@@ -206,6 +221,7 @@ mod tests {
         assert!(policy.write.is_empty());
         let tmp = policy.tmp.clone().unwrap();
         assert!(!tmp.starts_with("/srv/h") && tmp.starts_with(std::env::temp_dir()), "{}", tmp.display());
+        assert!(policy.deny_read.contains(&tmp.parent().unwrap().to_path_buf()), "other turns' temp dirs");
         policy.check().unwrap();
         let args: Vec<String> =
             policy.with_network(false).to_args().iter().map(|a| a.to_string_lossy().into_owned()).collect();

@@ -105,7 +105,8 @@ impl StdioPlan {
             write.extend(LAUNCHER_CACHES.iter().map(|c| Path::new(&user_home).join(c)));
         }
         write.extend(config.write_paths.iter().cloned());
-        let mut deny_read = vec![home.to_path_buf()];
+        // The terminal's temp dirs hold what people's commands left there.
+        let mut deny_read = vec![home.to_path_buf(), crate::sandbox::private_tmp_root()];
         if let Some(credentials) = daemon_env("CREDENTIALS_DIRECTORY") {
             deny_read.push(PathBuf::from(credentials));
         }
@@ -297,7 +298,7 @@ mod tests {
         let keys: Vec<&str> = plan.env.keys().map(String::as_str).collect();
         assert_eq!(keys, ["HOME", "PATH", "TMPDIR", "TZ"]);
         assert!(plan.confinement.enabled);
-        assert_eq!(plan.confinement.deny_read, [PathBuf::from("/data")]);
+        assert_eq!(plan.confinement.deny_read, [PathBuf::from("/data"), crate::sandbox::private_tmp_root()]);
         assert!(plan.confinement.write.contains(&PathBuf::from("/srv/out")));
         assert!(plan.confinement.write.contains(&PathBuf::from("/home/u/.cache")));
         assert_eq!(plan.cwd, PathBuf::from("/work"));
