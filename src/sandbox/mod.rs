@@ -14,7 +14,8 @@
 //! - Symlinks and renames: `Sandbox::command` resolves every path once (`Policy::resolve`) and
 //!   the helper opens each one component at a time with `O_NOFOLLOW` (`rules.rs`), so a symlink
 //!   swapped in afterwards fails the open instead of moving a grant; no writable tree but the
-//!   turn's workdir may lie inside a denied one.
+//!   turn's workdir and its own temp dir may lie inside a denied one (the folder of every turn's
+//!   temp dir is denied, so no turn reads another's).
 //! - The terminal: the helper's `setsid` leaves the child without a controlling terminal, and
 //!   `/dev/tty`, `/dev/ptmx` and `/dev/pts` are not granted, so no TIOCSTI into the operator's
 //!   shell.
