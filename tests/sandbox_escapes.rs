@@ -289,4 +289,7 @@ async fn secrets_read_from_files_are_denied_to_commands() {
     let tool = f.tool(landlock().with_secrets(env.trail()));
     let out = f.run(&tool, &format!("cat {}/app-token; ls {}", secrets.display(), secrets.display())).await;
     assert!(out.starts_with("exit code:") && f.harm(&out).is_empty(), "{out}");
+    // The operator's home is unreadable to commands: `~` is the turn's folder.
+    let out = f.run(&tool, "echo \"home=$HOME\"").await;
+    assert!(out.contains(&format!("home={}", f.ctx.workdir.display())), "{out}");
 }

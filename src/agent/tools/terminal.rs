@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use super::files::{ensure_workdir, normalise, parse_args};
 use super::{Approval, Tool, ToolContext, ToolError, ToolSpec};
 use crate::config::{SecretTrail, TerminalConfig};
-use crate::sandbox::{Policy, Sandbox};
+use crate::sandbox::{Policy, Sandbox, SandboxMode};
 #[cfg(test)]
 use danger::OUTSIDE_WRITE;
 pub use danger::dangerous_reason;
@@ -154,7 +154,13 @@ impl Tool for TerminalTool {
         }
         let shell =
             self.sandbox.command(&self.policy(ctx), "sh").map_err(|e| ToolError::Failed(format!("not run: {e}")))?;
-        let env = scrub_env(std::env::vars_os(), self.sandbox.secrets());
+        let mut env = scrub_env(std::env::vars_os(), self.sandbox.secrets());
+        if self.sandbox.mode() == SandboxMode::Landlock {
+            // The operator's home is unreadable to a confined command, so `~` is the turn's
+            // folder: git and friends read their `~/.gitconfig` there instead of failing on it.
+            env.retain(|(name, _)| name != "HOME");
+            env.push(("HOME".into(), ctx.workdir.clone().into_os_string()));
+        }
         run(ctx, shell, command, &dir, env, Duration::from_secs(secs)).await
     }
 }
