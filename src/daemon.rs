@@ -201,7 +201,8 @@ impl Daemon {
         }
         let fetcher = tools::web_fetch::WebFetchTool::new(AddressPolicy::new(config.tools.web_allow_private))
             .context("build web_fetch client")?;
-        let sandbox = Arc::new(crate::sandbox::Sandbox::start(&config.tools.terminal));
+        // Every file a secret came from (now or later) is denied to commands.
+        let sandbox = Arc::new(crate::sandbox::Sandbox::start(&config.tools.terminal).with_secrets(env.trail()));
         let extras = tools::ExtraTools {
             cron: config.cron.clone(),
             limits: config.limits.clone(),

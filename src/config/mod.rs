@@ -36,7 +36,7 @@ pub use platforms::{
     ApiPlatformConfig, DiscordConfig, EmailConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig,
     WhatsAppConfig,
 };
-pub use secrets::{Env, EnvSource, ProcessEnv, Secret};
+pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail};
 pub use signal::{DEFAULT_SIGNAL_URL, SignalConfig};
 pub use terminal::{SandboxMode, TerminalConfig};
 pub use web_search::{

@@ -2,11 +2,14 @@
 //! systemd credentials (`$CREDENTIALS_DIRECTORY/NAME`).
 //!
 //! Secret values are wrapped in `Secret`, whose `Debug` and `Display` never show the value, so a
-//! secret cannot reach a log line by accident. Nothing here reads the config file.
+//! secret cannot reach a log line by accident. Every name asked for and every file read is kept
+//! in a `SecretTrail`, so the tools' sandbox can deny those files and scrub those variables.
+//! Nothing here reads the config file.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::redact::Redaction;
 
@@ -61,13 +64,54 @@ impl fmt::Display for Secret {
     }
 }
 
+/// Where the daemon's secrets came from: the names it asked for (set or not, since a name the
+/// config gives is a secret's name either way) and the files it read them from. Shared: clones
+/// see what is recorded later, so secrets read after start-up count too.
+#[derive(Debug, Clone, Default)]
+pub struct SecretTrail(Arc<Mutex<Trail>>);
+
+#[derive(Debug, Default)]
+struct Trail {
+    names: BTreeSet<String>,
+    files: BTreeSet<PathBuf>,
+}
+
+impl SecretTrail {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Trail> {
+        // A panic while holding the lock cannot leave the sets half-updated (single inserts).
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn record_name(&self, name: &str) {
+        self.lock().names.insert(name.to_owned());
+    }
+
+    fn record_file(&self, path: &Path) {
+        self.lock().files.insert(path.to_path_buf());
+    }
+
+    /// Whether `name` is a secret's variable or its `_FILE` twin.
+    pub fn names_secret(&self, name: &str) -> bool {
+        let trail = self.lock();
+        trail.names.contains(name) || name.strip_suffix("_FILE").is_some_and(|stem| trail.names.contains(stem))
+    }
+
+    /// Every file a secret (or the `.env` holding some) was read from, and the credentials
+    /// directory when one was named.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.lock().files.iter().cloned().collect()
+    }
+}
+
 /// The layered environment hermesd reads secrets and allowlists from: the process environment
 /// first, then `$HERMESD_HOME/.env`. Every secret value it hands out is recorded in its
-/// `Redaction`, so the daemon masks it in tool output, chats and logs.
+/// `Redaction`, so the daemon masks it in tool output, chats and logs; where it came from is
+/// recorded in its `SecretTrail`.
 pub struct Env {
     process: Box<dyn EnvSource>,
     dotenv: HashMap<String, String>,
     redaction: Redaction,
+    trail: SecretTrail,
 }
 
 impl Env {
@@ -79,12 +123,19 @@ impl Env {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
             Err(e) => return Err(format!("read {}: {e}", path.display())),
         };
-        Ok(Self { process, dotenv, redaction: Redaction::default() })
+        let trail = SecretTrail::default();
+        trail.record_file(&path);
+        Ok(Self { process, dotenv, redaction: Redaction::default(), trail })
     }
 
     /// An environment made of `vars` only (tests).
     pub fn from_map(vars: HashMap<String, String>) -> Self {
-        Self { process: Box::new(vars), dotenv: HashMap::new(), redaction: Redaction::default() }
+        Self {
+            process: Box::new(vars),
+            dotenv: HashMap::new(),
+            redaction: Redaction::default(),
+            trail: SecretTrail::default(),
+        }
     }
 
     /// Record secrets in `redaction` (shared with the log writer) instead of a redaction of
@@ -97,6 +148,11 @@ impl Env {
     /// The redaction holding every secret read so far (and every one read later).
     pub fn redaction(&self) -> Redaction {
         self.redaction.clone()
+    }
+
+    /// Where every secret read so far (and every one read later) came from.
+    pub fn trail(&self) -> SecretTrail {
+        self.trail.clone()
     }
 
     /// A plain (non-secret) variable such as an allowlist.
@@ -115,13 +171,17 @@ impl Env {
     }
 
     fn find_secret(&self, name: &str) -> Result<Option<Secret>, String> {
+        self.trail.record_name(name);
         if let Some(value) = self.var(name) {
             return Ok(Some(Secret::new(value.trim())));
         }
         if let Some(path) = self.var(&format!("{name}_FILE")) {
+            self.trail.record_file(Path::new(&path));
             return read_secret_file(Path::new(&path), name).map(Some);
         }
         if let Some(dir) = self.var("CREDENTIALS_DIRECTORY") {
+            // The whole directory: it holds the other credentials too.
+            self.trail.record_file(Path::new(&dir));
             let path = Path::new(&dir).join(name);
             if path.exists() {
                 return read_secret_file(&path, name).map(Some);
@@ -198,6 +258,15 @@ mod tests {
         assert_eq!(format!("{token:?} {token}"), "[redacted] [redacted]");
         assert!(env.secret("MISSING").is_err());
         assert!(env.secret("NOPE").unwrap().is_none());
+        let trail = env.trail();
+        for name in ["TOKEN", "TOKEN_FILE", "NOPE", "NOPE_FILE", "FROM_DOTENV"] {
+            assert!(trail.names_secret(name), "{name}");
+        }
+        assert!(!trail.names_secret("PATH") && !trail.names_secret("FILE"));
+        let files = trail.files();
+        for file in [file, dir.path().join(".env"), PathBuf::from("/nonexistent/x")] {
+            assert!(files.contains(&file), "{} not in {files:?}", file.display());
+        }
     }
 
     #[test]

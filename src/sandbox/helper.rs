@@ -1,6 +1,8 @@
 //! `hermesd sandbox-exec`: the helper the daemon re-executes for every sandboxed child. It
-//! restricts itself with Landlock, then execs the program in place, so every process the program
-//! starts inherits the restriction. It must never exec the program when the restriction failed.
+//! starts a new session (no controlling terminal, and a process group of its own the daemon can
+//! kill), restricts itself with Landlock, then execs the program in place, so every process the
+//! program starts inherits the restriction. It must never exec the program when the session or
+//! the restriction failed.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -23,6 +25,9 @@ pub struct SandboxExecArgs {
     /// A tree the program must not read, carved out of the readable ones (repeatable).
     #[arg(long = "deny-read", value_name = "DIR")]
     deny_read: Vec<PathBuf>,
+    /// The turn's workdir (readable and writable; may lie inside a denied tree).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
     /// A tree the program may read and write (repeatable).
     #[arg(long = "write", value_name = "DIR")]
     write: Vec<PathBuf>,
@@ -42,6 +47,7 @@ impl SandboxExecArgs {
         Policy {
             read: self.read.clone(),
             deny_read: self.deny_read.clone(),
+            workdir: self.workdir.clone(),
             write: self.write.clone(),
             tmp: self.tmp.clone(),
             network: !self.no_network,
@@ -51,6 +57,13 @@ impl SandboxExecArgs {
 
 /// Restrict this process and exec the program; returns only on failure.
 pub fn exec_main(args: SandboxExecArgs) -> ExitCode {
+    // Before anything else: a new session drops the controlling terminal, so neither `/dev/tty`
+    // nor TIOCSTI reaches the daemon's terminal. It fails only for a process group leader, which
+    // the daemon never spawns this helper as.
+    if let Err(e) = rustix::process::setsid() {
+        eprintln!("hermesd sandbox-exec: start a new session: {e}; not run");
+        return ExitCode::from(EXIT_SANDBOX);
+    }
     let policy = args.policy();
     if let Err(e) = policy.check() {
         eprintln!("hermesd sandbox-exec: {e}; not run");

@@ -1,14 +1,24 @@
 //! The tools' sandbox. Commands run through a re-executed `hermesd sandbox-exec` helper that
-//! restricts itself with Landlock and then execs the real program, so the restriction covers the
-//! whole command tree; file tools open paths beneath a workdir handle (`beneath.rs`). It must
-//! never run a child unrestricted when a restriction was asked for: where Landlock is missing the
-//! caller gets `SandboxError::Unavailable`, never a silent downgrade.
+//! starts a new session, restricts itself with Landlock and then execs the real program, so the
+//! restriction covers the whole command tree; file tools open paths beneath a workdir handle
+//! (`beneath.rs`). It must never run a child unrestricted when a restriction was asked for: where
+//! Landlock is missing the caller gets `SandboxError::Unavailable`, never a silent downgrade.
 //!
 //! What the restriction rests on (Linux Landlock, negotiated best effort up to ABI 7):
 //! - Filesystem: reads only under `Policy::read` minus `Policy::deny_read` (the data dir, `/dev`
-//!   but for a few harmless devices, `$CREDENTIALS_DIRECTORY`), granted as the siblings along the
-//!   path down to each denied tree, never an ancestor of it; writes only under `Policy::write`
-//!   (the workdir) and its private temp dir. Root gets no exception: Landlock applies to root.
+//!   but for a few harmless devices and no terminal, `$CREDENTIALS_DIRECTORY`, the operator's
+//!   `$HOME` but for the launchers' caches, the files secrets were read from), granted as the
+//!   siblings along the path down to each denied tree, never an ancestor of it; writes only
+//!   under the workdir and its private temp dir (`private_dir.rs`: outside every write grant, so
+//!   no command can swap it for a symlink). Root gets no exception: Landlock applies to root.
+//! - Symlinks and renames: `Sandbox::command` resolves every path once (`Policy::resolve`) and
+//!   the helper opens each one component at a time with `O_NOFOLLOW` (`rules.rs`), so a symlink
+//!   swapped in afterwards fails the open instead of moving a grant; no writable tree but the
+//!   turn's workdir and its own temp dir may lie inside a denied one (the folder of every turn's
+//!   temp dir is denied, so no turn reads another's).
+//! - The terminal: the helper's `setsid` leaves the child without a controlling terminal, and
+//!   `/dev/tty`, `/dev/ptmx` and `/dev/pts` are not granted, so no TIOCSTI into the operator's
+//!   shell.
 //! - The daemon's own process, three layers, measured as root on Linux 6.18 (Landlock ABI 7):
 //!   Landlock's ptrace restriction denies a sandboxed process `/proc/<daemon>/mem`, `cwd`, `fd/*`
 //!   and ptrace itself, but on that kernel it let `/proc/<daemon>/environ` and `maps` open. So
@@ -36,7 +46,8 @@
 //! let child = tokio::process::Command::from(cmd).kill_on_drop(true).spawn()?;
 //! ```
 //! Arguments, environment, working directory and stdio set on the returned `Command` reach the
-//! program unchanged (the helper execs it in place).
+//! program unchanged (the helper execs it in place). Do not put it in a process group: the
+//! helper's `setsid` makes it lead one, and a group leader cannot start a session.
 
 pub mod beneath;
 mod caps;
@@ -44,15 +55,18 @@ mod helper;
 mod policy;
 mod rules;
 
+mod private_dir;
+
 use std::ffi::OsStr;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
 
 pub use crate::config::SandboxMode;
-use crate::config::TerminalConfig;
+use crate::config::{SecretTrail, TerminalConfig};
 pub use beneath::{BeneathError, Workdir};
 pub use helper::{SandboxExecArgs, exec_main};
-pub use policy::{PRIVATE_TMP, Policy};
+pub use policy::{LAUNCHER_CACHES, PRIVATE_TMP, Policy, private_tmp, private_tmp_root};
 
 /// The hidden subcommand the helper runs as.
 pub const HELPER_SUBCOMMAND: &str = "sandbox-exec";
@@ -99,6 +113,7 @@ pub struct Sandbox {
     mode: SandboxMode,
     helper: Option<PathBuf>,
     support: Support,
+    secrets: SecretTrail,
 }
 
 impl Sandbox {
@@ -108,7 +123,19 @@ impl Sandbox {
             SandboxMode::Landlock => rules::probe(),
             SandboxMode::None => Support::Unavailable("disabled by tools.terminal.sandbox = \"none\"".into()),
         };
-        Self { mode, helper, support }
+        Self { mode, helper, support, secrets: SecretTrail::default() }
+    }
+
+    /// This sandbox denying every file the daemon read a secret from (`NAME_FILE`, the
+    /// credentials directory, `.env`), as recorded in `secrets` now and later.
+    pub fn with_secrets(mut self, secrets: SecretTrail) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// Where the daemon's secrets came from: their variables must not reach a child either.
+    pub fn secrets(&self) -> &SecretTrail {
+        &self.secrets
     }
 
     /// The sandbox `[tools.terminal]` asks for, reported in the log: at INFO when it works, as
@@ -165,21 +192,26 @@ impl Sandbox {
         }
     }
 
-    /// A `Command` that runs `program` under `policy`: the helper with the policy's arguments,
-    /// then `-- program`. Add arguments, environment, cwd and stdio to it as to any command.
-    /// In `none` mode it is `program` itself.
+    /// A `Command` that runs `program` under `policy`: the helper with the policy's arguments
+    /// (every path resolved once, here, plus the secret files denied), then `-- program`. Add
+    /// arguments, environment, cwd and stdio to it as to any command. The child leads a process
+    /// group of its own (the helper's new session; in `none` mode, `program` itself in a new
+    /// group), so the caller can kill everything it starts.
     pub fn command(&self, policy: &Policy, program: impl AsRef<OsStr>) -> Result<Command, SandboxError> {
         if self.mode == SandboxMode::None {
-            return Ok(Command::new(program));
+            let mut command = Command::new(program);
+            command.process_group(0);
+            return Ok(command);
         }
         if let Some(problem) = self.problem() {
             return Err(SandboxError::Unavailable(problem));
         }
-        policy.check()?;
+        let mut policy = policy.clone();
+        policy.deny_read.extend(self.secrets.files());
         if let Some(tmp) = &policy.tmp {
-            std::fs::create_dir_all(tmp)
-                .map_err(|e| SandboxError::Policy(format!("create the private temp dir {}: {e}", tmp.display())))?;
+            private_dir::create(tmp)?;
         }
+        let policy = policy.resolve()?;
         let helper = match &self.helper {
             Some(helper) => helper.clone(),
             None => std::env::current_exe().map_err(|e| SandboxError::Helper(format!("find this executable: {e}")))?,
@@ -196,7 +228,7 @@ impl Sandbox {
 /// process group when the daemon goes). Irreversible; the caller must not run the child when it
 /// fails.
 pub fn confine_current_process(policy: &Policy) -> Result<(), SandboxError> {
-    policy.check()?;
+    let policy = &policy.resolve()?;
     caps::drop_capabilities().map_err(|e| SandboxError::Helper(format!("drop capabilities: {e}")))?;
     rules::restrict(policy)?;
     Ok(())
@@ -223,6 +255,7 @@ mod tests {
             mode: SandboxMode::Landlock,
             helper: None,
             support: Support::Unavailable("this kernel has no Landlock".into()),
+            secrets: SecretTrail::default(),
         };
         let problem = sandbox.problem().expect("a problem is reported");
         assert!(problem.contains("no Landlock") && problem.contains("sandbox = \"none\""), "{problem}");
@@ -246,16 +279,20 @@ mod tests {
     fn landlock_wraps_the_program_in_the_helper() {
         let dir = tempfile::tempdir().unwrap();
         let (home, work) = (dir.path().join("home"), dir.path().join("home/workspace"));
+        std::fs::create_dir_all(&work).unwrap();
         let sandbox = Sandbox {
             mode: SandboxMode::Landlock,
             helper: Some(PathBuf::from("/usr/bin/hermesd")),
             support: Support::Available { abi: 7, enforced: String::new(), partial: false },
+            secrets: SecretTrail::default(),
         };
         let command = sandbox.command(&Policy::for_workdir(&work, &home), "sh").unwrap();
         assert_eq!(command.get_program(), "/usr/bin/hermesd");
         let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(args.first().map(String::as_str), Some(HELPER_SUBCOMMAND));
         assert_eq!(&args[args.len() - 2..], ["--", "sh"]);
-        assert!(work.join(PRIVATE_TMP).is_dir(), "the private temp dir is made before the spawn");
+        assert!(args.windows(2).any(|w| w[0] == "--workdir" && w[1].ends_with("home/workspace")), "{args:?}");
+        let tmp = private_tmp(&work);
+        assert!(tmp.is_dir() && !tmp.starts_with(&home), "the private temp dir is made, outside the workdir");
     }
 }

@@ -1,24 +1,28 @@
 //! Turning a `Policy` into a Landlock ruleset on the calling thread, and probing what the
 //! kernel enforces. Runs in the `sandbox-exec` helper right before `exec`; it must never grant an
-//! ancestor of a denied path, nor follow a symlink while granting siblings.
+//! ancestor of a denied path, nor follow a symlink anywhere in a path it grants: every path is
+//! opened one component at a time with `O_NOFOLLOW`, so a symlink swapped in after the daemon
+//! resolved the policy fails the open instead of redirecting the grant.
 
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, PathBeneath, PathFd, RestrictionStatus, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, PathBeneath, RestrictionStatus, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use super::policy::real;
+use rustix::fs::{FileType, Mode, OFlags};
+
 use super::{Policy, SandboxError, Support};
 
 /// The newest Landlock ABI this code was tested against (the crate negotiates down from it,
 /// best effort, on older kernels).
 const TARGET_ABI: ABI = ABI::V7;
 
-/// Device files every child may read and write (and ioctl, e.g. a terminal's size).
-const DEVICES: &[&str] =
-    &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"];
+/// Device files every child may read and write. No terminal (`/dev/tty`, `/dev/ptmx`,
+/// `/dev/pts`): a command could type into the operator's shell through it (TIOCSTI).
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// Sibling grants are capped so a huge directory on the way to a denied path cannot stall a spawn.
 const MAX_RULES: usize = 20_000;
@@ -31,26 +35,40 @@ fn ruleset(network: bool) -> Result<RulesetCreated, SandboxError> {
     Ok(ruleset.scope(Scope::from_all(TARGET_ABI))?.create()?)
 }
 
-/// Restrict the calling thread (and everything it execs) to `policy`. Fails rather than
-/// returning when the kernel enforces nothing.
+/// Restrict the calling thread (and everything it execs) to `policy`, whose paths the daemon
+/// resolved (`Policy::resolve`). Fails rather than returning when the kernel enforces nothing,
+/// or when a writable tree cannot be opened without following a symlink.
 pub(super) fn restrict(policy: &Policy) -> Result<RestrictionStatus, SandboxError> {
     let mut ruleset = ruleset(policy.network)?;
     let read = AccessFs::from_read(TARGET_ABI);
     let all = AccessFs::from_all(TARGET_ABI);
-    let deny: Vec<PathBuf> = policy.deny_read.iter().map(|p| real(p)).collect();
     let mut grants = Vec::new();
     for root in &policy.read {
-        grant_beneath(&real(root), &deny, &mut grants);
+        // A root inside a denied tree is an exception to that tree, not to those inside it.
+        let deny: Vec<PathBuf> =
+            policy.deny_read.iter().filter(|d| !(root.starts_with(d) && root != *d)).cloned().collect();
+        grant_beneath(root, &deny, &mut grants);
     }
     for path in grants {
-        ruleset = add(ruleset, &path, read)?;
+        // A read grant that vanished or turned into a symlink is skipped: nothing is granted.
+        if let Ok((fd, is_dir)) = open_no_follow(&path) {
+            ruleset = add(ruleset, fd, is_dir, read)?;
+        }
     }
-    for path in policy.write.iter().chain(&policy.tmp) {
-        ruleset = add(ruleset, path, all)?;
+    for path in policy.writable() {
+        let (fd, is_dir) = open_no_follow(path).map_err(|e| {
+            SandboxError::Policy(format!("open the writable {} without following symlinks: {e}", path.display()))
+        })?;
+        if !is_dir {
+            return Err(SandboxError::Policy(format!("the writable {} is not a folder", path.display())));
+        }
+        ruleset = add(ruleset, fd, true, all)?;
     }
     let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
     for path in DEVICES {
-        ruleset = add(ruleset, Path::new(path), device)?;
+        if let Ok((fd, is_dir)) = open_no_follow(Path::new(path)) {
+            ruleset = add(ruleset, fd, is_dir, device)?;
+        }
     }
     let status = ruleset.restrict_self()?;
     if status.ruleset == RulesetStatus::NotEnforced {
@@ -59,13 +77,39 @@ pub(super) fn restrict(policy: &Policy) -> Result<RestrictionStatus, SandboxErro
     Ok(status)
 }
 
-/// Grant `path` with `access`, narrowed to file rights for a non-directory; a path that
-/// vanished or cannot be opened is skipped (nothing is granted for it).
-fn add(ruleset: RulesetCreated, path: &Path, access: BitFlags<AccessFs>) -> Result<RulesetCreated, SandboxError> {
-    let Ok(fd) = PathFd::new(path) else { return Ok(ruleset) };
-    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+/// Grant the file or folder `fd` with `access`, narrowed to file rights for a non-directory.
+fn add(
+    ruleset: RulesetCreated,
+    fd: OwnedFd,
+    is_dir: bool,
+    access: BitFlags<AccessFs>,
+) -> Result<RulesetCreated, SandboxError> {
     let access = if is_dir { access } else { access & AccessFs::from_file(TARGET_ABI) };
     Ok(ruleset.add_rule(PathBeneath::new(fd, access))?)
+}
+
+/// Open the absolute `path` as an `O_PATH` handle one component at a time, each with
+/// `O_NOFOLLOW`: a symlink anywhere in it fails the open (an intermediate one is not a folder to
+/// walk on; a last one is refused by type). `..` is refused too. Returns the handle and whether it
+/// is a folder; only folders, regular files and character devices are handed to Landlock.
+pub(super) fn open_no_follow(path: &Path) -> std::io::Result<(OwnedFd, bool)> {
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut components = path.components();
+    if components.next() != Some(Component::RootDir) {
+        return Err(std::io::Error::other("not an absolute path"));
+    }
+    let mut fd = rustix::fs::open("/", flags | OFlags::DIRECTORY, Mode::empty())?;
+    for component in components {
+        let Component::Normal(name) = component else {
+            return Err(std::io::Error::other("`.` or `..` in a path to grant"));
+        };
+        fd = rustix::fs::openat(&fd, name, flags, Mode::empty())?;
+    }
+    match FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) {
+        FileType::Directory => Ok((fd, true)),
+        FileType::RegularFile | FileType::CharacterDevice => Ok((fd, false)),
+        other => Err(std::io::Error::other(format!("a {other:?}, not a folder or a file"))),
+    }
 }
 
 /// The trees to grant for reading `dir` minus `deny`: `dir` itself when no denied path is inside
@@ -151,7 +195,7 @@ mod tests {
     #[test]
     fn siblings_are_granted_instead_of_an_ancestor_of_a_denied_path() {
         let dir = tempfile::tempdir().unwrap();
-        let root = real(dir.path());
+        let root = std::fs::canonicalize(dir.path()).unwrap();
         for sub in ["home/.env-dir", "home/workspace", "other/deep", "home/sibling"] {
             std::fs::create_dir_all(root.join(sub)).unwrap();
         }
@@ -168,6 +212,21 @@ mod tests {
         let expected: Vec<PathBuf> =
             ["home/sibling", "home/state.db", "home/workspace", "other"].iter().map(|s| root.join(s)).collect();
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn no_symlink_is_followed_while_opening_a_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("real/sub")).unwrap();
+        std::fs::write(root.join("real/file"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        assert!(open_no_follow(&root.join("real/sub")).unwrap().1);
+        assert!(!open_no_follow(&root.join("real/file")).unwrap().1);
+        for bad in ["link", "link/sub", "real/../real", "missing"] {
+            assert!(open_no_follow(&root.join(bad)).is_err(), "{bad}");
+        }
+        assert!(open_no_follow(Path::new("relative")).is_err());
     }
 
     #[test]

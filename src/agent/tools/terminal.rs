@@ -8,7 +8,7 @@
 mod danger;
 
 use std::ffi::OsString;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -21,8 +21,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::files::{ensure_workdir, normalise, parse_args};
 use super::{Approval, Tool, ToolContext, ToolError, ToolSpec};
-use crate::config::TerminalConfig;
-use crate::sandbox::{Policy, Sandbox};
+use crate::config::{SecretTrail, TerminalConfig};
+use crate::sandbox::{Policy, Sandbox, SandboxMode};
 #[cfg(test)]
 use danger::OUTSIDE_WRITE;
 pub use danger::dangerous_reason;
@@ -37,7 +37,8 @@ const KEEP_HEAD: usize = 5_000;
 const KEEP_TAIL: usize = 5_000;
 /// How long to keep reading after the command ends, for output still in the pipes.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
-/// Variables never passed to a command, besides any matching `is_secret_var`'s patterns.
+/// Variables never passed to a command, besides any matching `is_secret_var`'s patterns: the
+/// daemon's credentials, and the paths to its data and credentials.
 const SECRET_VARS: &[&str] = &[
     "API_SERVER_KEY",
     "TELEGRAM_BOT_TOKEN",
@@ -45,6 +46,7 @@ const SECRET_VARS: &[&str] = &[
     "SLACK_BOT_TOKEN",
     "SLACK_APP_TOKEN",
     "SLACK_SIGNING_SECRET",
+    "CREDENTIALS_DIRECTORY",
 ];
 
 /// Runs shell commands in the sandbox.
@@ -152,7 +154,14 @@ impl Tool for TerminalTool {
         }
         let shell =
             self.sandbox.command(&self.policy(ctx), "sh").map_err(|e| ToolError::Failed(format!("not run: {e}")))?;
-        run(ctx, shell, command, &dir, Duration::from_secs(secs)).await
+        let mut env = scrub_env(std::env::vars_os(), self.sandbox.secrets());
+        if self.sandbox.mode() == SandboxMode::Landlock {
+            // The operator's home is unreadable to a confined command, so `~` is the turn's
+            // folder: git and friends read their `~/.gitconfig` there instead of failing on it.
+            env.retain(|(name, _)| name != "HOME");
+            env.push(("HOME".into(), ctx.workdir.clone().into_os_string()));
+        }
+        run(ctx, shell, command, &dir, env, Duration::from_secs(secs)).await
     }
 }
 
@@ -176,19 +185,30 @@ impl TerminalTool {
 }
 
 /// Whether a variable of this name must not reach a command: names ending in `_KEY`, `_TOKEN`,
-/// `_SECRET` or `_PASSWORD`, names containing `API_KEY` (any case), and the daemon's own
-/// credentials.
+/// `_SECRET` or `_PASSWORD`, names containing `API_KEY` (any case), the `_FILE` twin of any of
+/// them, the daemon's own credentials and `HERMESD_*` (its home and other paths).
 pub fn is_secret_var(name: &str) -> bool {
     let name = name.to_ascii_uppercase();
-    ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD"].iter().any(|s| name.ends_with(s))
-        || name.contains("API_KEY")
-        || SECRET_VARS.contains(&name.as_str())
+    let stem = name.strip_suffix("_FILE").unwrap_or(&name);
+    ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD"].iter().any(|s| stem.ends_with(s))
+        || stem.contains("API_KEY")
+        || SECRET_VARS.contains(&stem)
+        || name.starts_with("HERMESD_")
 }
 
-/// `vars` without the secret ones (see `is_secret_var`); a name that is not UTF-8 is judged by
-/// its lossy form.
-pub fn scrub_env(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
-    vars.into_iter().filter(|(name, _)| !is_secret_var(&name.to_string_lossy())).collect()
+/// `vars` without the secret ones: those `is_secret_var` names, and every secret the daemon
+/// asked `Env` for (whatever the config named it) with its `_FILE` twin. A name that is not
+/// UTF-8 is judged by its lossy form.
+pub fn scrub_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    secrets: &SecretTrail,
+) -> Vec<(OsString, OsString)> {
+    vars.into_iter()
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            !is_secret_var(&name) && !secrets.names_secret(&name)
+        })
+        .collect()
 }
 
 /// How the command ended.
@@ -198,12 +218,15 @@ enum End {
     Cancelled,
 }
 
-/// Run `command` with `shell` (`sh`, or the sandbox helper that execs it).
+/// Run `command` with `shell` (`sh`, or the sandbox helper that execs it) and only `env`. The
+/// shell leads its own process group (`Sandbox::command` sees to it), so a timeout kills the
+/// command's children too, not just `sh`.
 async fn run(
     ctx: &ToolContext,
     mut shell: std::process::Command,
     command: &str,
     dir: &Path,
+    env: Vec<(OsString, OsString)>,
     timeout: Duration,
 ) -> Result<String, ToolError> {
     shell
@@ -211,12 +234,10 @@ async fn run(
         .arg(command)
         .current_dir(dir)
         .env_clear()
-        .envs(scrub_env(std::env::vars_os()))
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group, so a timeout kills the command's children too, not just `sh`.
-        .process_group(0);
+        .stderr(Stdio::piped());
     let mut child = tokio::process::Command::from(shell)
         .kill_on_drop(true)
         .spawn()

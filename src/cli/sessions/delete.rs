@@ -1,8 +1,9 @@
 //! `hermesd sessions delete --user PLATFORM:ID`: erase one person — their sessions (messages,
 //! full-text rows, routes, inbound events, reply chunks, task lists), the cron jobs they made,
-//! their memory folder, their workdir folder and their direct conversations' media — and say
-//! what went. Safe while the daemon runs: the store part is one write transaction (WAL), the
-//! folders are the person's own. It never touches another person's or a shared chat's data.
+//! their memory folder, their workdir folder (and its private temp dir) and their direct
+//! conversations' media — and say what went. Safe while the daemon runs: the store part is one
+//! write transaction (WAL), the folders are the person's own. It never touches another person's
+//! or a shared chat's data.
 
 use std::path::{Path, PathBuf};
 
@@ -58,8 +59,10 @@ pub(crate) async fn erase(
     for session in &done.sessions {
         lines.push(format!("  session {} ({})", session.id, session.key));
     }
-    let mut folders: Vec<PathBuf> =
-        vec![person_dir(&home.join(MEMORY_DIR), platform, user), person_dir(workdir, platform, user)];
+    let own = person_dir(workdir, platform, user);
+    // The terminal's private temp dir of their folder lives outside it, in the system temp dir.
+    let tmp = crate::sandbox::private_tmp(&own);
+    let mut folders: Vec<PathBuf> = vec![person_dir(&home.join(MEMORY_DIR), platform, user), own, tmp];
     let media = home.join(MEDIA_DIR).join(sanitise(platform));
     folders.extend(done.sessions.iter().filter(|s| s.dm).map(|s| media.join(sanitise(&s.chat_id))));
     if platform != "api" {

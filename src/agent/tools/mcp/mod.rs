@@ -108,7 +108,7 @@ impl McpHub {
             let connector: Result<Arc<dyn McpConnector>, String> = match (&server.command, &server.url) {
                 (Some(_), _) => match &spawner {
                     Some(spawner) => {
-                        let plan = StdioPlan::new(
+                        let mut plan = StdioPlan::new(
                             name,
                             server,
                             &daemon_env,
@@ -116,6 +116,8 @@ impl McpHub {
                             &settings.workdir,
                             settings.shim_exe.clone(),
                         );
+                        // The files the daemon read its secrets from stay closed to servers too.
+                        plan.confinement.deny_read.extend(env.trail().files());
                         Ok(Arc::new(StdioConnector::new(plan, spawner.clone())))
                     }
                     None => Err("the spawner thread is not running".into()),

@@ -1,8 +1,8 @@
 //! `hermesd mcp-shim` (hidden): the process between the daemon and one stdio MCP server.
 //!
-//! It sets its own parent-death signal, re-checks that its parent is still the daemon, applies
-//! the sandbox, and runs the server inside its own process group (the daemon started the shim
-//! as that group's leader). When the daemon goes — a SIGTERM from the daemon, the parent-death
+//! It starts a new session (no controlling terminal; the shim leads the session's process
+//! group), sets its own parent-death signal, re-checks that its parent is still the daemon,
+//! applies the sandbox, and runs the server inside its process group. When the daemon goes — a SIGTERM from the daemon, the parent-death
 //! signal, or a changed parent pid — or the server exits, it kills the whole group, including
 //! grandchildren that launchers such as `uvx` and `npx` start. It never writes to stdout: that
 //! is the server's MCP channel.
@@ -64,6 +64,7 @@ fn confine(server: &str, confinement: &Confinement) -> Result<(), String> {
     let policy = crate::sandbox::Policy {
         read: vec![PathBuf::from("/")],
         deny_read,
+        workdir: None,
         write: confinement.write.iter().filter(|p| p.exists()).cloned().collect(),
         tmp: None,
         network: true,
@@ -75,6 +76,12 @@ fn confine(server: &str, confinement: &Confinement) -> Result<(), String> {
 
 /// Run the shim; returns the server's exit code (or 70 when it could not start).
 pub async fn run(args: ShimArgs) -> ExitCode {
+    // First: the server must not inherit the daemon's terminal (a TIOCSTI on it would type into
+    // the operator's shell), and the group the daemon kills is this session's.
+    if let Err(e) = rustix::process::setsid() {
+        eprintln!("mcp server {}: start a new session: {e}", args.server);
+        return ExitCode::from(EXIT_SHIM_FAILED);
+    }
     // The signal goes to this process when the daemon's spawning thread ends; set it first,
     // then check the parent, so a daemon that died in between is noticed too.
     if let Err(e) = rustix::process::set_parent_process_death_signal(Some(Signal::TERM)) {

@@ -1,7 +1,8 @@
 //! Starting stdio MCP servers so they never outlive the daemon, without `unsafe`.
 //!
-//! Each server runs under a re-executed `hermesd mcp-shim` (see `shim.rs`) that is the leader of
-//! its own process group and sets its own parent-death signal. A parent-death signal fires when
+//! Each server runs under a re-executed `hermesd mcp-shim` (see `shim.rs`) that starts a session
+//! of its own (so it leads its process group and has no controlling terminal) and sets its own
+//! parent-death signal. A parent-death signal fires when
 //! the *thread* that spawned the child exits, so every shim is spawned from one long-lived
 //! thread (`Spawner`). Each running group is recorded under `$HERMESD_HOME/mcp/run/` together
 //! with the daemon's pid; `reap_stale` kills the groups a previous daemon left when it died.
@@ -21,8 +22,7 @@ use crate::config::{McpSandbox, McpServerConfig};
 /// Variables of the daemon's environment that reach a stdio server besides its configured `env`.
 pub const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG"];
 
-/// Writable caches that package launchers (`uvx`, `npx`, `pip`) need, relative to `$HOME`.
-const LAUNCHER_CACHES: &[&str] = &[".cache", ".npm", ".local/share/uv", ".local/state"];
+use crate::sandbox::LAUNCHER_CACHES;
 
 type SpawnRequest = (Command, oneshot::Sender<io::Result<Child>>);
 
@@ -105,7 +105,8 @@ impl StdioPlan {
             write.extend(LAUNCHER_CACHES.iter().map(|c| Path::new(&user_home).join(c)));
         }
         write.extend(config.write_paths.iter().cloned());
-        let mut deny_read = vec![home.to_path_buf()];
+        // The terminal's temp dirs hold what people's commands left there.
+        let mut deny_read = vec![home.to_path_buf(), crate::sandbox::private_tmp_root()];
         if let Some(credentials) = daemon_env("CREDENTIALS_DIRECTORY") {
             deny_read.push(PathBuf::from(credentials));
         }
@@ -127,7 +128,8 @@ impl StdioPlan {
     }
 
     /// The shim command: `hermesd mcp-shim --server NAME --parent PID [...] -- COMMAND ARGS`,
-    /// in a new process group, stdin/stdout/stderr piped, with a clean environment.
+    /// stdin/stdout/stderr piped, with a clean environment. Not in a process group of its own:
+    /// the shim calls `setsid`, which a group leader cannot.
     pub fn command(&self) -> Command {
         let mut command = Command::new(&self.shim_exe);
         let mut args: Vec<OsString> = vec!["mcp-shim".into(), "--server".into(), self.server.clone().into()];
@@ -147,7 +149,6 @@ impl StdioPlan {
         command.args(args);
         command.env_clear().envs(&self.env).current_dir(&self.cwd);
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         command
     }
 }
@@ -251,10 +252,13 @@ fn group_alive(pgid: u32, leader_start: u64) -> bool {
     })
 }
 
-/// Ask group `pgid` to stop (SIGTERM), then kill it (SIGKILL) after `grace`.
+/// Ask group `pgid` to stop (SIGTERM), then kill it (SIGKILL) after `grace`. A shim that has
+/// not called `setsid` yet leads no group: it is sent the SIGTERM itself, which ends it before
+/// it starts the server.
 pub async fn stop_group(pgid: u32, grace: std::time::Duration) {
     let Some(pid) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else { return };
     if rustix::process::kill_process_group(pid, Signal::TERM).is_err() {
+        let _ = rustix::process::kill_process(pid, Signal::TERM);
         return;
     }
     let deadline = tokio::time::Instant::now() + grace;
@@ -294,7 +298,7 @@ mod tests {
         let keys: Vec<&str> = plan.env.keys().map(String::as_str).collect();
         assert_eq!(keys, ["HOME", "PATH", "TMPDIR", "TZ"]);
         assert!(plan.confinement.enabled);
-        assert_eq!(plan.confinement.deny_read, [PathBuf::from("/data")]);
+        assert_eq!(plan.confinement.deny_read, [PathBuf::from("/data"), crate::sandbox::private_tmp_root()]);
         assert!(plan.confinement.write.contains(&PathBuf::from("/srv/out")));
         assert!(plan.confinement.write.contains(&PathBuf::from("/home/u/.cache")));
         assert_eq!(plan.cwd, PathBuf::from("/work"));

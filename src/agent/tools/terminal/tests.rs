@@ -126,9 +126,27 @@ fn secret_variables_are_filtered() {
         assert!(!is_secret_var(name), "{name}");
     }
     let vars = [("PATH", "/bin"), ("OPENAI_API_KEY", "sk-x"), ("HOME", "/root"), ("GH_TOKEN", "t")];
-    let kept = scrub_env(vars.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
+    let kept = scrub_env(vars.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))), &Default::default());
     let kept: Vec<_> = kept.iter().map(|(k, _)| k.to_str().unwrap()).collect();
     assert_eq!(kept, ["PATH", "HOME"]);
+}
+
+#[test]
+fn secret_files_twins_daemon_paths_and_config_named_secrets_are_filtered() {
+    for name in ["TELEGRAM_BOT_TOKEN_FILE", "OPENAI_API_KEY_FILE", "HERMESD_HOME", "CREDENTIALS_DIRECTORY"] {
+        assert!(is_secret_var(name), "{name}");
+    }
+    assert!(!is_secret_var("PROFILE_FILE"), "a _FILE variable of no secret stays");
+    // A name only the config calls a secret (an `api_key_env`), once the daemon asked for it.
+    let env = crate::config::Env::from_map(std::collections::HashMap::from([(
+        "MY_LLM_CREDENTIAL".to_owned(),
+        "v".to_owned(),
+    )]));
+    env.secret("MY_LLM_CREDENTIAL").unwrap();
+    let vars = [("PATH", "/bin"), ("MY_LLM_CREDENTIAL", "v"), ("MY_LLM_CREDENTIAL_FILE", "/run/x"), ("LANG", "C")];
+    let kept = scrub_env(vars.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))), &env.trail());
+    let kept: Vec<_> = kept.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+    assert_eq!(kept, ["PATH", "LANG"]);
 }
 
 #[tokio::test]
@@ -243,7 +261,7 @@ async fn a_turns_folder_is_writable_and_the_rest_of_the_workdir_unreadable() {
     let ctx = ToolContext { workdir: own.clone(), ..context(&dir, Arc::new(Nobody)).await };
     let tool = TerminalTool::new(DEFAULT_APPROVAL_TIMEOUT, Arc::new(Sandbox::disabled())).beneath_root(&root);
     let policy = tool.policy(&ctx);
-    assert_eq!(policy.write, std::slice::from_ref(&own));
+    assert_eq!(policy.workdir.as_ref(), Some(&own));
     assert!(policy.deny_read.contains(&root), "{policy:?}");
     policy.check().unwrap();
     let at_root = ToolContext { workdir: root.clone(), ..ctx.clone() };
