@@ -329,7 +329,7 @@ impl Daemon {
         tasks.spawn(crate::store::search::index_in_background(store.clone(), platform_cancel.clone()));
         tasks.spawn(crate::retention::run(
             store.clone(),
-            crate::retention::Folders::under(&paths.home),
+            crate::retention::Folders::under(&paths.home).with_tool_tmp(crate::sandbox::private_tmp_root()),
             config.retention.clone(),
             metrics.clone(),
             platform_cancel.clone(),

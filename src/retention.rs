@@ -59,12 +59,20 @@ pub struct Folders {
     pub media: PathBuf,
     /// `$HERMESD_HOME/cron/output`.
     pub cron_output: PathBuf,
+    /// The tools' private temp dirs (outside the home, where commands cannot replace them),
+    /// kept as long as media.
+    pub tool_tmp: Option<PathBuf>,
 }
 
 impl Folders {
     /// The folders under `home`.
     pub fn under(home: &Path) -> Self {
-        Self { media: home.join("media"), cron_output: home.join("cron").join("output") }
+        Self { media: home.join("media"), cron_output: home.join("cron").join("output"), tool_tmp: None }
+    }
+
+    /// The same, with the tools' temp dirs under `tmp`.
+    pub fn with_tool_tmp(self, tmp: PathBuf) -> Self {
+        Self { tool_tmp: Some(tmp), ..self }
     }
 }
 
@@ -134,6 +142,9 @@ pub async fn round(
     pruned.usage_rows = batches("daily usage", cancel, |limit| store.prune_usage(&usage_before, limit)).await;
     let media_before = SystemTime::now().checked_sub(config.media.get());
     pruned.media_files = remove_old_files(&folders.media, media_before, cancel).await;
+    if let Some(tmp) = &folders.tool_tmp {
+        pruned.media_files += remove_old_files(tmp, media_before, cancel).await;
+    }
     let output_before = SystemTime::now().checked_sub(config.cron_output.get());
     pruned.cron_output_files = remove_old_files(&folders.cron_output, output_before, cancel).await;
     if pruned.inbound + pruned.outbound + pruned.archived_messages > 0

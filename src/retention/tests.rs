@@ -20,8 +20,13 @@ fn set_dir_age(path: &Path, age: Duration) {
 async fn a_round_removes_old_files_and_keeps_young_ones() {
     let home = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
-    let folders = Folders::under(home.path());
+    let folders = Folders::under(home.path()).with_tool_tmp(home.path().join("tmp"));
     let day = Duration::from_secs(24 * 3600);
+    // The tools' temp dirs live outside the home; their old files go with media's age.
+    let old_tmp = home.path().join("tmp").join("0a1b2c").join("build.log");
+    let young_tmp = home.path().join("tmp").join("0a1b2c").join("notes.txt");
+    touch(&old_tmp, 31 * day);
+    touch(&young_tmp, day);
     let old_media = folders.media.join("telegram").join("chat1").join("1_old.jpg");
     let young_media = folders.media.join("telegram").join("chat2").join("2_new.jpg");
     let old_output = folders.cron_output.join("job1").join("run-old.md");
@@ -35,8 +40,9 @@ async fn a_round_removes_old_files_and_keeps_young_ones() {
     let config = RetentionConfig::default();
     let cancel = CancellationToken::new();
     let pruned = round(&store, &folders, &config, chrono::Utc::now().timestamp_millis(), &cancel).await;
-    assert_eq!((pruned.media_files, pruned.cron_output_files), (1, 1), "{pruned:?}");
+    assert_eq!((pruned.media_files, pruned.cron_output_files), (2, 1), "{pruned:?}");
     assert!(!old_media.exists() && young_media.exists());
+    assert!(!old_tmp.exists() && young_tmp.exists());
     assert!(!old_output.exists() && young_output.exists());
     assert!(!folders.media.join("telegram").join("chat1").exists(), "an emptied, stale folder goes");
     assert!(folders.media.exists(), "the top folder stays");

@@ -81,7 +81,7 @@ impl SqliteStore {
             }
             Ok(moved)
         });
-        match self.lane.write(&self.writer, op).await {
+        match self.lane.write(&self.writer, op, false).await {
             Ok(moved) => {
                 for row in moved.into_iter().map(|at| &damaged[at]) {
                     tracing::warn!(

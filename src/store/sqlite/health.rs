@@ -107,7 +107,17 @@ impl SqliteStore {
         op: impl Fn(&rusqlite::Connection) -> rusqlite::Result<T> + Send + Sync + 'static,
     ) -> StoreResult<T> {
         let op: std::sync::Arc<LaneOp<T>> = std::sync::Arc::new(op);
-        self.write(|| self.lane.write(&self.writer, op.clone())).await
+        self.write(|| self.lane.write(&self.writer, op.clone(), false)).await
+    }
+
+    /// `write_lane` for what must outlive a power cut (an accepted event, a send receipt): its
+    /// batch commits with `synchronous = FULL`.
+    pub(super) async fn write_lane_durable<T: Send + 'static>(
+        &self,
+        op: impl Fn(&rusqlite::Connection) -> rusqlite::Result<T> + Send + Sync + 'static,
+    ) -> StoreResult<T> {
+        let op: std::sync::Arc<LaneOp<T>> = std::sync::Arc::new(op);
+        self.write(|| self.lane.write(&self.writer, op.clone(), true)).await
     }
 
     /// `write_lane` without the health record (writes off the durable path), retried the same.
@@ -116,7 +126,7 @@ impl SqliteStore {
         op: impl Fn(&rusqlite::Connection) -> rusqlite::Result<T> + Send + Sync + 'static,
     ) -> StoreResult<T> {
         let op: std::sync::Arc<LaneOp<T>> = std::sync::Arc::new(op);
-        retry_write(None, || self.lane.write(&self.writer, op.clone())).await
+        retry_write(None, || self.lane.write(&self.writer, op.clone(), false)).await
     }
 
     /// Test builds: `store.max_page_count=value(N)` caps the writer connection's database size

@@ -70,7 +70,7 @@ impl InboundStore for SqliteStore {
     async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome> {
         let payload = to_json(event);
         let (platform, event_id) = (event.platform().to_owned(), event.event_id().to_owned());
-        self.write_lane(move |conn| {
+        self.write_lane_durable(move |conn| {
             let changed = conn
                 .prepare_cached(
                     "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?1, ?2, ?3, ?4) \

@@ -66,6 +66,8 @@ pub(super) struct Lane {
     batches: AtomicU64,
     /// Written since the last checkpoint.
     dirty: AtomicBool,
+    /// The connection's `synchronous` is FULL now (else NORMAL, as opened).
+    sync_full: AtomicBool,
     /// The page cap a test armed (`store.max_page_count`; 0: none), applied on open too.
     #[cfg(feature = "failpoints")]
     page_limit: std::sync::atomic::AtomicU64,
@@ -82,6 +84,7 @@ impl Lane {
             #[cfg(test)]
             batches: AtomicU64::new(0),
             dirty: AtomicBool::new(false),
+            sync_full: AtomicBool::new(false),
             #[cfg(feature = "failpoints")]
             page_limit: Default::default(),
         }
@@ -89,13 +92,21 @@ impl Lane {
 
     /// Run the write `op` in the next batch and return its result once that batch committed:
     /// queued first, then either committed by the task holding the writer slot (`writer`) at
-    /// the time, or by this task when the slot comes to it first.
-    pub(super) async fn write<T: Send + 'static>(&self, writer: &Conns, op: Arc<LaneOp<T>>) -> Result<T, sqlx::Error> {
+    /// the time, or by this task when the slot comes to it first. A `durable` write (an accepted
+    /// event, a send receipt) commits in a batch synced to disk (`synchronous = FULL`), so it
+    /// outlives a power cut, not only a crash of the process.
+    pub(super) async fn write<T: Send + 'static>(
+        &self,
+        writer: &Conns,
+        op: Arc<LaneOp<T>>,
+        durable: bool,
+    ) -> Result<T, sqlx::Error> {
         let (reply, mut done) = oneshot::channel();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.queue.lock().unwrap_or_else(PoisonError::into_inner).push(Box::new(Pending {
             id,
             op,
+            durable,
             outcome: None,
             reply,
         }));
@@ -138,7 +149,10 @@ impl Lane {
             }
             if slot.is_none() {
                 match self.open() {
-                    Ok(conn) => *slot = Some(conn),
+                    Ok(conn) => {
+                        self.sync_full.store(false, Ordering::Relaxed);
+                        *slot = Some(conn);
+                    }
                     Err(error) => {
                         let failure = Failure::from(&error);
                         batch.into_iter().for_each(|job| job.finish(Some(&failure)));
@@ -147,6 +161,17 @@ impl Lane {
                 }
             }
             let conn = slot.as_mut().expect("opened above");
+            let full = batch.iter().any(|job| job.durable());
+            if full != self.sync_full.load(Ordering::Relaxed) {
+                // Set between transactions; a batch that cannot set it fails like any fault.
+                let mode = if full { "PRAGMA synchronous = FULL" } else { "PRAGMA synchronous = NORMAL" };
+                if let Err(error) = conn.execute_batch(mode) {
+                    let failure = Failure::from(&error);
+                    batch.into_iter().for_each(|job| job.finish(Some(&failure)));
+                    continue;
+                }
+                self.sync_full.store(full, Ordering::Relaxed);
+            }
             self.dirty.store(true, Ordering::Relaxed);
             #[cfg(test)]
             self.batches.fetch_add(1, Ordering::Relaxed);
@@ -227,6 +252,8 @@ const MAX_BATCH: usize = 64;
 /// A queued write, type-erased so writes of any result type share a batch.
 trait Job: Send {
     fn id(&self) -> u64;
+    /// Whether its batch must be synced to disk at commit.
+    fn durable(&self) -> bool;
     /// Run the write; its own failure is kept for `finish`.
     fn run(&mut self, conn: &Connection) -> Result<(), &rusqlite::Error>;
     /// Hand the outcome to the waiting task: `batch_failure` when the batch did not commit,
@@ -237,6 +264,7 @@ trait Job: Send {
 struct Pending<T> {
     id: u64,
     op: Arc<LaneOp<T>>,
+    durable: bool,
     outcome: Option<rusqlite::Result<T>>,
     reply: oneshot::Sender<Result<T, sqlx::Error>>,
 }
@@ -244,6 +272,10 @@ struct Pending<T> {
 impl<T: Send> Job for Pending<T> {
     fn id(&self) -> u64 {
         self.id
+    }
+
+    fn durable(&self) -> bool {
+        self.durable
     }
 
     fn run(&mut self, conn: &Connection) -> Result<(), &rusqlite::Error> {

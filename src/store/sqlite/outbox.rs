@@ -121,7 +121,7 @@ impl OutboxStore for SqliteStore {
 
     async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64) -> StoreResult<()> {
         let platform_message_id = platform_message_id.to_owned();
-        self.write_lane(move |conn| {
+        self.write_lane_durable(move |conn| {
             conn.prepare_cached(
                 "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?1, sent_at = ?2, \
                  attempts = attempts + 1 WHERE id = ?3",

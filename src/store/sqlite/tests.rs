@@ -520,7 +520,7 @@ async fn writes_queued_behind_the_writer_commit_together_and_fail_alone_or_all_t
         let mut waiting = Vec::new();
         for op in ops {
             let store = store.clone();
-            waiting.push(tokio::spawn(async move { store.lane.write(&store.writer, op).await }));
+            waiting.push(tokio::spawn(async move { store.lane.write(&store.writer, op, false).await }));
         }
         let n = waiting.len();
         while store.lane.counts().1 < n {
@@ -570,7 +570,7 @@ async fn writes_queued_behind_the_writer_commit_together_and_fail_alone_or_all_t
 
     // The lane works on after both; a write alone (no savepoint) fails alone too.
     store.write_lane(|c| c.execute("INSERT INTO lane_t (v) VALUES (500)", []).map(drop)).await.unwrap();
-    let duplicate = store.lane.write(&store.writer, insert(500)).await.expect_err("a duplicate");
+    let duplicate = store.lane.write(&store.writer, insert(500), false).await.expect_err("a duplicate");
     assert!(matches!(&duplicate, sqlx::Error::Database(db) if db.is_unique_violation()), "{duplicate}");
     store.write_lane(|c| c.execute("INSERT INTO lane_t (v) VALUES (1000)", []).map(drop)).await.unwrap();
     assert_eq!(rows(&store), (22, 1710));
@@ -610,4 +610,16 @@ async fn the_wal_goes_back_to_its_limit_after_a_burst() {
         }
         assert!(wal_len() <= super::WAL_SIZE_LIMIT, "round {round}: the WAL is still {} bytes", wal_len());
     }
+}
+
+/// Accepted events and send receipts commit synced to disk (`synchronous = FULL`, 2); the other
+/// writes of the lane keep NORMAL (1), switched back between batches.
+#[tokio::test]
+async fn durable_lane_writes_commit_with_synchronous_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let mode = |c: &rusqlite::Connection| c.query_row("PRAGMA synchronous", [], |row| row.get::<_, i64>(0));
+    assert_eq!(store.write_lane_durable(mode).await.unwrap(), 2);
+    assert_eq!(store.write_lane(mode).await.unwrap(), 1);
+    assert_eq!(store.write_lane_durable(mode).await.unwrap(), 2);
 }
