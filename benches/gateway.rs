@@ -50,6 +50,8 @@ mod daemon;
 mod fake_llm;
 #[path = "gateway/load.rs"]
 mod load;
+#[path = "support/profile.rs"]
+mod profile;
 #[path = "gateway/report.rs"]
 mod report;
 #[path = "gateway/scale.rs"]
@@ -111,6 +113,7 @@ fn main() {
     // `HERMESD_BENCH_SCALE=only|memory|chats` runs just the scale workloads (they take minutes),
     // `=search` just the million-message search, `=none` just the first table.
     let only = std::env::var("HERMESD_BENCH_SCALE").ok();
+    println!("hermesd gateway bench: binary built with the `{}` profile", profile::of(env!("CARGO_BIN_EXE_hermesd")));
     if only.is_none() || only.as_deref() == Some("none") {
         let report = runtime.block_on(run(&settings, &llm));
         report.print(&settings);

@@ -24,6 +24,8 @@ mod fake_llm;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_telegram/mod.rs"]
 mod fake_telegram;
+#[path = "support/profile.rs"]
+mod profile;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/soak/mod.rs"]
 mod soak;
@@ -32,6 +34,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let plan = soak::Plan::hour();
+    println!("hermesd soak: binary built with the `{}` profile", profile::of(env!("CARGO_BIN_EXE_hermesd")));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

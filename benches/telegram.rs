@@ -33,12 +33,14 @@
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_llm.rs"]
 mod fake_llm;
-#[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_telegram/mod.rs"]
 mod fake_telegram;
 #[allow(dead_code)]
 #[path = "support/procfs.rs"]
 mod procfs;
+#[allow(dead_code, unreachable_pub)]
+#[path = "support/profile.rs"]
+mod profile;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -404,7 +406,10 @@ fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
 fn print_report(outcomes: &[Outcome], quick: bool) -> bool {
     let mode = if quick { "quick" } else { "full" };
     println!();
-    println!("## hermesd Telegram bench ({mode}; fake Bot API, polling with poll_timeout 1s, instant echo LLM)");
+    println!(
+        "## hermesd Telegram bench ({mode}; fake Bot API, polling with poll_timeout 1s, instant echo LLM; `{}` profile)",
+        profile::of(BIN)
+    );
     println!();
     println!(
         "| variant | users × messages | total | seconds | replies/s (cap 30/s bot-wide) | lost | duplicated | \

@@ -80,7 +80,7 @@ async fn a_cron_job_made_from_a_chat_runs_with_at_most_that_chats_toolsets() {
     let create = json!({"action": "create", "schedule": "every 2s", "prompt": "check the plants", "deliver": "origin"});
     let llm = FakeLlm::builder().tool_calls(&[("cronjob", &create.to_string())]).reply("Scheduled.").start().await;
     // The chat's platform may only use memory (and make jobs); the `cron` platform may use all.
-    let extra = "[cron]\ntick = \"1s\"\n\n[tools.platforms]\nrec = [\"cron\", \"memory\"]\n";
+    let extra = "[cron]\ntick = \"1s\"\n\n[limits]\ncron_min_interval = \"1s\"\n\n[tools.platforms]\nrec = [\"cron\", \"memory\"]\n";
     let (d, platform, _home) = with_platform(&llm, extra, &[("REC_ALLOW_ALL_USERS", "true")]).await;
     platform.inject("e1", "ann", "check the plants every 2s").await;
     assert!(wait_for_text(&platform, "Scheduled.", 1).await, "{:?}", platform.texts());
