@@ -66,6 +66,28 @@ pub struct DaemonOptions {
     pub extra_only: bool,
 }
 
+/// `sandbox` with the commands' egress proxy started on the home's socket, when commands may use
+/// the network: then HTTP(S) through the proxy is their only way out. The proxy refuses
+/// loopback, private and link-local targets like web_fetch (never `tools.web_allow_private`: a
+/// command must not reach the LAN's or the host's services).
+fn with_egress_proxy(
+    sandbox: crate::sandbox::Sandbox,
+    terminal: &crate::config::TerminalConfig,
+    home: &std::path::Path,
+) -> crate::sandbox::Sandbox {
+    if sandbox.mode() == crate::sandbox::SandboxMode::None || terminal.deny_network {
+        return sandbox;
+    }
+    let socket = crate::sandbox::proxy::socket_path(home);
+    match crate::sandbox::EgressProxy::start(&socket, AddressPolicy::new(false)) {
+        Ok(proxy) => sandbox.with_proxy(proxy),
+        Err(e) => {
+            tracing::warn!(error = %e, socket = %socket.display(), "cannot start the commands' egress proxy; commands get no network");
+            sandbox
+        }
+    }
+}
+
 /// Why the daemon could not start, by exit code.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -202,7 +224,18 @@ impl Daemon {
         let fetcher = tools::web_fetch::WebFetchTool::new(AddressPolicy::new(config.tools.web_allow_private))
             .context("build web_fetch client")?;
         // Every file a secret came from (now or later) is denied to commands.
-        let sandbox = Arc::new(crate::sandbox::Sandbox::start(&config.tools.terminal).with_secrets(env.trail()));
+        let sandbox = crate::sandbox::Sandbox::start(&config.tools.terminal).with_secrets(env.trail());
+        let sandbox = Arc::new(with_egress_proxy(sandbox, &config.tools.terminal, &paths.home));
+        let serves_api = config.platforms.api.enabled && !options.no_http && !options.extra_only;
+        if let Some(why) = sandbox.reaches_loopback().filter(|_| serves_api)
+            && matches!(env.secret("API_SERVER_KEY"), Ok(None))
+        {
+            let problem = format!(
+                "terminal commands could reach the keyless API on loopback: {why}; set API_SERVER_KEY, or \
+                 run on a kernel with user namespaces or Landlock ABI 4"
+            );
+            return Err(ConfigError { problems: vec![problem] }.into());
+        }
         let extras = tools::ExtraTools {
             cron: config.cron.clone(),
             limits: config.limits.clone(),

@@ -15,8 +15,11 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> std::process::ExitCode {
     rustix::process::umask(rustix::fs::Mode::from_bits_truncate(0o077));
     // Purging runs on jemalloc's own threads, so memory freed by threads that then sleep (an
-    // idle runtime) still goes back. Without it hermesd works as before, only holds more.
+    // idle runtime) still goes back. Without it hermesd works as before, only holds more. Not in
+    // the sandbox helper: it must stay single-threaded to create a user namespace.
     #[cfg(feature = "alloc-jemalloc")]
-    let _ = tikv_jemalloc_ctl::background_thread::write(true);
+    if std::env::args_os().nth(1).is_none_or(|a| a != hermesd::sandbox::HELPER_SUBCOMMAND) {
+        let _ = tikv_jemalloc_ctl::background_thread::write(true);
+    }
     hermesd::cli::main()
 }

@@ -39,6 +39,9 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
         }
         let sandbox = crate::sandbox::Sandbox::new(loaded.config.tools.terminal.sandbox, None);
         println!("{}", sandbox.describe());
+        for warning in sandbox.kernel_warnings() {
+            eprintln!("hermesd: warning: {warning}");
+        }
         if sandbox.problem().is_some() {
             eprintln!(
                 "hermesd: the tools' sandbox is unavailable; set tools.terminal.sandbox = \"none\" to accept running tools unconfined"

@@ -28,8 +28,13 @@
 //!   `harden_daemon` makes the daemon non-dumpable, which refuses a same-user child lacking
 //!   `CAP_SYS_PTRACE` when the daemon is not root. ABI 6 adds the signal and abstract-unix-socket
 //!   scopes (no killing the daemon). `/proc` stays readable for ordinary tools.
-//! - Network, when a policy turns it off: TCP bind and connect only (ABI 4); UDP, ICMP and raw
-//!   sockets are not covered.
+//! - Network: where user namespaces work, commands run in network and PID namespaces of their
+//!   own (`netns.rs`), reaching no host address; with the network on, only the daemon's egress
+//!   proxy (`proxy.rs`, web_fetch's address guard) through the helper's forwarder
+//!   (`forward.rs`). This was chosen over Landlock port rules alone because Landlock ABI 4
+//!   governs TCP ports, not addresses, and not UDP. Without namespaces, Landlock ABI 4 limits TCP
+//!   connects to the forwarder's port (or denies TCP with the network off); UDP, ICMP and raw
+//!   sockets are not covered then.
 //!
 //! What it cannot do: hide what stays readable (system files such as `/etc/shadow` to a root
 //! child, other users' homes, `/proc` entries of processes the capability check lets through),
@@ -51,13 +56,16 @@
 
 pub mod beneath;
 mod caps;
+mod forward;
 mod helper;
+mod netns;
 mod policy;
+pub mod proxy;
 mod rules;
 
 mod private_dir;
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -67,6 +75,7 @@ use crate::config::{SecretTrail, TerminalConfig};
 pub use beneath::{BeneathError, Workdir};
 pub use helper::{SandboxExecArgs, exec_main};
 pub use policy::{LAUNCHER_CACHES, PRIVATE_TMP, Policy, private_tmp, private_tmp_root};
+pub use proxy::EgressProxy;
 
 /// The hidden subcommand the helper runs as.
 pub const HELPER_SUBCOMMAND: &str = "sandbox-exec";
@@ -114,16 +123,82 @@ pub struct Sandbox {
     helper: Option<PathBuf>,
     support: Support,
     secrets: SecretTrail,
+    /// `Ok` when commands get user, network and PID namespaces of their own; why not otherwise.
+    namespaces: Result<(), String>,
+    proxy: Option<EgressProxy>,
 }
 
 impl Sandbox {
     /// A sandbox in `mode`, running `helper` (default: this executable), with the kernel probed.
     pub fn new(mode: SandboxMode, helper: Option<PathBuf>) -> Self {
-        let support = match mode {
-            SandboxMode::Landlock => rules::probe(),
-            SandboxMode::None => Support::Unavailable("disabled by tools.terminal.sandbox = \"none\"".into()),
+        let (support, namespaces) = match mode {
+            SandboxMode::Landlock => (rules::probe(), probe_namespaces(helper.as_deref())),
+            SandboxMode::None => (
+                Support::Unavailable("disabled by tools.terminal.sandbox = \"none\"".into()),
+                Err("the sandbox is off".into()),
+            ),
         };
-        Self { mode, helper, support, secrets: SecretTrail::default() }
+        Self { mode, helper, support, secrets: SecretTrail::default(), namespaces, proxy: None }
+    }
+
+    /// This sandbox giving commands with network the egress proxy `proxy` as their only way out.
+    pub fn with_proxy(mut self, proxy: EgressProxy) -> Self {
+        self.proxy = Some(proxy);
+        self
+    }
+
+    /// `Ok` when commands run in namespaces of their own (no host address reachable), else why
+    /// not.
+    pub fn namespaces(&self) -> Result<(), &str> {
+        self.namespaces.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// Why a command could reach the host's loopback services (a keyless API on 127.0.0.1),
+    /// when it could: Landlock works, but commands get no network namespace and this Landlock
+    /// cannot restrict TCP (ABI 4). The daemon then refuses to start with a keyless API. With
+    /// the sandbox off the operator chose this; without Landlock no command runs at all.
+    pub fn reaches_loopback(&self) -> Option<String> {
+        match (&self.mode, &self.support, &self.namespaces) {
+            (SandboxMode::Landlock, Support::Available { abi, .. }, Err(why)) if *abi < 4 => Some(format!(
+                "commands get no network namespace here ({why}) and Landlock ABI {abi} cannot restrict TCP (it \
+                 needs ABI 4, Linux 6.7)"
+            )),
+            _ => None,
+        }
+    }
+
+    /// What this kernel lacks of what the sandbox uses, for `hermesd check`: namespaces for
+    /// commands, Landlock ABI 4 (TCP), 5 (device ioctls) and 6 (signals, abstract sockets).
+    pub fn kernel_warnings(&self) -> Vec<String> {
+        let abi = match (&self.mode, &self.support) {
+            (SandboxMode::Landlock, Support::Available { abi, .. }) => *abi,
+            _ => return Vec::new(),
+        };
+        let mut warnings = Vec::new();
+        if let Err(why) = &self.namespaces {
+            warnings.push(format!(
+                "commands get no user, network and pid namespaces ({why}): host loopback services stay \
+                 reachable over UDP, and over TCP unless Landlock ABI 4 holds connects to the egress proxy"
+            ));
+        }
+        for (level, what) in
+            [(4, "TCP bind and connect"), (5, "device ioctls"), (6, "signals and abstract unix sockets")]
+        {
+            if abi < level {
+                warnings
+                    .push(format!("Landlock ABI {abi} here: commands' {what} are not restricted (needs ABI {level})"));
+            }
+        }
+        warnings
+    }
+
+    /// Variables the helper itself needs (the proxy token), to add to a command's environment
+    /// after clearing it; the helper takes them out before the program starts.
+    pub fn helper_env(&self) -> Vec<(OsString, OsString)> {
+        match (&self.mode, &self.proxy) {
+            (SandboxMode::Landlock, Some(proxy)) => vec![(helper::PROXY_TOKEN_VAR.into(), proxy.token().into())],
+            _ => Vec::new(),
+        }
     }
 
     /// This sandbox denying every file the daemon read a secret from (`NAME_FILE`, the
@@ -184,7 +259,13 @@ impl Sandbox {
             }
             (SandboxMode::Landlock, Support::Available { abi, enforced, partial }) => {
                 let partial = if *partial { " (partially: this kernel predates some restrictions)" } else { "" };
-                format!("tools sandbox: landlock ABI {abi}{partial}; enforces {enforced}")
+                let ns = match &self.namespaces {
+                    Ok(()) => "; commands run in user, network and pid namespaces of their own (no host address \
+                               reachable; egress only through the daemon's proxy)"
+                        .to_string(),
+                    Err(why) => format!("; WARNING: no namespaces for commands ({why})"),
+                };
+                format!("tools sandbox: landlock ABI {abi}{partial}; enforces {enforced}{ns}")
             }
             (SandboxMode::Landlock, Support::Unavailable(why)) => {
                 format!("tools sandbox: UNAVAILABLE: {why}; terminal commands are refused")
@@ -208,6 +289,8 @@ impl Sandbox {
         }
         let mut policy = policy.clone();
         policy.deny_read.extend(self.secrets.files());
+        policy.isolate = self.namespaces.is_ok();
+        policy.proxy = self.proxy.as_ref().filter(|_| policy.network).map(|p| p.socket().to_path_buf());
         if let Some(tmp) = &policy.tmp {
             private_dir::create(tmp)?;
         }
@@ -222,6 +305,26 @@ impl Sandbox {
     }
 }
 
+/// Whether the helper can give commands namespaces of their own, learnt by running it once with
+/// `--probe-namespaces` (a multi-threaded daemon cannot create a user namespace itself).
+fn probe_namespaces(helper: Option<&std::path::Path>) -> Result<(), String> {
+    let helper = match helper {
+        Some(helper) => helper.to_path_buf(),
+        None => std::env::current_exe().map_err(|e| format!("find this executable: {e}"))?,
+    };
+    let output = Command::new(&helper)
+        .args([HELPER_SUBCOMMAND, "--probe-namespaces", "--", "true"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("run {}: {e}", helper.display()))?;
+    if String::from_utf8_lossy(&output.stdout).contains(netns::PROBE_OK) {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&output.stderr);
+    let why = why.lines().find(|l| l.contains("hermesd sandbox-exec")).unwrap_or("the probe failed");
+    Err(why.trim_start_matches("hermesd sandbox-exec: ").trim_end_matches("; not run").to_string())
+}
+
 /// Restrict this very process, and everything it starts from now on, with `policy`: drop ptrace
 /// and admin capabilities, then apply the Landlock rules. For a launcher that must stay in
 /// control of its children instead of exec'ing through the helper (the MCP shim kills its whole
@@ -230,7 +333,7 @@ impl Sandbox {
 pub fn confine_current_process(policy: &Policy) -> Result<(), SandboxError> {
     let policy = &policy.resolve()?;
     caps::drop_capabilities().map_err(|e| SandboxError::Helper(format!("drop capabilities: {e}")))?;
-    rules::restrict(policy)?;
+    rules::restrict(policy, if policy.network { rules::Tcp::Free } else { rules::Tcp::Denied })?;
     Ok(())
 }
 
@@ -256,6 +359,8 @@ mod tests {
             helper: None,
             support: Support::Unavailable("this kernel has no Landlock".into()),
             secrets: SecretTrail::default(),
+            namespaces: Err("not probed".into()),
+            proxy: None,
         };
         let problem = sandbox.problem().expect("a problem is reported");
         assert!(problem.contains("no Landlock") && problem.contains("sandbox = \"none\""), "{problem}");
@@ -285,6 +390,8 @@ mod tests {
             helper: Some(PathBuf::from("/usr/bin/hermesd")),
             support: Support::Available { abi: 7, enforced: String::new(), partial: false },
             secrets: SecretTrail::default(),
+            namespaces: Err("not probed".into()),
+            proxy: None,
         };
         let command = sandbox.command(&Policy::for_workdir(&work, &home), "sh").unwrap();
         assert_eq!(command.get_program(), "/usr/bin/hermesd");

@@ -33,8 +33,15 @@ pub struct Policy {
     /// A private temp dir, created if missing, writable, and passed as `TMPDIR`.
     pub tmp: Option<PathBuf>,
     /// Whether TCP bind and connect are allowed (Landlock governs TCP only; UDP and raw sockets
-    /// stay open either way).
+    /// stay open either way). With `isolate`, "allowed" reaches only the proxy.
     pub network: bool,
+    /// Run the child in new user, network and PID namespaces: no address of the host (its
+    /// loopback services included) is reachable. Set by `Sandbox::command` where the kernel
+    /// allows it.
+    pub isolate: bool,
+    /// The daemon's egress proxy socket (`proxy.rs`): with `network`, the child's only way out,
+    /// through the helper's forwarder on 127.0.0.1. Set by `Sandbox::command`.
+    pub proxy: Option<PathBuf>,
 }
 
 impl Policy {
@@ -62,7 +69,16 @@ impl Policy {
         if let Some(others) = tmp.parent() {
             deny_read.push(others.to_path_buf());
         }
-        Self { read, deny_read, workdir: Some(workdir.to_path_buf()), write: Vec::new(), tmp: Some(tmp), network: true }
+        Self {
+            read,
+            deny_read,
+            workdir: Some(workdir.to_path_buf()),
+            write: Vec::new(),
+            tmp: Some(tmp),
+            network: true,
+            isolate: false,
+            proxy: None,
+        }
     }
 
     /// This policy with `path` also unreadable.
@@ -106,6 +122,8 @@ impl Policy {
             write: existing(&self.write),
             tmp,
             network: self.network,
+            isolate: self.isolate,
+            proxy: self.proxy.clone(),
         };
         resolved.check()?;
         Ok(resolved)
@@ -157,8 +175,14 @@ impl Policy {
         if let Some(tmp) = &self.tmp {
             push("--tmp", tmp);
         }
+        if let Some(proxy) = &self.proxy {
+            push("--proxy", proxy);
+        }
         if !self.network {
             args.push("--no-network".into());
+        }
+        if self.isolate {
+            args.push("--isolate".into());
         }
         args
     }

@@ -19,7 +19,9 @@ pub(super) fn create(tmp: &Path) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn make(dir: &Path) -> io::Result<()> {
+/// Create `dir` (mode 0700) unless it exists, then check it is a folder of this user closed to
+/// others.
+pub(super) fn make(dir: &Path) -> io::Result<()> {
     match DirBuilder::new().mode(0o700).create(dir) {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
         _ => {}

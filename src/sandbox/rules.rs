@@ -8,8 +8,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, PathBeneath, RestrictionStatus, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, NetPort, PathBeneath, RestrictionStatus, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use rustix::fs::{FileType, Mode, OFlags};
@@ -27,6 +27,7 @@ const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random",
 /// Sibling grants are capped so a huge directory on the way to a denied path cannot stall a spawn.
 const MAX_RULES: usize = 20_000;
 
+/// A ruleset handling the filesystem, the scopes and, unless `network` is free, TCP.
 fn ruleset(network: bool) -> Result<RulesetCreated, SandboxError> {
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(TARGET_ABI))?;
     if !network {
@@ -35,11 +36,27 @@ fn ruleset(network: bool) -> Result<RulesetCreated, SandboxError> {
     Ok(ruleset.scope(Scope::from_all(TARGET_ABI))?.create()?)
 }
 
+/// What Landlock lets TCP do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tcp {
+    /// Unrestricted: inside the command's own network namespace, where nothing of the host is
+    /// reachable anyway, or for a child that keeps the host's network (the MCP shim).
+    Free,
+    /// Connect only to this port (the helper's proxy forwarder on 127.0.0.1); no bind.
+    OnlyTo(u16),
+    /// No bind, no connect.
+    Denied,
+}
+
 /// Restrict the calling thread (and everything it execs) to `policy`, whose paths the daemon
 /// resolved (`Policy::resolve`). Fails rather than returning when the kernel enforces nothing,
 /// or when a writable tree cannot be opened without following a symlink.
-pub(super) fn restrict(policy: &Policy) -> Result<RestrictionStatus, SandboxError> {
-    let mut ruleset = ruleset(policy.network)?;
+/// TCP as `tcp` says (Landlock ABI 4; older kernels leave it free).
+pub(super) fn restrict(policy: &Policy, tcp: Tcp) -> Result<RestrictionStatus, SandboxError> {
+    let mut ruleset = ruleset(tcp == Tcp::Free)?;
+    if let Tcp::OnlyTo(port) = tcp {
+        ruleset = ruleset.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+    }
     let read = AccessFs::from_read(TARGET_ABI);
     let all = AccessFs::from_all(TARGET_ABI);
     let mut grants = Vec::new();
@@ -177,7 +194,7 @@ fn features(abi: ABI) -> String {
         parts.push("truncation");
     }
     if at(ABI::V4) {
-        parts.push("TCP bind and connect (when the network is off)");
+        parts.push("TCP bind and connect (outside a network namespace: only to the egress proxy)");
     }
     if at(ABI::V5) {
         parts.push("device ioctls");

@@ -161,6 +161,8 @@ impl Tool for TerminalTool {
             env.retain(|(name, _)| name != "HOME");
             env.push(("HOME".into(), ctx.workdir.clone().into_os_string()));
         }
+        // The helper's own variables (the proxy token), which it removes before the shell starts.
+        env.extend(self.sandbox.helper_env());
         run(ctx, shell, command, &dir, env, Duration::from_secs(secs)).await
     }
 }

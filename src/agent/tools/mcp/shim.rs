@@ -67,7 +67,10 @@ fn confine(server: &str, confinement: &Confinement) -> Result<(), String> {
         workdir: None,
         write: confinement.write.iter().filter(|p| p.exists()).cloned().collect(),
         tmp: None,
+        // MCP servers keep the host's network (they are the operator's own, configured
+        // services); only terminal commands get namespaces and the egress proxy.
         network: true,
+        ..crate::sandbox::Policy::default()
     };
     crate::sandbox::confine_current_process(&policy).map_err(|e| {
         format!("mcp server {server}: sandbox: {e}; set sandbox = \"none\" for this server to run it unconfined")
