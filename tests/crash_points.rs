@@ -26,6 +26,21 @@ use support::{eventually, wait_ready};
 const CHATS: i64 = 3;
 const PER_CHAT: usize = 3;
 
+/// Start `run`'s binary with `failpoint` armed and wait until it died there (by abort).
+async fn died_at(run: &Gateway, failpoint: &str) {
+    let mut child = run.spawn(failpoint);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "{failpoint} never fired; log:\n{}", run.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.signal(), Some(6), "{failpoint}: died by abort; log:\n{}", run.log());
+    assert!(run.log().contains("abort"), "the failpoint itself aborted");
+}
+
 /// Run the load with `failpoint` armed (`name=abort@N`), let it die there, restart without it,
 /// and return the checker's report once every message is answered.
 async fn crash_at(failpoint: &str) -> Report {
@@ -39,17 +54,7 @@ async fn crash_with(failpoint: &str, per_chat: usize) -> Report {
     for round in 0..per_chat {
         run.push_round(round, 0);
     }
-    let mut child = run.spawn(failpoint);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(std::time::Instant::now() < deadline, "{failpoint} never fired; log:\n{}", run.log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert_eq!(status.signal(), Some(6), "{failpoint}: died by abort; log:\n{}", run.log());
-    assert!(run.log().contains("abort"), "the failpoint itself aborted");
+    died_at(&run, failpoint).await;
 
     let child = run.spawn("");
     wait_ready(run.port, run.path()).await;
@@ -76,16 +81,7 @@ async fn crash_batched(failpoint: &str) -> checker::Report {
             run.push_one(user, round);
         }
     }
-    let mut child = run.spawn(failpoint);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(std::time::Instant::now() < deadline, "{failpoint} never fired; log:\n{}", run.log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert_eq!(status.signal(), Some(6), "{failpoint}: died by abort; log:\n{}", run.log());
+    died_at(&run, failpoint).await;
     // Follow-ups the restarted daemon reads first, while it reruns the interrupted turns.
     for user in 0..CHATS as usize {
         run.push_one(user, 2);
@@ -111,6 +107,13 @@ async fn crash_batched(failpoint: &str) -> checker::Report {
         run.log()
     );
     report
+}
+
+/// The batched runs' chats send at the same time, so an abort anywhere may catch another chat
+/// between its send and its receipt: that chat's reply goes out again (the known window). No
+/// more than the other chats' sends can be caught so.
+fn in_flight_elsewhere(report: &checker::Report) {
+    assert!(report.window_sends() < CHATS as usize, "{report:#?}");
 }
 
 #[test]
@@ -174,19 +177,19 @@ async fn crash_after_the_receipt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_crash_after_accept() {
     let report = crash_batched("ingress.accepted=abort@3").await;
-    assert!(report.window_duplicates().is_empty());
+    in_flight_elsewhere(&report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_crash_after_the_batch_is_gathered() {
     let report = crash_batched("router.batched=abort@1").await;
-    assert!(report.window_duplicates().is_empty());
+    in_flight_elsewhere(&report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_crash_at_the_turn_start() {
     let report = crash_batched("turn.start=abort@1").await;
-    assert!(report.window_duplicates().is_empty());
+    in_flight_elsewhere(&report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,19 +197,19 @@ async fn batched_crash_after_the_user_message_is_written() {
     // The case a follow-up was once lost in: the rerun took it in, but the first attempt's
     // user message stayed, so the follow-up was closed without its words reaching the model.
     let report = crash_batched("turn.begun=abort@1").await;
-    assert!(report.window_duplicates().is_empty());
+    in_flight_elsewhere(&report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_crash_after_the_reply_is_stored() {
     let report = crash_batched("turn.stored=abort@1").await;
-    assert!(report.window_duplicates().is_empty());
+    in_flight_elsewhere(&report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_crash_before_the_send() {
     let report = crash_batched("outbox.send=abort@1").await;
-    assert!(report.window_duplicates().is_empty());
+    in_flight_elsewhere(&report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,5 +222,5 @@ async fn batched_crash_between_the_send_and_its_receipt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_crash_after_the_receipt() {
     let report = crash_batched("outbox.receipt=abort@1").await;
-    assert!(report.window_duplicates().is_empty());
+    in_flight_elsewhere(&report);
 }

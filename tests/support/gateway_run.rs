@@ -108,20 +108,21 @@ impl Gateway {
     /// `chat:message id`. Notices (busy acknowledgements, the note on an interrupted preview)
     /// name no token and are left out.
     pub fn delivered_tokens(&self) -> BTreeMap<String, Vec<Delivered>> {
+        self.answers(|text| tokens(text))
+    }
+
+    /// Per chat, in order, a `Delivered` for each token `read` finds in a message sent to it.
+    fn answers(&self, read: impl Fn(&str) -> Vec<String>) -> BTreeMap<String, Vec<Delivered>> {
         self.users
             .iter()
             .map(|u| {
-                let answers = self
-                    .tg
-                    .sent_to(u.id)
-                    .into_iter()
-                    .flat_map(|s| {
-                        let message_id = format!("{}:{}", u.id, s.message_id);
-                        tokens(&s.visible())
-                            .into_iter()
-                            .map(move |token| Delivered { token, message_id: message_id.clone() })
-                    })
-                    .collect();
+                let mut answers = Vec::new();
+                for sent in self.tg.sent_to(u.id) {
+                    let message_id = format!("{}:{}", u.id, sent.message_id);
+                    for token in read(&sent.visible()) {
+                        answers.push(Delivered { token, message_id: message_id.clone() });
+                    }
+                }
                 (u.id.to_string(), answers)
             })
             .collect()
@@ -167,24 +168,13 @@ impl Gateway {
     /// What each chat was sent, in order: the echoed token and `chat:message id`. "queued (n)"
     /// acknowledgements of the busy policy are notices, not answers.
     pub fn delivered(&self) -> BTreeMap<String, Vec<Delivered>> {
-        self.users
-            .iter()
-            .map(|u| {
-                let answers = self
-                    .tg
-                    .sent_to(u.id)
-                    .into_iter()
-                    .filter(|s| !s.visible().starts_with("queued ("))
-                    .map(|s| {
-                        let text = s.visible();
-                        let text = text.strip_prefix("echo: ").unwrap_or(&text);
-                        let token = text.split_whitespace().next().unwrap_or_default().to_owned();
-                        Delivered { token, message_id: format!("{}:{}", u.id, s.message_id) }
-                    })
-                    .collect();
-                (u.id.to_string(), answers)
-            })
-            .collect()
+        self.answers(|text| {
+            if text.starts_with("queued (") {
+                return Vec::new();
+            }
+            let text = text.strip_prefix("echo: ").unwrap_or(text);
+            vec![text.split_whitespace().next().unwrap_or_default().to_owned()]
+        })
     }
 
     /// Whether every token sent in has an answer.
