@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use auxiliary::{AuxiliaryConfig, TranscriptionConfig};
 pub use duration::{HumanDuration, parse_duration};
 pub use homeassistant::{DEFAULT_SENSITIVE_DOMAINS, HomeAssistantConfig};
-pub use http::normalize_origin;
+pub use http::{MIN_RETENTION_SECS, normalize_origin};
 pub use limits::{LimitsConfig, ModelPrices};
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
