@@ -31,10 +31,18 @@ const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
 /// Length of a pairing code.
 pub const CODE_LEN: usize = 8;
 
-/// Pairing limits: codes live an hour, three may wait per platform, one request per user per ten
-/// minutes, and five wrong approvals lock the platform's approvals for fifteen minutes.
-pub const LIMITS: PairingLimits =
-    PairingLimits { ttl_ms: 3_600_000, max_pending: 3, min_interval_ms: 600_000, max_failures: 5, lockout_ms: 900_000 };
+/// Pairing limits: codes live an hour, one request per user per ten minutes and one code per user
+/// (a new one replaces the old), 64 codes may wait per platform, and five wrong approvals lock the
+/// platform's approvals for fifteen minutes. The per-platform cap only bounds the table: since a
+/// stranger holds one code at most, it takes 64 accounts asking within the hour, not a handful,
+/// before a newcomer hears "too many requests".
+pub const LIMITS: PairingLimits = PairingLimits {
+    ttl_ms: 3_600_000,
+    max_pending: 64,
+    min_interval_ms: 600_000,
+    max_failures: 5,
+    lockout_ms: 900_000,
+};
 
 /// Most strangers remembered as answered within the window; past it, strangers get no reply
 /// (quiet is the safe side of a flood).
@@ -429,9 +437,10 @@ mod tests {
         let approved = approve(store.as_ref(), &key(), "telegram", &typed).await.unwrap();
         assert_eq!(approved, PairingApproval::Approved { user_id: "7".into(), user_name: Some("Ann".into()) });
         assert_eq!(access.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap(), Decision::Allow);
-        // At most three waiting codes per platform.
-        for id in ["a", "b", "c"] {
-            access.check("telegram", id, ChatType::Dm, &sender(id)).await.unwrap();
+        // At most `max_pending` waiting codes per platform.
+        for i in 0..LIMITS.max_pending {
+            let id = format!("n{i}");
+            access.check("telegram", &id, ChatType::Dm, &sender(&id)).await.unwrap();
         }
         let Decision::Pair(full) = access.check("telegram", "d", ChatType::Dm, &sender("d")).await.unwrap() else {
             panic!()
@@ -443,6 +452,24 @@ mod tests {
         // Codes are stored hashed.
         let entries = store.access_entries(now_ms()).await.unwrap();
         assert!(entries.iter().all(|e| e.user_id != code));
+    }
+
+    #[tokio::test]
+    async fn a_few_strangers_do_not_block_pairing_for_everyone() {
+        let (access, store, _dir) = access(&[]).await;
+        // Three strangers (or one person with three accounts) ask, and ask again.
+        for id in ["s1", "s2", "s3"] {
+            for _ in 0..3 {
+                access.check("telegram", id, ChatType::Dm, &sender(id)).await.unwrap();
+            }
+        }
+        let Decision::Pair(text) = access.check("telegram", "ann", ChatType::Dm, &sender("ann")).await.unwrap() else {
+            panic!()
+        };
+        assert!(text.contains("Your pairing code is"), "{text}");
+        // Each stranger holds one code at most, so the pending codes are one per person.
+        let pending = store.access_entries(now_ms()).await.unwrap();
+        assert_eq!(pending.iter().filter(|e| e.user_id.starts_with('s')).count(), 3, "{pending:?}");
     }
 
     #[tokio::test]

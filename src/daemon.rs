@@ -386,9 +386,9 @@ impl Daemon {
                 outbox: outbox.clone(),
                 loopback: addr.is_some_and(|a| a.ip().is_loopback()),
                 mcp: mcp.clone(),
-                idempotency_ttl: config.retention.idempotency.get(),
+                idempotency_ttl: crate::retention::idempotency_age(&config.retention),
             };
-            let ttl = config.retention.idempotency.get();
+            let ttl = crate::retention::idempotency_age(&config.retention);
             tasks.spawn(crate::http::prune_idempotency(store.clone(), ttl, platform_cancel.clone()));
             let app = crate::http::router(state, &config.http);
             let settings = crate::http::ServeSettings {

@@ -23,6 +23,8 @@ const RECLAIM_PAGES: u32 = 16_384;
 pub const USAGE_DAYS: i64 = 90;
 /// Files removed per folder walk before yielding.
 const FILES_PER_YIELD: usize = 200;
+/// The folder under `media/` of sent files' copies (`send_file::stage::OUTBOUND_DIR`).
+const OUTBOUND_DIR_NAME: &str = "outbound";
 
 /// What one round removed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +121,19 @@ pub async fn run(
     }
 }
 
+/// How long a stored API response (`Idempotency-Key` record) is kept: `idempotency`, but never
+/// past its request's inbound event, the record that ties it to a person for
+/// `hermesd sessions delete --user`.
+pub fn idempotency_age(config: &RetentionConfig) -> Duration {
+    config.idempotency.get().min(config.inbound_events.get())
+}
+
+/// How long a sent file's copy under `media/outbound/` is kept: `media`, but never past the
+/// outbound row that names it (and so the person it went to).
+fn sent_files_age(config: &RetentionConfig) -> Duration {
+    config.media.get().min(config.outbound.get())
+}
+
 /// One round at time `now` (Unix ms): every table, then the folders, then reclaim space.
 pub async fn round(
     store: &dyn Store,
@@ -145,6 +160,8 @@ pub async fn round(
     if let Some(tmp) = &folders.tool_tmp {
         pruned.media_files += remove_old_files(tmp, media_before, cancel).await;
     }
+    let sent_before = SystemTime::now().checked_sub(sent_files_age(config));
+    pruned.media_files += remove_old_files(&folders.media.join(OUTBOUND_DIR_NAME), sent_before, cancel).await;
     let output_before = SystemTime::now().checked_sub(config.cron_output.get());
     pruned.cron_output_files = remove_old_files(&folders.cron_output, output_before, cancel).await;
     if pruned.inbound + pruned.outbound + pruned.archived_messages > 0

@@ -140,6 +140,38 @@ async fn generic_signatures_are_checked_over_timestamp_and_body() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_delivery_replayed_under_another_delivery_id_is_a_duplicate() {
+    let llm = FakeLlm::echo().await;
+    let platform = RecordingPlatform::new(4096);
+    let home = tempfile::tempdir().unwrap();
+    let d = daemon(home.path(), &llm, &platform).await;
+    // GitHub signs only the body: the delivery id header is anyone's to change.
+    let body = push("ship it");
+    let (status, _) = post(&d.base, "github", &github(&body, "d-10", "push"), body.clone()).await;
+    assert_eq!(status, 202);
+    let (status, answer) = post(&d.base, "github", &github(&body, "d-11", "push"), body).await;
+    assert_eq!((status, answer["status"].as_str()), (200, Some("duplicate")), "{answer}");
+    // The generic scheme signs timestamp and body; within the window, a new id changes nothing.
+    let body = json!({ "alert": { "name": "cpu", "state": "firing" } }).to_string().into_bytes();
+    let ts = now();
+    let signed = |id: &str| {
+        vec![
+            ("x-webhook-timestamp", ts.to_string()),
+            ("x-webhook-signature", sign_generic(SECRET.as_bytes(), ts, &body)),
+            ("x-webhook-id", id.to_owned()),
+        ]
+    };
+    assert_eq!(post(&d.base, "alerts", &signed("w-1"), body.clone()).await.0, 202);
+    let (status, answer) = post(&d.base, "alerts", &signed("w-2"), body.clone()).await;
+    assert_eq!((status, answer["status"].as_str()), (200, Some("duplicate")), "{answer}");
+    assert!(eventually(WAIT, || platform.sent().len() >= 2).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(llm.count(), 1, "the push ran once");
+    assert_eq!(platform.sent().len(), 2, "one reply for the push, one alert");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_bad_json_and_the_rate_limit() {
     let llm = FakeLlm::echo().await;
     let platform = RecordingPlatform::new(4096);

@@ -5,6 +5,10 @@ use std::net::SocketAddr;
 
 use super::{Config, Env, ReceiveMode};
 
+/// The shortest age `[retention]` keeps records and files for (but `idempotency`), seconds. Signed
+/// webhooks rely on it: their deduplication records outlive the signature's timestamp window.
+pub const MIN_RETENTION_SECS: u64 = 3600;
+
 /// Problems with `[http]`'s browser and connection settings and `[retention]`.
 pub(super) fn check_http(config: &Config, problems: &mut Vec<String>) {
     let http = &config.http;
@@ -44,7 +48,7 @@ pub(super) fn check_http(config: &Config, problems: &mut Vec<String>) {
         ("media", retention.media),
         ("cron_output", retention.cron_output),
     ] {
-        if age.get().as_secs() < 3600 {
+        if age.get().as_secs() < MIN_RETENTION_SECS {
             problems.push(format!("retention.{key}: must be at least 1h"));
         }
     }

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use auxiliary::{AuxiliaryConfig, TranscriptionConfig};
 pub use duration::{HumanDuration, parse_duration};
 pub use homeassistant::{DEFAULT_SENSITIVE_DOMAINS, HomeAssistantConfig};
-pub use http::normalize_origin;
+pub use http::{MIN_RETENTION_SECS, normalize_origin};
 pub use limits::{LimitsConfig, ModelPrices};
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
@@ -602,8 +602,8 @@ impl Default for RecoveryConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionConfig {
-    /// How long an `Idempotency-Key` and its stored response are kept; older ones are pruned
-    /// and count as absent.
+    /// How long an `Idempotency-Key` and its stored response are kept, at most `inbound_events`
+    /// (`retention::idempotency_age`); older ones are pruned and count as absent.
     pub idempotency: HumanDuration,
     /// Finished inbound events (the deduplication record of each platform event); a platform
     /// redelivering an event older than this would run it again.
@@ -612,7 +612,7 @@ pub struct RetentionConfig {
     pub outbound: HumanDuration,
     /// Messages compaction replaced with a summary.
     pub archived_messages: HumanDuration,
-    /// Files under `media/` (attachments received and sent), by modification time.
+    /// Files under `media/` (received and sent; sent ones at most `outbound`), by modification time.
     pub media: HumanDuration,
     /// Files under `cron/output/`.
     pub cron_output: HumanDuration,

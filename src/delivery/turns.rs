@@ -76,7 +76,7 @@ pub struct Routing {
 impl Routing {
     /// Routing with cron output files under `home/cron/output`.
     pub fn new(store: Arc<dyn Store>, targets: Targets, webhooks: Arc<WebhookRoutes>, home: &std::path::Path) -> Self {
-        Self { store, targets, webhooks, output_dir: home.join("cron").join("output"), hass_watch: None }
+        Self { store, targets, webhooks, output_dir: home.join(CRON_OUTPUT_DIR), hass_watch: None }
     }
 
     /// Where Home Assistant's watched changes deliver (`platforms.homeassistant.watch_target`).
@@ -202,7 +202,7 @@ impl Routing {
 
     /// Keep a run's full output as a file; returns its path.
     fn save_output(&self, run: &CronRun, text: &str) -> Option<String> {
-        let dir = self.output_dir.join(safe(&run.job.id));
+        let dir = job_output_dir(&self.output_dir, &run.job.id);
         let path = dir.join(format!("{}.md", run.run_id));
         let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text));
         match written {
@@ -213,6 +213,14 @@ impl Routing {
             }
         }
     }
+}
+
+/// Where cron runs' output files live, under the home.
+pub const CRON_OUTPUT_DIR: &str = "cron/output";
+
+/// The folder of job `job_id`'s output files under `output_dir` (`<home>/cron/output`).
+pub fn job_output_dir(output_dir: &std::path::Path, job_id: &str) -> PathBuf {
+    output_dir.join(safe(job_id))
 }
 
 fn safe(id: &str) -> String {

@@ -62,3 +62,26 @@ async fn missing_folders_and_a_cancelled_round_are_harmless() {
     let pruned = round(&store, &folders, &RetentionConfig::default(), i64::MAX, &cancel).await;
     assert_eq!(pruned, Pruned::default());
 }
+
+#[tokio::test]
+async fn what_ties_a_record_to_a_person_outlives_it() {
+    let home = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
+    let folders = Folders::under(home.path());
+    let day = Duration::from_secs(24 * 3600);
+    let mut config = RetentionConfig::default();
+    config.media = crate::config::HumanDuration::secs(60 * 24 * 3600);
+    config.outbound = crate::config::HumanDuration::secs(7 * 24 * 3600);
+    config.idempotency = crate::config::HumanDuration::secs(7 * 24 * 3600);
+    config.inbound_events = crate::config::HumanDuration::secs(2 * 24 * 3600);
+    // A sent copy older than its outbound row may be goes with it; a received file stays.
+    let sent = folders.media.join("outbound").join("a1").join("chart.png");
+    let received = folders.media.join("telegram").join("chat1").join("1_photo.jpg");
+    touch(&sent, 10 * day);
+    touch(&received, 10 * day);
+    let cancel = CancellationToken::new();
+    round(&store, &folders, &config, chrono::Utc::now().timestamp_millis(), &cancel).await;
+    assert!(!sent.exists() && received.exists());
+    // A stored API response never outlives its request's event.
+    assert_eq!(idempotency_age(&config), 2 * day);
+}

@@ -2,11 +2,19 @@
 //! accepts the request's event, storing the finished response, and pruning old records.
 //!
 //! Callers hash scopes and bodies before they get here; the store never sees an API key.
+//!
+//! Signed webhook deliveries claim a key here too, in scopes starting [`WEBHOOK_SCOPE`]: the
+//! hash of what their signature covers. Those records are the webhook's replay guard, so they
+//! live as long as the deliveries' inbound events (`retention.inbound_events`), not as long as
+//! API responses.
 
 use async_trait::async_trait;
 use hermesd_platform::InboundEvent;
 
 use super::StoreResult;
+
+/// The scope prefix of webhook deliveries' replay records (`webhook:<route>`).
+pub const WEBHOOK_SCOPE: &str = "webhook:";
 
 /// A request's claim on an idempotency key.
 #[derive(Debug, Clone, Copy)]

@@ -463,7 +463,7 @@ pub trait AccessStore: Send + Sync {
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use health::HealthStore;
-pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse};
+pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse, WEBHOOK_SCOPE};
 pub use lease::{LeaseInfo, LeaseStore};
 pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
 pub use people::{PersonDeletion, PersonSession, PersonStore};

@@ -37,6 +37,14 @@ pub struct PersonDeletion {
     pub cron_jobs: u64,
     /// Days of the person's own usage record (`/usage`, `[limits]`).
     pub usage_days: u64,
+    /// The ids of the cron jobs deleted, whose output files (`cron/output/<job>/`) go too.
+    pub cron_job_ids: Vec<String>,
+    /// The cron jobs' run sessions (each run is a session of its own, prompt and output).
+    pub cron_sessions: u64,
+    /// Files sent in the deleted replies: copies under `media/outbound/`, relative to the home.
+    pub files: Vec<String>,
+    /// Stored API responses (`Idempotency-Key` records) of the deleted requests.
+    pub api_responses: u64,
 }
 
 /// People's sessions.

@@ -12,6 +12,7 @@ pub trait RetentionStore: Send + Sync {
     /// Inbound events that are finished (done, failed, expired, quarantined) and were received
     /// before `before`. Unfinished events are never pruned. A platform's redelivery of a pruned
     /// event would be new again, so this age must exceed any platform's redelivery window.
+    /// Webhook replay records (idempotency scope `webhook:`) of the same age go too.
     async fn prune_inbound(&self, before: i64, limit: u32) -> StoreResult<u64>;
     /// Outbound rows no longer pending (sent, failed, quarantined) created before `before`.
     async fn prune_outbound(&self, before: i64, limit: u32) -> StoreResult<u64>;

@@ -3,6 +3,11 @@
 //! malformed JSON 400, an event type the route does not want 200 `ignored`. Otherwise the rendered prompt is stored and deduplicated by delivery
 //! id through the ingress, like any platform event, and only then answered 202 (a repeat: 200
 //! `duplicate`). The reply goes to the route's delivery target, from the turn runner.
+//!
+//! The delivery id is no replay guard on its own: it travels in a header no scheme signs. So the
+//! event is accepted together with a claim on the hash of what the signature covers (its replay
+//! key, in the idempotency store under `webhook:<route>`): a signed request seen before is a
+//! duplicate under any delivery id, for as long as `retention.inbound_events` keeps the records.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,13 +17,14 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hermesd_platform::{Accepted, ChatRef, ChatType, InboundEvent, InboundMessage, Ingress, Sender};
+use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Sender};
 use serde_json::{Value, json};
 
-use super::route::{WebhookRoutes, delivery_id, scheme_of};
+use super::route::{WebhookRoutes, delivery_id, replay_key, scheme_of};
 use super::{signature, template};
 use crate::clock::now_ms;
 use crate::ingress::HostIngress;
+use crate::store::{IdempotencyClaim, IdempotentAccept, WEBHOOK_SCOPE};
 
 /// The platform name webhook events carry.
 pub const PLATFORM: &str = "webhook";
@@ -78,11 +84,13 @@ pub async fn receive(State(state): State<WebhookState>, Path(name): Path<String>
         return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, secs)], Json(body)).into_response();
     }
     let delivery = delivery_id(&lookup, &body);
+    let replay = replay_key(scheme, &lookup, &body);
     let text = template::render(&route.config.prompt, &payload, &event_type, route.config.max_value_chars);
     let mut chat = ChatRef::new(PLATFORM, name.clone(), ChatType::Dm);
     chat.thread_id = Some(delivery.clone());
+    let event_id = format!("{name}:{delivery}");
     let event = InboundEvent::Message {
-        event_id: format!("{name}:{delivery}"),
+        event_id: event_id.clone(),
         message: InboundMessage {
             message_id: delivery.clone(),
             chat,
@@ -101,9 +109,20 @@ pub async fn receive(State(state): State<WebhookState>, Path(name): Path<String>
             chat_title: None,
         },
     };
-    match state.ingress.accept(event).await {
-        Ok(Accepted::New) => answer(StatusCode::ACCEPTED, json!({ "status": "accepted", "delivery": delivery })),
-        Ok(Accepted::Duplicate) => answer(StatusCode::OK, json!({ "status": "duplicate", "delivery": delivery })),
+    let scope = format!("{WEBHOOK_SCOPE}{name}");
+    // Never expired by age: retention prunes the record together with the delivery's event.
+    let claim = IdempotencyClaim {
+        scope: &scope,
+        key: &replay,
+        fingerprint: &replay,
+        request_id: &event_id,
+        expires_before: 0,
+    };
+    match state.ingress.accept_idempotent(event, &claim).await {
+        Ok(IdempotentAccept::New { .. }) => {
+            answer(StatusCode::ACCEPTED, json!({ "status": "accepted", "delivery": delivery }))
+        }
+        Ok(_) => answer(StatusCode::OK, json!({ "status": "duplicate", "delivery": delivery })),
         Err(e) => {
             tracing::warn!(route = %name, error = %e, "webhook delivery not stored");
             answer(StatusCode::SERVICE_UNAVAILABLE, json!({ "error": "not stored; retry later" }))

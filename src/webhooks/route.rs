@@ -100,6 +100,26 @@ pub fn scheme_of(headers: &impl Fn(&str) -> Option<String>) -> Option<Scheme> {
     }
 }
 
+/// The delivery's replay key: a hash of what its signature covers — the body, and for the generic
+/// scheme the timestamp and the body. The delivery id travels in a header no scheme signs, so a
+/// replay could change it at will; this key it cannot change without breaking the signature.
+pub fn replay_key(scheme: Scheme, headers: &impl Fn(&str) -> Option<String>, body: &[u8]) -> String {
+    let mut hash = Sha256::new();
+    match scheme {
+        Scheme::GitHub => hash.update(b"github\0"),
+        Scheme::GitLab => hash.update(b"gitlab\0"),
+        Scheme::Generic => {
+            hash.update(b"generic\0");
+            // Signed as sent, so hashed as sent (trimmed, like the verifier).
+            hash.update(headers("x-webhook-timestamp").unwrap_or_default().trim().as_bytes());
+            hash.update(b".");
+        }
+    }
+    hash.update(body);
+    let digest = hash.finalize();
+    format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
 /// The delivery's idempotency key: the sender's delivery id header, else a hash of what was
 /// signed (a byte-identical retry is the same delivery).
 pub fn delivery_id(headers: &impl Fn(&str) -> Option<String>, body: &[u8]) -> String {

@@ -1,17 +1,20 @@
 //! `hermesd sessions delete --user PLATFORM:ID`: erase one person — their sessions (messages,
-//! full-text rows, routes, inbound events, reply chunks, task lists), the cron jobs they made,
-//! their memory folder, their workdir folder (and its private temp dir) and their direct
-//! conversations' media — and say what went. Safe while the daemon runs: the store part is one
-//! write transaction (WAL), the folders are the person's own. It never touches another person's
-//! or a shared chat's data.
+//! full-text rows, routes, inbound events, reply chunks, stored API responses, task lists), the
+//! cron jobs they made with their runs' sessions and output files, the files sent to them
+//! (`media/outbound/`), their memory folder, their workdir folder (and its private temp dir) and
+//! their direct conversations' media — and say what went. Safe while the daemon runs: the store
+//! part is one write transaction (WAL), the folders are the person's own. It never touches
+//! another person's or a shared chat's data.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use hermesd_platform::media::sanitise;
 
 use crate::agent::tools::memory::MEMORY_DIR;
 use crate::agent::tools::place::person_dir;
+use crate::agent::tools::send_file::stage::OUTBOUND_DIR;
 use crate::agent::tools::todo::todo_path;
+use crate::delivery::turns::{CRON_OUTPUT_DIR, job_output_dir};
 use crate::store::{PersonStore, StoreResult};
 
 /// The media folder under `HERMESD_HOME`.
@@ -35,6 +38,17 @@ pub(crate) fn parse_person(arg: &str) -> Result<(String, String), String> {
     Ok((platform.to_owned(), user.to_owned()))
 }
 
+/// The folder holding one sent copy, `media/outbound/<id>/<name>` (one folder per file), or
+/// `None` for a path of any other shape: a stored path is never followed out of that folder.
+fn sent_copy_dir(home: &Path, file: &str) -> Option<PathBuf> {
+    let rest = Path::new(file).strip_prefix(OUTBOUND_DIR).ok()?;
+    let parts: Vec<Component<'_>> = rest.components().collect();
+    match parts.as_slice() {
+        [Component::Normal(id), Component::Normal(_)] => Some(home.join(OUTBOUND_DIR).join(id)),
+        _ => None,
+    }
+}
+
 /// Erase `user` of `platform` from the store and from `home` (memory, media, task lists) and
 /// `workdir` (their folder); returns one line per thing removed.
 pub(crate) async fn erase(
@@ -47,13 +61,15 @@ pub(crate) async fn erase(
     let done = store.delete_person(platform, user).await?;
     let mut lines = vec![format!(
         "{platform}:{user}: deleted {} sessions ({} messages, {} inbound events, {} reply chunks, {} routes) \
-         , {} cron jobs and {} days of usage",
+         , {} cron jobs ({} runs), {} stored API responses and {} days of usage",
         done.sessions.len(),
         done.messages,
         done.events,
         done.outbound,
         done.routes,
         done.cron_jobs,
+        done.cron_sessions,
+        done.api_responses,
         done.usage_days
     )];
     for session in &done.sessions {
@@ -69,6 +85,9 @@ pub(crate) async fn erase(
         // A DM's chat id is the user's id on Telegram; their media outlives pruned sessions.
         folders.push(media.join(sanitise(user)));
     }
+    let outputs = home.join(CRON_OUTPUT_DIR);
+    folders.extend(done.cron_job_ids.iter().map(|job| job_output_dir(&outputs, job)));
+    folders.extend(done.files.iter().filter_map(|file| sent_copy_dir(home, file)));
     folders.sort();
     folders.dedup();
     for folder in folders {
@@ -85,4 +104,60 @@ pub(crate) async fn erase(
         }
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::store::{PersonDeletion, PersonSession};
+
+    /// A store that reports a fixed deletion.
+    struct Deleted(PersonDeletion);
+
+    #[async_trait]
+    impl PersonStore for Deleted {
+        async fn note_person(&self, _: &str, _: &str) -> StoreResult<()> {
+            Ok(())
+        }
+        async fn person_sessions(&self, _: &str, _: &str) -> StoreResult<Vec<PersonSession>> {
+            Ok(Vec::new())
+        }
+        async fn delete_person(&self, _: &str, _: &str) -> StoreResult<PersonDeletion> {
+            Ok(self.0.clone())
+        }
+    }
+
+    fn touch(path: &Path) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, "x").expect("write");
+    }
+
+    #[tokio::test]
+    async fn erasing_removes_cron_output_and_sent_files_of_the_person_only() {
+        let home = tempfile::tempdir().expect("home");
+        let h = home.path();
+        for file in [
+            "cron/output/j1/5.md",
+            "cron/output/j2/6.md",
+            "media/outbound/a1/chart.png",
+            "media/outbound/b2/bob.pdf",
+            "secret.txt",
+        ] {
+            touch(&h.join(file));
+        }
+        let deletion = PersonDeletion {
+            cron_job_ids: vec!["j1".into()],
+            // The second is no file the outbox could have written, and is never followed.
+            files: vec!["media/outbound/a1/chart.png".into(), "media/outbound/../../secret.txt".into()],
+            ..PersonDeletion::default()
+        };
+        let lines = erase(&Deleted(deletion), h, &h.join("workspace"), "api", "ann").await.expect("erase");
+        assert!(!h.join("cron/output/j1").exists(), "{lines:?}");
+        assert!(!h.join("media/outbound/a1").exists(), "{lines:?}");
+        for kept in ["cron/output/j2/6.md", "media/outbound/b2/bob.pdf", "secret.txt"] {
+            assert!(h.join(kept).exists(), "{kept} removed: {lines:?}");
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! Cron jobs and runs in SQLite. The claim runs in one `BEGIN IMMEDIATE` transaction, which
-//! serialises it against every other writer of the file, daemons in other processes included.
+//! serialises it against every other writer of the file, daemons in other processes included;
+//! and each job's advance is one compare-and-set statement on the occurrence it read, so a run
+//! row is written only by the claim that moved `next_run_at` past it, whatever the isolation.
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -198,11 +200,12 @@ impl CronStore for SqliteStore {
                 let state = if spent { JobState::Done } else { JobState::Active };
                 let next = if spent { None } else { decision.next };
                 let status = if decision.run { "running" } else { "skipped" };
-                sqlx::query(
+                let advanced = sqlx::query(
                     "UPDATE cron_jobs SET next_run_at = ?, repeat = ?, state = ?, updated_at = ?, \
                      last_run_at = CASE WHEN ? THEN ? ELSE last_run_at END, \
                      last_status = CASE WHEN ? THEN last_status ELSE 'skipped' END, \
-                     run_count = run_count + ? WHERE id = ?",
+                     run_count = run_count + ? \
+                     WHERE id = ? AND state = 'active' AND next_run_at = ?",
                 )
                 .bind(next)
                 .bind(runs_left)
@@ -213,8 +216,13 @@ impl CronStore for SqliteStore {
                 .bind(decision.run)
                 .bind(i64::from(decision.run))
                 .bind(&job.id)
+                .bind(due)
                 .execute(&mut *tx)
                 .await?;
+                if advanced.rows_affected() != 1 {
+                    // Another claim moved this job on since it was read: the occurrence is theirs.
+                    continue;
+                }
                 let inserted = sqlx::query(
                     "INSERT OR IGNORE INTO cron_runs (job_id, scheduled_at, started_at, status) VALUES (?, ?, ?, ?)",
                 )
@@ -289,3 +297,6 @@ impl CronStore for SqliteStore {
         Ok(rows.iter().map(|r| (r.get("id"), r.get("scheduled_at"), r.get("status"), r.get("error"))).collect())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@ use hermesd_platform::InboundEvent;
 use sqlx::Row;
 
 use super::{SqliteStore, retry_busy, to_json};
-use crate::store::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoreResult, StoredResponse};
+use crate::store::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoreResult, StoredResponse, WEBHOOK_SCOPE};
 
 #[async_trait]
 impl IdempotencyStore for SqliteStore {
@@ -106,9 +106,12 @@ impl IdempotencyStore for SqliteStore {
         retry_busy(|| async move {
             let done = sqlx::query(
                 "DELETE FROM idempotency_keys WHERE rowid IN \
-                 (SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)",
+                 (SELECT rowid FROM idempotency_keys WHERE created_at < ? AND scope NOT LIKE ? || '%' \
+                 ORDER BY created_at LIMIT ?)",
             )
             .bind(before)
+            // Webhook replay records go with their deliveries' events (`prune_inbound`).
+            .bind(WEBHOOK_SCOPE)
             .bind(i64::from(limit))
             .execute(&mut *self.writer.get().await?)
             .await?;
@@ -172,5 +175,32 @@ mod tests {
         assert!(matches!(fresh, IdempotentAccept::New { .. }), "{fresh:?}");
         assert_eq!(store.prune_idempotency(200, 10).await.unwrap(), 0, "the new record is younger");
         assert_eq!(store.prune_idempotency(201, 10).await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn webhook_replay_records_live_as_long_as_the_deliveries_events() {
+        use crate::store::RetentionStore;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("t.db"), std::time::Duration::from_secs(1), 1).await.unwrap();
+        let webhook = IdempotencyClaim {
+            scope: "webhook:github",
+            key: "sha256:ab",
+            fingerprint: "sha256:ab",
+            request_id: "github:d-1",
+            expires_before: 0,
+        };
+        let first = store.accept_idempotent(&event("github:d-1"), &webhook, 100).await.unwrap();
+        assert!(matches!(first, IdempotentAccept::New { .. }), "{first:?}");
+        assert_eq!(store.prune_idempotency(1_000, 10).await.unwrap(), 0, "not an API response's age");
+        let replayed = IdempotencyClaim { request_id: "github:d-2", ..webhook };
+        let again = store.accept_idempotent(&event("github:d-2"), &replayed, 900).await.unwrap();
+        assert_eq!(again, IdempotentAccept::InProgress, "the same signed content under another id");
+        // The event is unfinished: neither it nor its replay record goes yet.
+        assert_eq!(store.prune_inbound(1_000, 10).await.unwrap(), 0);
+        sqlx::query("UPDATE inbound_events SET state = 'done'")
+            .execute(&mut *store.writer.get().await.unwrap())
+            .await
+            .unwrap();
+        assert_eq!(store.prune_inbound(1_000, 10).await.unwrap(), 2, "the event and its replay record");
     }
 }

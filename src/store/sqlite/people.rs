@@ -1,5 +1,7 @@
 //! `PersonStore` on SQLite (`sessions.person_id`, migration 0014): a person's sessions and
-//! their erasure in one write transaction, so a concurrent daemon sees them whole or gone.
+//! their erasure in one write transaction, so a concurrent daemon sees them whole or gone: with
+//! their events, reply chunks (the files those sent are named for the caller to remove), stored
+//! API responses, and the cron jobs they made with each run's session.
 
 use async_trait::async_trait;
 use sqlx::{Row, Sqlite, Transaction};
@@ -27,21 +29,102 @@ fn session_of(row: &sqlx::sqlite::SqliteRow) -> PersonSession {
     PersonSession { id: row.get("id"), key: row.get("session_key"), chat_id: row.get("chat_id"), dm: chat_type == "dm" }
 }
 
-/// Delete the events `seqs` with their reply chunks and previews; returns (events, chunks).
-async fn delete_events(tx: &mut Transaction<'_, Sqlite>, seqs: &[i64]) -> Result<(u64, u64), sqlx::Error> {
-    let (mut events, mut outbound) = (0, 0);
+/// The sessions each run of cron job `?` had (one per run, on the `cron` pseudo-platform).
+const CRON_SESSIONS: &str = "SELECT id FROM sessions WHERE platform = 'cron' AND chat_id = ?";
+
+/// What deleting some events removed.
+#[derive(Default)]
+struct EventsDeleted {
+    events: u64,
+    outbound: u64,
+    files: Vec<String>,
+    api_responses: u64,
+}
+
+/// Delete the events `seqs` with their reply chunks, previews and stored API responses; the
+/// files their replies sent are returned for the caller to remove.
+async fn delete_events(tx: &mut Transaction<'_, Sqlite>, seqs: &[i64]) -> Result<EventsDeleted, sqlx::Error> {
+    let mut done = EventsDeleted::default();
     for seq in seqs {
         let turn = format!("evt:{seq}");
-        outbound += sqlx::query("DELETE FROM outbound_messages WHERE turn_id = ?")
+        let files: Vec<String> = sqlx::query_scalar(
+            "SELECT json_extract(payload, '$.file.path') FROM outbound_messages WHERE turn_id = ? \
+             AND json_valid(payload) AND json_extract(payload, '$.file.path') IS NOT NULL",
+        )
+        .bind(&turn)
+        .fetch_all(&mut **tx)
+        .await?;
+        done.files.extend(files);
+        done.outbound += sqlx::query("DELETE FROM outbound_messages WHERE turn_id = ?")
             .bind(&turn)
             .execute(&mut **tx)
             .await?
             .rows_affected();
         sqlx::query("DELETE FROM stream_previews WHERE turn_id = ?").bind(&turn).execute(&mut **tx).await?;
-        events +=
+        // An API request's event id is the request id its Idempotency-Key record names.
+        done.api_responses += sqlx::query(
+            "DELETE FROM idempotency_keys WHERE request_id = \
+             (SELECT event_id FROM inbound_events WHERE seq = ? AND platform = 'api')",
+        )
+        .bind(seq)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        done.events +=
             sqlx::query("DELETE FROM inbound_events WHERE seq = ?").bind(seq).execute(&mut **tx).await?.rows_affected();
     }
-    Ok((events, outbound))
+    Ok(done)
+}
+
+/// Delete session `id` with its messages, routes and reset notes; returns (messages, routes).
+async fn delete_session(tx: &mut Transaction<'_, Sqlite>, id: &str) -> Result<(u64, u64), sqlx::Error> {
+    let messages =
+        sqlx::query("DELETE FROM messages WHERE session_id = ?").bind(id).execute(&mut **tx).await?.rows_affected();
+    sqlx::query("DELETE FROM quarantined_messages WHERE session_id = ?").bind(id).execute(&mut **tx).await?;
+    let routes = sqlx::query("DELETE FROM session_routes WHERE session_id = ?")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    sqlx::query("DELETE FROM session_resets WHERE session_id = ?").bind(id).execute(&mut **tx).await?;
+    sqlx::query("DELETE FROM sessions WHERE id = ?").bind(id).execute(&mut **tx).await?;
+    Ok((messages, routes))
+}
+
+/// Delete the cron jobs `jobs` with their run records; returns the jobs deleted.
+async fn delete_jobs(tx: &mut Transaction<'_, Sqlite>, jobs: &[String]) -> Result<u64, sqlx::Error> {
+    let mut deleted = 0;
+    for job in jobs {
+        sqlx::query("DELETE FROM cron_runs WHERE job_id = ?").bind(job).execute(&mut **tx).await?;
+        deleted +=
+            sqlx::query("DELETE FROM cron_jobs WHERE id = ?").bind(job).execute(&mut **tx).await?.rows_affected();
+    }
+    Ok(deleted)
+}
+
+/// Delete the day rows of person `user` and of their direct conversations `dms`.
+async fn delete_usage(
+    tx: &mut Transaction<'_, Sqlite>,
+    platform: &str,
+    user: &str,
+    dms: &[&str],
+) -> Result<u64, sqlx::Error> {
+    let mut days = sqlx::query("DELETE FROM usage_daily WHERE scope = 'user' AND platform = ? AND subject = ?")
+        .bind(platform)
+        .bind(user)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    // A direct conversation's own day rows are the person's too.
+    for chat in dms {
+        days += sqlx::query("DELETE FROM usage_daily WHERE scope = 'chat' AND platform = ? AND subject = ?")
+            .bind(platform)
+            .bind(chat)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+    }
+    Ok(days)
 }
 
 #[async_trait]
@@ -75,61 +158,42 @@ impl PersonStore for SqliteStore {
                 .iter()
                 .map(session_of)
                 .collect();
-            let mut done = PersonDeletion::default();
+            let jobs: Vec<String> = sqlx::query_scalar(CRON_JOBS).bind(platform).bind(user).fetch_all(&mut *tx).await?;
+            let mut run_sessions: Vec<String> = Vec::new();
+            for job in &jobs {
+                run_sessions
+                    .extend(sqlx::query_scalar::<_, String>(CRON_SESSIONS).bind(job).fetch_all(&mut *tx).await?);
+            }
             let mut seqs: Vec<i64> =
                 sqlx::query_scalar(LOOSE_EVENTS).bind(platform).bind(user).fetch_all(&mut *tx).await?;
-            for session in &sessions {
+            let ids = || sessions.iter().map(|s| s.id.as_str()).chain(run_sessions.iter().map(String::as_str));
+            for id in ids() {
                 let of_session: Vec<i64> = sqlx::query_scalar("SELECT seq FROM inbound_events WHERE session_id = ?")
-                    .bind(&session.id)
+                    .bind(id)
                     .fetch_all(&mut *tx)
                     .await?;
                 seqs.extend(of_session);
             }
-            (done.events, done.outbound) = delete_events(&mut tx, &seqs).await?;
-            let jobs: Vec<String> = sqlx::query_scalar(CRON_JOBS).bind(platform).bind(user).fetch_all(&mut *tx).await?;
-            for job in &jobs {
-                sqlx::query("DELETE FROM cron_runs WHERE job_id = ?").bind(job).execute(&mut *tx).await?;
-                done.cron_jobs += sqlx::query("DELETE FROM cron_jobs WHERE id = ?")
-                    .bind(job)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
+            let events = delete_events(&mut tx, &seqs).await?;
+            let mut done = PersonDeletion {
+                events: events.events,
+                outbound: events.outbound,
+                files: events.files,
+                api_responses: events.api_responses,
+                cron_jobs: delete_jobs(&mut tx, &jobs).await?,
+                cron_sessions: run_sessions.len() as u64,
+                ..PersonDeletion::default()
+            };
+            for id in ids() {
+                let (messages, routes) = delete_session(&mut tx, id).await?;
+                done.messages += messages;
+                done.routes += routes;
             }
-            for session in &sessions {
-                let id = &session.id;
-                done.messages += sqlx::query("DELETE FROM messages WHERE session_id = ?")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                sqlx::query("DELETE FROM quarantined_messages WHERE session_id = ?").bind(id).execute(&mut *tx).await?;
-                done.routes += sqlx::query("DELETE FROM session_routes WHERE session_id = ?")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                sqlx::query("DELETE FROM session_resets WHERE session_id = ?").bind(id).execute(&mut *tx).await?;
-                sqlx::query("DELETE FROM sessions WHERE id = ?").bind(id).execute(&mut *tx).await?;
-            }
-            done.usage_days =
-                sqlx::query("DELETE FROM usage_daily WHERE scope = 'user' AND platform = ? AND subject = ?")
-                    .bind(platform)
-                    .bind(user)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            // A direct conversation's own day rows are the person's too.
-            for session in sessions.iter().filter(|s| s.dm) {
-                done.usage_days +=
-                    sqlx::query("DELETE FROM usage_daily WHERE scope = 'chat' AND platform = ? AND subject = ?")
-                        .bind(platform)
-                        .bind(&session.chat_id)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-            }
+            let dms: Vec<&str> = sessions.iter().filter(|s| s.dm).map(|s| s.chat_id.as_str()).collect();
+            done.usage_days = delete_usage(&mut tx, platform, user, &dms).await?;
             tx.commit().await?;
             done.sessions = sessions;
+            done.cron_job_ids = jobs;
             Ok(done)
         })
         .await
@@ -285,6 +349,65 @@ mod tests {
         assert_eq!(count(&store, "SELECT COUNT(*) FROM outbound_messages").await, 2);
         assert_eq!(count(&store, "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'U1'").await, 1);
         assert!(store.delete_person("discord", "U1").await.unwrap().sessions.is_empty(), "twice is harmless");
+    }
+
+    #[tokio::test]
+    async fn deleting_a_person_takes_their_cron_runs_sent_files_and_stored_api_responses() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap();
+        let write = || async { store.writer.get().await.unwrap() };
+        let (ann_dm, bob_dm) =
+            (ChatRef::new("api", "user:ann", ChatType::Dm), ChatRef::new("api", "user:bob", ChatType::Dm));
+        turn(&store, "req-ann", &ann_dm, None, "ann").await;
+        turn(&store, "req-bob", &bob_dm, None, "bob").await;
+        // Ann's answer carried a file; so did Bob's.
+        for (chat, path) in [("user:ann", "media/outbound/a1/chart.png"), ("user:bob", "media/outbound/b2/bob.pdf")] {
+            sqlx::query(
+                "UPDATE outbound_messages SET payload = json_set(payload, '$.file', json_object('path', ?)) \
+                 WHERE json_extract(payload, '$.chat.chat_id') = ?",
+            )
+            .bind(path)
+            .bind(chat)
+            .execute(&mut *write().await)
+            .await
+            .unwrap();
+        }
+        for (request, scope) in [("req-ann", "s1"), ("req-bob", "s2")] {
+            sqlx::query("INSERT INTO idempotency_keys (scope, idem_key, fingerprint, request_id, state, status, body, created_at) \
+                 VALUES (?, 'k', 'f', ?, 'done', 200, '{}', 0)")
+                .bind(scope)
+                .bind(request)
+                .execute(&mut *write().await)
+                .await
+                .unwrap();
+        }
+        for (id, chat, creator) in [("j1", &ann_dm, "ann"), ("j2", &bob_dm, "bob")] {
+            sqlx::query(
+                "INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, deliver, origin, created_by, created_at, updated_at) \
+                 VALUES (?, 'n', 'p', 'every 1h', 'UTC', 'origin', ?, ?, 0, 0)",
+            )
+            .bind(id)
+            .bind(serde_json::to_string(chat).unwrap())
+            .bind(creator)
+            .execute(&mut *write().await)
+            .await
+            .unwrap();
+            // One run of each job: a session of the cron pseudo-platform, keyed by the job.
+            turn(&store, &format!("{id}:1"), &ChatRef::new("cron", id, ChatType::Dm), None, "cron").await;
+        }
+
+        let done = store.delete_person("api", "ann").await.unwrap();
+        assert_eq!(done.files, ["media/outbound/a1/chart.png"]);
+        assert_eq!(done.cron_job_ids, ["j1"]);
+        assert_eq!((done.cron_sessions, done.api_responses), (1, 1));
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM idempotency_keys WHERE request_id = 'req-bob'").await, 1);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM idempotency_keys").await, 1);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM sessions WHERE platform = 'cron'").await, 1, "Bob's run stays");
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM sessions WHERE chat_id = 'j1'").await, 0);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM inbound_events WHERE event_id = 'j1:1'").await, 0);
+        let left: Vec<String> =
+            store.search("says", None, 10).await.unwrap().into_iter().map(|h| h.session_id).collect();
+        assert_eq!(left.len(), 2, "Bob's request and his job's run: {left:?}");
     }
 
     #[tokio::test]

@@ -30,7 +30,14 @@ impl RetentionStore for SqliteStore {
     async fn prune_inbound(&self, before: i64, limit: u32) -> StoreResult<u64> {
         let sql = "DELETE FROM inbound_events WHERE seq IN (SELECT seq FROM inbound_events \
                    WHERE state NOT IN ('accepted', 'running') AND received_at < ?1 ORDER BY seq LIMIT ?2)";
-        delete_batch(self, sql, before, limit).await
+        let events = delete_batch(self, sql, before, limit).await?;
+        // A webhook delivery's replay record (the hash of what it signed; scope `WEBHOOK_SCOPE`)
+        // is as much its deduplication record as its event: same age, and kept while it runs.
+        let sql = "DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys \
+                   WHERE created_at < ?1 AND scope LIKE 'webhook:%' AND request_id NOT IN \
+                   (SELECT event_id FROM inbound_events WHERE state IN ('accepted', 'running')) \
+                   ORDER BY created_at LIMIT ?2)";
+        Ok(events + delete_batch(self, sql, before, limit).await?)
     }
 
     async fn prune_outbound(&self, before: i64, limit: u32) -> StoreResult<u64> {
