@@ -33,12 +33,12 @@
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_llm.rs"]
 mod fake_llm;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../tests/support/fake_telegram/mod.rs"]
 mod fake_telegram;
 #[allow(dead_code)]
 #[path = "support/procfs.rs"]
 mod procfs;
-#[allow(dead_code, unreachable_pub)]
 #[path = "support/profile.rs"]
 mod profile;
 

@@ -264,6 +264,7 @@ impl Daemon {
         let mcp = tools::mcp::McpHub::start(&config.mcp, &env, mcp_settings);
         registry.add_source(mcp.clone());
         let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
+        let local_key = crate::config::Secret::new(pairing_key.local_api_key());
         let unpaired = (!config.platforms.email.pairing).then_some("email");
         let access = Arc::new(
             Access::from_env(&env, platforms.all().map(|p| p.name()), store.clone(), pairing_key)
@@ -376,6 +377,7 @@ impl Daemon {
                 ingress: ingress.clone(),
                 api: api.clone(),
                 api_key: env.secret("API_SERVER_KEY").map_err(|e| anyhow::anyhow!(e))?,
+                local_key: Some(local_key),
                 model_id: config.platforms.api.model_id.clone(),
                 ready: ready.clone(),
                 sse_keepalive: config.http.sse_keepalive.get(),

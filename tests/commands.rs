@@ -156,7 +156,11 @@ async fn sethome_makes_the_chat_the_target_of_hermesd_send() {
     let home = tempfile::tempdir().unwrap();
     let d = daemon(home.path(), &llm, &small, &platform).await;
     let send = |target: &str, text: &str| {
-        client().post(format!("{}/admin/send", d.base)).json(&json!({ "target": target, "text": text })).send()
+        client()
+            .post(format!("{}/admin/send", d.base))
+            .bearer_auth(support::local_key(home.path()))
+            .json(&json!({ "target": target, "text": text }))
+            .send()
     };
     let response = send("rec", "hello home").await.unwrap();
     assert_eq!(response.status().as_u16(), 400);

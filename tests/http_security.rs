@@ -41,6 +41,27 @@ async fn post(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_routes_need_a_key_even_on_a_keyless_loopback_api() {
+    // Loopback is no credential: any local process (a command, another user's program) could
+    // post as the bot. The home's local key (what `hermesd send` presents) or API_SERVER_KEY is.
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[]).await;
+    let body = || json!({ "target": "local", "text": "from a local process" }).to_string();
+    let (status, _, _) = post(&d.base, "/admin/send", body(), &[]).await;
+    assert_eq!(status, 401, "no key");
+    let (status, _, _) = post(&d.base, "/admin/send", body(), &[("authorization", "Bearer guess")]).await;
+    assert_eq!(status, 401, "a wrong key");
+    let bearer = format!("Bearer {}", support::local_key(home.path()));
+    let (status, _, body) = post(&d.base, "/admin/send", body(), &[("authorization", &bearer)]).await;
+    assert_eq!(status, 200, "the home's local key: {body}");
+    // The keyless chat API itself stays open on loopback (commands cannot reach it: namespaces).
+    let (status, _, _) = post(&d.base, "/v1/chat/completions", chat_body("hi"), &[]).await;
+    assert_eq!(status, 200);
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_origins_are_refused_and_preflight_answers_only_allowed_ones() {
     let llm = FakeLlm::echo().await;
     let home = tempfile::tempdir().unwrap();

@@ -293,7 +293,11 @@ async fn deliveries_to_signal_go_to_the_home_channel() {
     let d = start(home.path(), &signal_config(&llm, &fake, "", NO_BATCHING), &env).await;
     let send = |target: &str| {
         let body = serde_json::json!({"target": target, "text": "nightly report"});
-        support::client().post(format!("{}/admin/send", d.base)).json(&body).send()
+        support::client()
+            .post(format!("{}/admin/send", d.base))
+            .bearer_auth(support::local_key(home.path()))
+            .json(&body)
+            .send()
     };
     let response = send("signal").await.unwrap();
     assert_eq!(response.status().as_u16(), 200, "{:?}", response.text().await);

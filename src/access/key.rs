@@ -92,6 +92,14 @@ impl PairingKey {
         Some(Self(key))
     }
 
+    /// The bearer key local clients of this home's daemon (`hermesd send`, the panel) present on
+    /// `/admin/*` (and on `/v1/*` beside `API_SERVER_KEY`): derived from this key, so only who can
+    /// read the home — never a sandboxed command, which cannot — can use the admin routes, even
+    /// with no `API_SERVER_KEY` set.
+    pub fn local_api_key(&self) -> String {
+        self.hash("hermesd local api key v1")
+    }
+
     /// HMAC-SHA256 of `code` under this key, as hex.
     pub fn hash(&self, code: &str) -> String {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts keys of any length");

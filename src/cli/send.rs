@@ -1,6 +1,6 @@
-//! `hermesd send <target> <text>`: through the running daemon (`POST /admin/send`, so the
-//! message shares that daemon's pacers), or, when no daemon answers, straight from this process
-//! with the same outbox and store. Either way it exits 0 only once the platform confirmed.
+//! `hermesd send <target> <text>`: through the running daemon (`POST /admin/send` with the
+//! home's local key, so the message shares that daemon's pacers), or, when no daemon answers,
+//! straight from this process with the same outbox and store. Either way it exits 0 only once the platform confirmed.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -52,8 +52,10 @@ async fn via_daemon(loaded: &Loaded, target: &str, text: &str) -> Option<Result<
     let url = format!("http://{}/admin/send", std::net::SocketAddr::new(host, listen.port()));
     let client = reqwest::Client::builder().timeout(WAIT + Duration::from_secs(5)).build().ok()?;
     let mut request = client.post(url).json(&json!({ "target": target, "text": text }));
-    if let Ok(Some(key)) = loaded.env.secret("API_SERVER_KEY") {
-        request = request.bearer_auth(key.expose());
+    // The home's local key: readable by whoever may read the home, never by a sandboxed command.
+    match crate::access::PairingKey::load_or_create(&loaded.paths.home) {
+        Ok(key) => request = request.bearer_auth(key.local_api_key()),
+        Err(e) => return Some(Err(format!("the home's local key: {e}"))),
     }
     let response = match request.send().await {
         Ok(response) => response,

@@ -1,6 +1,7 @@
 //! `POST /admin/send` — what `hermesd send` calls on a running daemon: `{"target", "text"}` is
-//! delivered through this daemon's outbox. Needs the `API_SERVER_KEY` bearer when one is set;
-//! without a key it answers only on a loopback listener.
+//! delivered through this daemon's outbox. Needs a bearer: `API_SERVER_KEY`, or the home's local
+//! key (`PairingKey::local_api_key`, which `hermesd send` derives from the home), so a keyless
+//! API on loopback no longer lets any local process post as the bot.
 
 use std::time::Duration;
 
@@ -29,9 +30,7 @@ fn answer(status: StatusCode, body: serde_json::Value) -> Response {
 }
 
 pub(super) async fn send(State(state): State<AppState>, request: Request) -> Response {
-    let authorised =
-        if state.api_key.is_some() { super::api::authorized(&state, request.headers()) } else { state.loopback };
-    if !authorised {
+    if !super::api::holds_a_key(&state, request.headers()) {
         return answer(StatusCode::UNAUTHORIZED, json!({ "error": "missing or wrong bearer key" }));
     }
     // Read only once authorised, so an unauthorised client cannot hold the handler with a slow

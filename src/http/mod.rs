@@ -73,6 +73,8 @@ pub struct AppState {
     pub api: Option<Arc<ApiPlatform>>,
     /// The API's bearer key.
     pub api_key: Option<Secret>,
+    /// The home's local key (`PairingKey::local_api_key`): what `hermesd send` presents.
+    pub local_key: Option<Secret>,
     /// The model id `/v1/models` lists.
     pub model_id: String,
     /// Readiness flags.
@@ -89,7 +91,8 @@ pub struct AppState {
     pub targets: Targets,
     /// The outbox (`POST /admin/send`).
     pub outbox: Outbox,
-    /// Whether the server listens on loopback only (admin routes then need no key).
+    /// Whether the server listens on loopback only (test builds' failpoint route then needs no
+    /// key).
     pub loopback: bool,
     /// MCP servers (`/readyz` details, `/metrics`).
     pub mcp: std::sync::Arc<crate::agent::tools::mcp::McpHub>,

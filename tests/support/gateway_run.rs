@@ -108,7 +108,7 @@ impl Gateway {
     /// `chat:message id`. Notices (busy acknowledgements, the note on an interrupted preview)
     /// name no token and are left out.
     pub fn delivered_tokens(&self) -> BTreeMap<String, Vec<Delivered>> {
-        self.answers(|text| tokens(text))
+        self.answers(tokens)
     }
 
     /// Per chat, in order, a `Delivered` for each token `read` finds in a message sent to it.

@@ -67,6 +67,12 @@ pub async fn start_daemon_with(home: &Path, config: &str, env: &[(&str, &str)], 
     TestDaemon { daemon, base }
 }
 
+/// The bearer key local clients of the daemon of `home` present on `/admin/*` (what
+/// `hermesd send` sends).
+pub fn local_key(home: &Path) -> String {
+    hermesd::access::PairingKey::load_or_create(home).expect("the home's pairing key").local_api_key()
+}
+
 /// A plain HTTP client.
 pub fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
