@@ -11,9 +11,11 @@ use super::support::fake_whatsapp::{FakeWhatsApp, PHONE_NUMBER_ID, webhook};
 use super::support::{FakeLlm, eventually};
 use super::{ANN, SECRET, TOKEN, VERIFY, WAIT, query, ready, settle, start, wa_config};
 
-async fn admin_send(base: &str, target: &str, text: &str) -> (u16, serde_json::Value) {
+/// `hermesd send` as the running daemon of `home` gets it.
+async fn admin_send(home: &std::path::Path, base: &str, target: &str, text: &str) -> (u16, serde_json::Value) {
     let response = super::support::client()
         .post(format!("{base}/admin/send"))
+        .bearer_auth(super::support::local_key(home))
         .json(&json!({ "target": target, "text": text }))
         .send()
         .await
@@ -31,7 +33,7 @@ async fn outside_the_window_the_template_is_sent_and_the_receipt_says_why() {
     let d = start(home.path(), &config).await;
     assert!(ready(&d.base).await);
     let quiet = "15551230002";
-    let (status, body) = admin_send(&d.base, &format!("whatsapp:{quiet}"), "your report is ready").await;
+    let (status, body) = admin_send(home.path(), &d.base, &format!("whatsapp:{quiet}"), "your report is ready").await;
     assert_ne!(status, 200, "{body}");
     assert!(body.to_string().contains("24-hour"), "{body}");
     let sent = fake.sent_to(quiet);
@@ -56,7 +58,7 @@ async fn outside_the_window_without_a_template_the_send_fails_clearly() {
     let home = tempfile::tempdir().unwrap();
     let d = start(home.path(), &wa_config(&llm, &fake, "")).await;
     assert!(ready(&d.base).await);
-    let (status, body) = admin_send(&d.base, "whatsapp:15551230002", "hello?").await;
+    let (status, body) = admin_send(home.path(), &d.base, "whatsapp:15551230002", "hello?").await;
     assert_ne!(status, 200, "{body}");
     assert!(body.to_string().contains("reengage_template"), "{body}");
     assert!(fake.sent().is_empty(), "nothing Meta would accept and fail later");
