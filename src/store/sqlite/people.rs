@@ -211,6 +211,20 @@ mod tests {
     use crate::agent::message::{Message, Role};
     use crate::store::{AcceptOutcome, EventState, InboundStore, SessionKey, SessionStore, TokenTotals, TurnEnd};
 
+    /// A cron job `id` made in `chat` by `creator`, as the `cronjob` tool stores one.
+    async fn insert_job(store: &SqliteStore, id: &str, chat: &ChatRef, creator: &str) {
+        sqlx::query(
+            "INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, deliver, origin, created_by, created_at, updated_at) \
+             VALUES (?, 'n', 'p', 'every 1h', 'UTC', 'origin', ?, ?, 0, 0)",
+        )
+        .bind(id)
+        .bind(serde_json::to_string(chat).unwrap())
+        .bind(creator)
+        .execute(&mut *store.writer.get().await.unwrap())
+        .await
+        .unwrap();
+    }
+
     fn event(id: &str, chat: &ChatRef, user: &str, text: &str) -> InboundEvent {
         InboundEvent::Message {
             event_id: id.into(),
@@ -297,16 +311,7 @@ mod tests {
         let shared = turn(&store, "e4", &ChatRef::new("discord", "G2", ChatType::Group), None, "U1").await;
         store.accept_inbound(&event("e5", &ann_dm, "U1", "never ran"), 4).await.unwrap();
         for (id, chat, creator) in [("j1", &ann_dm, "U1"), ("j2", &bob_dm, "U2")] {
-            sqlx::query(
-                "INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, deliver, origin, created_by, created_at, updated_at) \
-                 VALUES (?, 'n', 'p', 'every 1h', 'UTC', 'origin', ?, ?, 0, 0)",
-            )
-            .bind(id)
-            .bind(serde_json::to_string(chat).unwrap())
-            .bind(creator)
-            .execute(&mut *store.writer.get().await.unwrap())
-            .await
-            .unwrap();
+            insert_job(&store, id, chat, creator).await;
         }
 
         let found: Vec<String> =
@@ -382,16 +387,7 @@ mod tests {
                 .unwrap();
         }
         for (id, chat, creator) in [("j1", &ann_dm, "ann"), ("j2", &bob_dm, "bob")] {
-            sqlx::query(
-                "INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, deliver, origin, created_by, created_at, updated_at) \
-                 VALUES (?, 'n', 'p', 'every 1h', 'UTC', 'origin', ?, ?, 0, 0)",
-            )
-            .bind(id)
-            .bind(serde_json::to_string(chat).unwrap())
-            .bind(creator)
-            .execute(&mut *write().await)
-            .await
-            .unwrap();
+            insert_job(&store, id, chat, creator).await;
             // One run of each job: a session of the cron pseudo-platform, keyed by the job.
             turn(&store, &format!("{id}:1"), &ChatRef::new("cron", id, ChatType::Dm), None, "cron").await;
         }

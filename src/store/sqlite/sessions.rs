@@ -379,6 +379,8 @@ impl SessionStore for SqliteStore {
                     .query_row(rusqlite::params![session_id, seq], |row| row.get::<_, i64>(0))
                     .optional()?;
                 let Some(attempts) = attempts else { return Ok(None) };
+                // Looked up on every start, not only when `attempts > 1`: a shutdown requeue
+                // gives its attempt back, so a rerun can count 1 and still find its own row.
                 let earlier = conn
                     .prepare_cached(
                         "SELECT id, content IS ?2 AND images IS ?3 FROM messages \
