@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond cargo: Dovecot (Debian's dovecot-imapd), the real
-# IMAP server the e-mail tests start on loopback. Idempotent: does nothing when dovecot is
-# already installed. Never starts a system service.
+# IMAP server the e-mail tests start on loopback, and the programs the sandbox tests run inside
+# the sandbox or around it: curl, python3, setpriv (util-linux) and script (bsdutils).
+# Idempotent: installs only what is missing, nothing when all is there. Never starts a system
+# service.
 set -euo pipefail
 
-if command -v dovecot >/dev/null 2>&1 || [ -x /usr/sbin/dovecot ]; then
+packages=()
+if ! command -v dovecot >/dev/null 2>&1 && [ ! -x /usr/sbin/dovecot ]; then
+    packages+=(dovecot-imapd)
+fi
+for pair in curl:curl python3:python3 setpriv:util-linux script:bsdutils; do
+    if ! command -v "${pair%%:*}" >/dev/null 2>&1; then
+        packages+=("${pair#*:}")
+    fi
+done
+if [ "${#packages[@]}" -eq 0 ]; then
     exit 0
 fi
 
@@ -13,13 +24,13 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1; then
     as_root=(sudo)
 else
-    echo "test-deps: dovecot is missing and this user can neither install packages (not root) nor use sudo;" >&2
-    echo "test-deps: install Debian's dovecot-imapd package, then run the tests again" >&2
+    echo "test-deps: ${packages[*]} missing and this user can neither install packages (not root) nor use sudo;" >&2
+    echo "test-deps: install Debian's ${packages[*]}, then run the tests again" >&2
     exit 1
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "test-deps: dovecot is missing and apt-get is not available; install dovecot (with IMAP) yourself" >&2
+    echo "test-deps: ${packages[*]} missing and apt-get is not available; install them yourself" >&2
     exit 1
 fi
 
@@ -41,4 +52,4 @@ trap cleanup EXIT
 
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq
-"${as_root[@]}" apt-get install -y -qq --no-install-recommends dovecot-imapd
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}"
