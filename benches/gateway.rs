@@ -21,6 +21,10 @@
 //!   answering a `todo` tool call and then text (two model calls a turn): CPU per turn and per
 //!   model call;
 //! - store growth per turn (`state.db` + `state.db-wal`) over the 50-session workload;
+//! - realistic traffic, on a daemon of its own (`load::Traffic::realistic`): 1 and 50 sessions ×
+//!   40 messages, closed loop, with a bearer key, the default toolsets, messages of a few hundred
+//!   bytes and paragraph answers with usage, so prompts grow with each session's history (the
+//!   mean and largest prompt are printed); CPU per turn at 50 sessions is judged here (≤ 0.6 ms);
 //! - scale (benches/gateway/scale.rs), every run on a daemon of its own, medians of 3: RSS with 10,000
 //!   sessions alive at once and for 2 minutes after their actors exited, and daemon CPU per
 //!   message for the first chats vs after 100,000 distinct chats;
@@ -38,7 +42,7 @@
 //! `HERMESD_BENCH_QUICK=1` runs each workload once with 5 messages per session (a smoke test).
 //! `HERMESD_BENCH_SCALE=only` runs only the scale workloads (`=memory`, `=chats`: one of them;
 //! `=search`: only the million-message search; `=none`: only the first table, no scale or
-//! search workloads); `HERMESD_BENCH_BIN=<path>` runs
+//! search workloads; `=realistic`: only the realistic rows); `HERMESD_BENCH_BIN=<path>` runs
 //! another `hermesd` build (e.g. to compare allocators or versions).
 //! All traffic stays on 127.0.0.1; arguments cargo passes (`--bench`, filters) are ignored.
 
@@ -62,8 +66,8 @@ mod search;
 use std::time::Duration;
 
 use daemon::{Daemon, status_mb, thread_ticks, ticks_per_second};
-use fake_llm::FakeLlm;
-use load::{Bench, Metrics, Pace, warm_up};
+use fake_llm::{FakeLlm, Mode};
+use load::{Bench, Metrics, Pace, Traffic, warm_up};
 use report::{Exit, Report, Row, Workload};
 
 /// Concurrent sessions of each closed-loop workload.
@@ -71,6 +75,9 @@ const CLOSED: [usize; 3] = [1, 10, 50];
 /// The paced workload: sessions, and the interval between one session's messages.
 const PACED_SESSIONS: usize = 10;
 const PACED_EVERY: Duration = Duration::from_millis(100);
+/// Concurrent sessions of the realistic workloads (closed loop, each session's history growing
+/// to twice the light workloads' messages: 40 turns).
+const REALISTIC: [usize; 2] = [1, 50];
 /// Sessions of the tool-turn workload.
 const TOOL_SESSIONS: usize = 10;
 /// Fresh daemons started to time start-to-ready.
@@ -111,12 +118,20 @@ fn main() {
     let llm = FakeLlm::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("build the bench runtime");
     // `HERMESD_BENCH_SCALE=only|memory|chats` runs just the scale workloads (they take minutes),
-    // `=search` just the million-message search, `=none` just the first table.
+    // `=search` just the million-message search, `=none` just the first table, `=realistic` just
+    // the realistic rows (e.g. under `perf record`).
     let only = std::env::var("HERMESD_BENCH_SCALE").ok();
     println!("hermesd gateway bench: binary built with the `{}` profile", profile::of(env!("CARGO_BIN_EXE_hermesd")));
     if only.is_none() || only.as_deref() == Some("none") {
         let report = runtime.block_on(run(&settings, &llm));
         report.print(&settings);
+    }
+    if only.as_deref() == Some("realistic") {
+        let mut errors = Vec::new();
+        let (realistic, exit) = runtime.block_on(run_realistic(&settings, &llm, &client(), &mut errors));
+        report::print_realistic(&realistic, &settings);
+        report::print_problems(&errors, &[exit]);
+        return;
     }
     if only.is_none() || only.as_deref() == Some("search") {
         runtime.block_on(search::run(settings.quick)).print();
@@ -156,6 +171,7 @@ async fn measure_row(bench: &Bench<'_>, settings: &Settings, workload: Workload,
         Workload::Closed(n) => (n, Pace::Closed, "closed"),
         Workload::Paced(n, every) => (n, Pace::Every(every), "paced"),
         Workload::Tool(n) => (n, Pace::Closed, "tool"),
+        Workload::Realistic(n) => (n, Pace::Closed, "realistic"),
     };
     let mut runs: Vec<Metrics> = Vec::with_capacity(settings.runs);
     for run in 0..settings.runs {
@@ -169,6 +185,30 @@ async fn measure_row(bench: &Bench<'_>, settings: &Settings, workload: Workload,
     Row { workload, metrics: Metrics::median(&runs) }
 }
 
+/// The realistic rows, on a daemon of their own: a key, growing histories, paragraph answers
+/// with usage.
+async fn run_realistic(
+    settings: &Settings,
+    llm: &FakeLlm,
+    client: &reqwest::Client,
+    errors: &mut Vec<String>,
+) -> (Vec<Row>, Exit) {
+    llm.set_mode(Mode::Realistic);
+    let traffic = Traffic::realistic();
+    let (daemon, _) = Daemon::start_with_key(client, llm, "", traffic.key).await;
+    eprintln!("realistic warm-up ({} turns)…", WARMUP_SESSIONS * TOOL_WARMUP_MESSAGES);
+    let warmup = warm_up(client, &daemon, "real-warmup", WARMUP_SESSIONS, TOOL_WARMUP_MESSAGES, traffic).await;
+    errors.extend(warmup.map(|e| format!("realistic warm-up: {e}")));
+    let bench = Bench { client, daemon: &daemon, llm, ticks_per_s: ticks_per_second(), traffic };
+    let mut rows = Vec::new();
+    for sessions in REALISTIC {
+        rows.push(measure_row(&bench, settings, Workload::Realistic(sessions), errors).await);
+    }
+    let (status, log) = daemon.stop().await;
+    llm.set_mode(Mode::Plain);
+    (rows, Exit { name: "realistic", status, log })
+}
+
 async fn run(settings: &Settings, llm: &FakeLlm) -> Report {
     let client = client();
     let ticks_per_s = ticks_per_second();
@@ -180,12 +220,12 @@ async fn run(settings: &Settings, llm: &FakeLlm) -> Report {
     tokio::time::sleep(IDLE_SETTLE).await;
     let idle_rss_mb = status_mb(daemon.pid(), "VmRSS");
     eprintln!("warm-up ({} turns)…", WARMUP_SESSIONS * WARMUP_MESSAGES);
-    let mut errors: Vec<String> = warm_up(&client, &daemon, "warmup", WARMUP_SESSIONS, WARMUP_MESSAGES)
+    let mut errors: Vec<String> = warm_up(&client, &daemon, "warmup", WARMUP_SESSIONS, WARMUP_MESSAGES, Traffic::LIGHT)
         .await
         .into_iter()
         .map(|e| format!("warm-up: {e}"))
         .collect();
-    let bench = Bench { client: &client, daemon: &daemon, llm, ticks_per_s };
+    let bench = Bench { client: &client, daemon: &daemon, llm, ticks_per_s, traffic: Traffic::LIGHT };
     let workloads = [
         Workload::Closed(CLOSED[0]),
         Workload::Closed(CLOSED[1]),
@@ -204,18 +244,20 @@ async fn run(settings: &Settings, llm: &FakeLlm) -> Report {
     let mut exits = vec![Exit { name: "main", status, log }];
 
     // The tool-turn daemon: the fake LLM answers a tool call, then text.
-    llm.set_tool_mode(true);
+    llm.set_mode(Mode::Tool);
     let (daemon, _) = Daemon::start(&client, llm).await;
     eprintln!("tool warm-up ({} turns)…", WARMUP_SESSIONS * TOOL_WARMUP_MESSAGES);
-    let warmup = warm_up(&client, &daemon, "tool-warmup", WARMUP_SESSIONS, TOOL_WARMUP_MESSAGES).await;
+    let warmup = warm_up(&client, &daemon, "tool-warmup", WARMUP_SESSIONS, TOOL_WARMUP_MESSAGES, Traffic::LIGHT).await;
     errors.extend(warmup.map(|e| format!("tool warm-up: {e}")));
-    let bench = Bench { client: &client, daemon: &daemon, llm, ticks_per_s };
+    let bench = Bench { client: &client, daemon: &daemon, llm, ticks_per_s, traffic: Traffic::LIGHT };
     rows.push(measure_row(&bench, settings, Workload::Tool(TOOL_SESSIONS), &mut errors).await);
     let (status, log) = daemon.stop().await;
     exits.push(Exit { name: "tool-turn", status, log });
-    llm.set_tool_mode(false);
+
+    let (realistic, exit) = run_realistic(settings, llm, &client, &mut errors).await;
+    exits.push(exit);
 
     eprintln!("compression: {} fresh {}-message session(s)…", settings.compress_runs, compress::MESSAGES);
     let compression = compress::run(settings.compress_runs).await;
-    Report { ready_ms, idle_rss_mb, rows, threads, errors, exits, compression }
+    Report { ready_ms, idle_rss_mb, rows, realistic, threads, errors, exits, compression }
 }

@@ -33,6 +33,16 @@ impl Daemon {
 
     /// Like `start`, with `agent_extra` (TOML lines) added to the config's `[agent]` table.
     pub(crate) async fn start_with(client: &reqwest::Client, llm: &FakeLlm, agent_extra: &str) -> (Self, Duration) {
+        Self::start_with_key(client, llm, agent_extra, None).await
+    }
+
+    /// Like `start_with`, the API keyed with `key` (`API_SERVER_KEY`) when given.
+    pub(crate) async fn start_with_key(
+        client: &reqwest::Client,
+        llm: &FakeLlm,
+        agent_extra: &str,
+        key: Option<&str>,
+    ) -> (Self, Duration) {
         let home = tempfile::tempdir().expect("create a daemon home");
         let port = free_port();
         write_config(home.path(), port, llm, agent_extra);
@@ -40,7 +50,11 @@ impl Daemon {
         let started = Instant::now();
         // `HERMESD_BENCH_BIN` runs another build of hermesd (e.g. an older one, to compare).
         let bin = std::env::var("HERMESD_BENCH_BIN").unwrap_or_else(|_| BIN.to_owned());
-        let child = Command::new(bin)
+        let mut command = Command::new(bin);
+        if let Some(key) = key {
+            command.env("API_SERVER_KEY", key);
+        }
+        let child = command
             .arg("--home")
             .arg(home.path())
             .arg("run")

@@ -6,6 +6,11 @@
 //! and latency is mostly queueing (≈ sessions ÷ throughput). Paced (open loop): a session sends
 //! on a fixed schedule, one message every `interval`, with the sessions' schedules spread evenly
 //! over the interval — a load well under capacity, so latency is the per-turn overhead.
+//!
+//! The traffic is either the light kind (no key, "message N", a two-letter answer) or the
+//! realistic kind (`Traffic::realistic`): a bearer key on every request, user messages of a few
+//! hundred bytes that differ from turn to turn, and the fake model's paragraph-long answer, so a
+//! session's history (and the prompt the daemon builds from it) grows turn by turn.
 
 use std::time::Duration;
 
@@ -44,22 +49,85 @@ impl Outcome {
     }
 }
 
+/// What the load sends and expects back.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Traffic {
+    /// The bearer key on every request (the daemon runs with it as `API_SERVER_KEY`).
+    pub(crate) key: Option<&'static str>,
+    /// Realistic messages and answers (else "message N" and "ok").
+    pub(crate) realistic: bool,
+}
+
+impl Traffic {
+    pub(crate) const LIGHT: Traffic = Traffic { key: None, realistic: false };
+
+    /// The key the realistic daemon is started with.
+    pub(crate) const KEY: &'static str = "sk-bench-0123456789abcdef0123456789abcdef";
+
+    pub(crate) fn realistic() -> Self {
+        Traffic { key: Some(Self::KEY), realistic: true }
+    }
+
+    /// The `i`-th message of a session: "message N", or a request of 150–450 bytes that differs
+    /// with `i`, as people write them.
+    fn text(self, i: usize) -> String {
+        if !self.realistic {
+            return format!("message {i}");
+        }
+        const ASKS: [&str; 4] = [
+            "Can you check why the nightly backup of the orders database took so long yesterday? It usually \
+             finishes in twenty minutes and it ran for almost two hours.",
+            "Please summarise what changed in the payment service since last Tuesday, and tell me whether \
+             any of it touches how refunds are retried when the bank times out.",
+            "I have a meeting with the platform team at three. Draft five short questions about their plan to \
+             move the queue workers to the new cluster, the ones most likely to show risks.",
+            "The disk on build-runner-4 is at 91 percent again. What is using the space, what can be cleaned \
+             safely, and should we raise the volume size or add a retention rule for the caches?",
+        ];
+        let detail = " Some context: the team is small, changes go out on Thursdays, and we would rather \
+                      fix the cause than add another alert.";
+        let ask = ASKS[i % ASKS.len()];
+        match i % 3 {
+            0 => format!("{ask} (request {i})"),
+            1 => format!("{ask}{detail} (request {i})"),
+            _ => format!("Following up on that: {ask}{detail}{detail} (request {i})"),
+        }
+    }
+
+    fn answered(self, content: Option<&str>) -> bool {
+        match (self.realistic, content) {
+            (false, Some(text)) => text == "ok",
+            (true, Some(text)) => text.starts_with(crate::fake_llm::REALISTIC_PREFIX),
+            (_, None) => false,
+        }
+    }
+}
+
 /// One request: `Ok(latency)` when the answer is a 200 with "ok".
 pub(crate) async fn turn(client: &reqwest::Client, url: &str, session: &str, text: String) -> Result<Duration, String> {
+    turn_with(client, url, session, text, Traffic::LIGHT).await
+}
+
+/// One request of `traffic`: `Ok(latency)` when the answer is a 200 with the expected text.
+async fn turn_with(
+    client: &reqwest::Client,
+    url: &str,
+    session: &str,
+    text: String,
+    traffic: Traffic,
+) -> Result<Duration, String> {
     let body = json!({ "model": "hermes-agent", "messages": [{ "role": "user", "content": text }] });
     let started = Instant::now();
-    let response = client
-        .post(url)
-        .header("X-Hermes-Session-Id", session)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| format!("send: {e}"))?;
+    let mut request = client.post(url).header("X-Hermes-Session-Id", session).json(&body);
+    if let Some(key) = traffic.key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.map_err(|e| format!("send: {e}"))?;
     let status = response.status();
     let reply: Value = response.json().await.map_err(|e| format!("read body ({status}): {e}"))?;
     let elapsed = started.elapsed();
     match reply["choices"][0]["message"]["content"].as_str() {
-        Some("ok") if status == 200 => Ok(elapsed),
+        content if status == 200 && traffic.answered(content) => Ok(elapsed),
         _ => Err(format!("{status}: {reply}")),
     }
 }
@@ -69,8 +137,7 @@ async fn session(
     client: &reqwest::Client,
     url: &str,
     id: String,
-    messages: usize,
-    pace: Pace,
+    (messages, pace, traffic): (usize, Pace, Traffic),
     start: Instant,
 ) -> Outcome {
     let mut outcome = Outcome::default();
@@ -78,7 +145,7 @@ async fn session(
         if let Pace::Every(interval) = pace {
             tokio::time::sleep_until(start + interval * i as u32).await;
         }
-        outcome.record(turn(client, url, &id, format!("message {i}")).await);
+        outcome.record(turn_with(client, url, &id, traffic.text(i), traffic).await);
     }
     outcome
 }
@@ -91,6 +158,7 @@ async fn drive(
     sessions: usize,
     messages: usize,
     pace: Pace,
+    traffic: Traffic,
 ) -> (Outcome, Duration) {
     let url = format!("{base}/v1/chat/completions");
     let started = Instant::now();
@@ -99,7 +167,8 @@ async fn drive(
         Pace::Every(interval) => interval.mul_f64(n as f64 / sessions as f64),
     };
     let outcomes = futures_util::future::join_all(
-        (0..sessions).map(|n| session(client, &url, format!("{label}-{n}"), messages, pace, started + offset(n))),
+        (0..sessions)
+            .map(|n| session(client, &url, format!("{label}-{n}"), (messages, pace, traffic), started + offset(n))),
     )
     .await;
     let wall = started.elapsed();
@@ -121,8 +190,9 @@ pub(crate) async fn warm_up(
     label: &str,
     sessions: usize,
     messages: usize,
+    traffic: Traffic,
 ) -> Option<String> {
-    drive(client, &daemon.base, label, sessions, messages, Pace::Closed).await.0.first_error
+    drive(client, &daemon.base, label, sessions, messages, Pace::Closed, traffic).await.0.first_error
 }
 
 /// The numbers of one workload run (or the medians of several).
@@ -148,6 +218,9 @@ pub(crate) struct Metrics {
     pub(crate) overhead_p50_ms: f64,
     /// p99 latency minus the mean model time per turn.
     pub(crate) overhead_p99_ms: f64,
+    /// Mean and largest request the fake model received, in KB (realistic traffic only).
+    pub(crate) prompt_kb_mean: f64,
+    pub(crate) prompt_kb_max: f64,
 }
 
 impl Metrics {
@@ -170,6 +243,8 @@ impl Metrics {
             model_ms_per_turn: m(|r| r.model_ms_per_turn),
             overhead_p50_ms: m(|r| r.overhead_p50_ms),
             overhead_p99_ms: m(|r| r.overhead_p99_ms),
+            prompt_kb_mean: m(|r| r.prompt_kb_mean),
+            prompt_kb_max: m(|r| r.prompt_kb_max),
         }
     }
 }
@@ -198,6 +273,7 @@ pub(crate) struct Bench<'a> {
     pub(crate) daemon: &'a Daemon,
     pub(crate) llm: &'a FakeLlm,
     pub(crate) ticks_per_s: f64,
+    pub(crate) traffic: Traffic,
 }
 
 impl Bench<'_> {
@@ -215,7 +291,10 @@ impl Bench<'_> {
         let store_before = store_bytes(self.daemon.home());
         let calls_before = self.llm.calls();
         let model_before = self.model_seconds().await;
-        let (mut outcome, wall) = drive(self.client, &self.daemon.base, label, sessions, messages, pace).await;
+        let (prompt_before, _) = self.llm.take_prompt_bytes();
+        let (mut outcome, wall) =
+            drive(self.client, &self.daemon.base, label, sessions, messages, pace, self.traffic).await;
+        let (prompt_after, prompt_max) = self.llm.take_prompt_bytes();
         let model_s = self.model_seconds().await - model_before;
         let ticks = cpu_ticks(pid) - ticks_before;
         let own_ticks = cpu_ticks("self") - own_ticks_before;
@@ -242,6 +321,8 @@ impl Bench<'_> {
             peak_rss_mb: status_mb(pid, "VmHWM"),
             llm_calls_per_turn: calls / turns,
             store_bytes_per_turn: store_growth / turns,
+            prompt_kb_mean: (prompt_after - prompt_before) as f64 / 1024.0 / calls,
+            prompt_kb_max: prompt_max as f64 / 1024.0,
         };
         (metrics, outcome.first_error)
     }

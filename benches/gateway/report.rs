@@ -17,6 +17,9 @@ pub(crate) enum Workload {
     Paced(usize, Duration),
     /// Closed loop, every turn a tool call then text: two model calls (own daemon).
     Tool(usize),
+    /// Closed loop of realistic traffic: a key, messages of a few hundred bytes, paragraph
+    /// answers with usage, each session's history growing to 40 turns (own daemon).
+    Realistic(usize),
 }
 
 impl Workload {
@@ -25,6 +28,7 @@ impl Workload {
     pub(crate) fn messages(self, per_session: usize) -> usize {
         match self {
             Workload::Closed(1) => per_session * 10,
+            Workload::Realistic(_) => per_session * 2,
             _ => per_session,
         }
     }
@@ -38,6 +42,8 @@ impl Workload {
                 format!("{n} sessions × {messages}, paced (1 msg / {} ms each)", every.as_millis())
             }
             Workload::Tool(n) => format!("{n} sessions × {messages}, tool turn, closed loop"),
+            Workload::Realistic(1) => format!("1 session × {messages}, realistic, closed loop"),
+            Workload::Realistic(n) => format!("{n} sessions × {messages}, realistic, closed loop"),
         }
     }
 }
@@ -60,6 +66,8 @@ pub(crate) struct Report {
     pub(crate) ready_ms: Vec<f64>,
     pub(crate) idle_rss_mb: f64,
     pub(crate) rows: Vec<Row>,
+    /// The realistic workloads (a daemon of their own).
+    pub(crate) realistic: Vec<Row>,
     /// CPU ms of each thread of the main daemon over its whole life (warm-up and its workloads).
     pub(crate) threads: Vec<(String, f64)>,
     pub(crate) errors: Vec<String>,
@@ -89,6 +97,7 @@ impl Report {
         );
         self.print_table(settings);
         self.print_summary();
+        self.print_realistic(settings);
         self.compression.print();
         self.print_targets(settings);
         self.print_problems();
@@ -118,6 +127,10 @@ impl Report {
             );
         }
         println!();
+    }
+
+    fn print_realistic(&self, settings: &Settings) {
+        print_realistic(&self.realistic, settings);
     }
 
     fn print_summary(&self) {
@@ -226,15 +239,59 @@ impl Report {
     }
 
     fn print_problems(&self) {
-        for error in &self.errors {
-            println!("warning: request error: {error}");
-        }
-        for Exit { name, status, log } in &self.exits {
-            if status.code() == Some(0) {
-                println!("{name} daemon exited 0 after SIGTERM");
-            } else {
-                println!("warning: {name} daemon exited with {status} after SIGTERM; its log:\n{log}");
-            }
+        print_problems(&self.errors, &self.exits);
+    }
+}
+
+/// Request errors, and how each daemon ended.
+pub(crate) fn print_problems(errors: &[String], exits: &[Exit]) {
+    for error in errors {
+        println!("warning: request error: {error}");
+    }
+    for Exit { name, status, log } in exits {
+        if status.code() == Some(0) {
+            println!("{name} daemon exited 0 after SIGTERM");
+        } else {
+            println!("warning: {name} daemon exited with {status} after SIGTERM; its log:\n{log}");
         }
     }
+}
+
+/// The realistic rows' table and their target.
+pub(crate) fn print_realistic(realistic: &[Row], settings: &Settings) {
+    println!("### realistic workload (what users run)\n");
+    println!(
+        "| workload | turns | wall s | turns/s | p50 ms | p99 ms | CPU ms/turn | bench CPU ms/turn | peak RSS MB | prompt KB mean | prompt KB max | errors |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for Row { workload, metrics: m } in realistic {
+        println!(
+            "| {} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.3} | {:.3} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            workload.label(settings.messages),
+            m.turns,
+            m.wall_s,
+            m.turns_per_s,
+            m.p50_ms,
+            m.p99_ms,
+            m.cpu_ms_per_turn,
+            m.bench_cpu_ms_per_turn,
+            m.peak_rss_mb,
+            m.prompt_kb_mean,
+            m.prompt_kb_max,
+            m.errors
+        );
+    }
+    println!();
+    println!(
+        "- every request carries a bearer key (`API_SERVER_KEY`); the default toolsets are on, so each prompt \
+         carries their schemas; user messages are 150–450 bytes and differ turn to turn; the fake model \
+         answers a ~700-byte paragraph with usage (prompt tokens = request bytes ÷ 4), so each session's \
+         history — and the prompt built from it — grows for all its turns (fresh sessions each run). Prompt \
+         KB is the request body the fake model received."
+    );
+    if let Some(row) = realistic.iter().find(|r| r.workload == Workload::Realistic(50)) {
+        let cpu = row.metrics.cpu_ms_per_turn;
+        println!("- {}: CPU per realistic turn, 50 sessions: {cpu:.3} ms (target ≤ 0.6 ms)", verdict(cpu <= 0.6));
+    }
+    println!();
 }

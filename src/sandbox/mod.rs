@@ -138,6 +138,7 @@ impl Sandbox {
                 Err("the sandbox is off".into()),
             ),
         };
+        let (support, namespaces) = lesser_kernel(support, namespaces);
         Self { mode, helper, support, secrets: SecretTrail::default(), namespaces, proxy: None }
     }
 
@@ -303,6 +304,31 @@ impl Sandbox {
         command.arg(HELPER_SUBCOMMAND).args(policy.to_args()).arg("--").arg(program);
         Ok(command)
     }
+}
+
+/// Test builds: the probes' findings as an older kernel would give them, so the daemon's and
+/// `hermesd check`'s answers to a kernel without namespaces (`sandbox.namespaces=error`) or with
+/// an older Landlock (`sandbox.landlock_abi=value(N)`) can be tested on this one. What the helper
+/// enforces is not changed.
+#[cfg(feature = "failpoints")]
+fn lesser_kernel(mut support: Support, namespaces: Result<(), String>) -> (Support, Result<(), String>) {
+    if let (Support::Available { abi, .. }, Some(cap)) =
+        (&mut support, crate::failpoint::value("sandbox.landlock_abi").and_then(|v| v.parse::<i32>().ok()))
+    {
+        *abi = (*abi).min(cap);
+    }
+    let namespaces = match namespaces {
+        Ok(()) if crate::failpoint::fire("sandbox.namespaces") => {
+            Err("user namespaces are off (failpoint sandbox.namespaces)".to_string())
+        }
+        other => other,
+    };
+    (support, namespaces)
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn lesser_kernel(support: Support, namespaces: Result<(), String>) -> (Support, Result<(), String>) {
+    (support, namespaces)
 }
 
 /// Whether the helper can give commands namespaces of their own, learnt by running it once with

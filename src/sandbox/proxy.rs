@@ -157,6 +157,9 @@ async fn connect_guarded(authority: &str, guard: AddressPolicy) -> Result<TcpStr
         return Err(format!("{authority} has no address"));
     }
     for address in &addresses {
+        if test_target(*address) {
+            continue;
+        }
         if let Err(special) = guard.check(address.ip()) {
             return Err(format!("{authority} resolves to {} ({special}), which commands may not reach", address.ip()));
         }
@@ -170,6 +173,19 @@ async fn connect_guarded(authority: &str, guard: AddressPolicy) -> Result<TcpStr
         }
     }
     Err(format!("cannot connect to {authority}: {last}"))
+}
+
+/// Test builds: `sandbox.proxy_test_port=value(PORT)` lets the proxy reach 127.0.0.1:PORT (and
+/// nothing else on loopback), standing for a public package index in tests of the real daemon.
+#[cfg(feature = "failpoints")]
+fn test_target(address: SocketAddr) -> bool {
+    address.ip().is_loopback()
+        && crate::failpoint::value("sandbox.proxy_test_port").is_some_and(|port| port == address.port().to_string())
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn test_target(_address: SocketAddr) -> bool {
+    false
 }
 
 async fn refuse(mut reader: BufReader<UnixStream>, status: &str, why: &str) -> io::Result<()> {

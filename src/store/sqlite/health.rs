@@ -90,6 +90,8 @@ impl SqliteStore {
     {
         retry_write(Some(&self.health), || {
             let attempt = op();
+            // Without failpoints the block only awaits `attempt`; with them it arms the cap first.
+            #[cfg_attr(not(feature = "failpoints"), allow(clippy::redundant_async_block))]
             async move {
                 // Test builds: a page cap armed or lifted since the last attempt applies now.
                 #[cfg(feature = "failpoints")]
