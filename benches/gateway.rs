@@ -28,6 +28,9 @@
 //! - scale (benches/gateway/scale.rs), every run on a daemon of its own, medians of 3: RSS with 10,000
 //!   sessions alive at once and for 2 minutes after their actors exited, and daemon CPU per
 //!   message for the first chats vs after 100,000 distinct chats;
+//! - in process, through the hermesd library (benches/gateway/durability.rs): the price of a synced
+//!   accept — `accept_inbound` as a platform acked before the turn needs it (`synchronous = FULL`)
+//!   against as the API needs it (the caller waits for the answer), 1 and 50 callers;
 //! - in process, through the hermesd library: a forced compaction of a 2,000-message session
 //!   (median of 5 fresh sessions), `load_transcript` before and after, and FTS search latency;
 //!   then (benches/gateway/search.rs) search p50/p99 over 1,000,000 messages, scoped to one
@@ -41,8 +44,8 @@
 //!
 //! `HERMESD_BENCH_QUICK=1` runs each workload once with 5 messages per session (a smoke test).
 //! `HERMESD_BENCH_SCALE=only` runs only the scale workloads (`=memory`, `=chats`: one of them;
-//! `=search`: only the million-message search; `=none`: only the first table, no scale or
-//! search workloads; `=realistic`: only the realistic rows); `HERMESD_BENCH_BIN=<path>` runs
+//! `=search`: only the million-message search; `=none`: only the first table and the price of a
+//! synced accept, no scale or search workloads; `=realistic`: only the realistic rows); `HERMESD_BENCH_BIN=<path>` runs
 //! another `hermesd` build (e.g. to compare allocators or versions).
 //! All traffic stays on 127.0.0.1; arguments cargo passes (`--bench`, filters) are ignored.
 
@@ -50,6 +53,8 @@
 mod compress;
 #[path = "gateway/daemon.rs"]
 mod daemon;
+#[path = "gateway/durability.rs"]
+mod durability;
 #[path = "gateway/fake_llm.rs"]
 mod fake_llm;
 #[path = "gateway/load.rs"]
@@ -125,6 +130,7 @@ fn main() {
     if only.is_none() || only.as_deref() == Some("none") {
         let report = runtime.block_on(run(&settings, &llm));
         report.print(&settings);
+        durability::run(settings.quick).print();
     }
     if only.as_deref() == Some("realistic") {
         let mut errors = Vec::new();

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use hermesd::agent::message::{Message, Role};
 use hermesd::store::{
-    AcceptOutcome, Compaction, EventState, InboundStore, OutboxStore, RetentionStore, SessionKey, SessionStore,
-    SqliteStore, TurnEnd,
+    AcceptOutcome, Compaction, EventState, InboundStore, OutboxStore, Outlive, RetentionStore, SessionKey,
+    SessionStore, SqliteStore, TurnEnd,
 };
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, OutboundKind, OutboundMessage, Sender};
 
@@ -158,7 +158,7 @@ impl Traffic {
         let said = text(&mut self.rng, words);
         let AcceptOutcome::New { seq } = self
             .store
-            .accept_inbound(&event(self.next_event, chat, said.clone(), now), now)
+            .accept_inbound(&event(self.next_event, chat, said.clone(), now), now, Outlive::PowerCut)
             .await
             .map_err(|e| e.to_string())?
         else {
@@ -192,7 +192,7 @@ impl Traffic {
         };
         let chunks = self.store.finish_turn(seq, &session_id, &end, now + 1_500).await.map_err(|e| e.to_string())?;
         for id in chunks {
-            self.store.mark_sent(id, "tg-1", now + 1_800).await.map_err(|e| e.to_string())?;
+            self.store.mark_sent(id, "tg-1", now + 1_800, Outlive::PowerCut).await.map_err(|e| e.to_string())?;
         }
         live.live_messages += 2;
         if live.live_messages >= COMPACT_AT {
@@ -261,7 +261,7 @@ impl Probe {
             while flag.load(Ordering::Relaxed) {
                 n += 1;
                 let started = Instant::now();
-                if store.save_cursor("bench-probe", &n.to_string(), now).await.is_err() {
+                if store.save_cursor("bench-probe", &n.to_string(), now, None).await.is_err() {
                     return;
                 }
                 let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);

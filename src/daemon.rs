@@ -321,7 +321,9 @@ impl Daemon {
             },
             metrics.clone(),
         );
-        let ingress = Arc::new(HostIngress::new(store.clone(), router.clone(), metrics.clone()));
+        let fence =
+            holding.as_ref().map(|holding| crate::store::Fence { lease: standby::HOME.into(), token: holding.token });
+        let ingress = Arc::new(HostIngress::new(store.clone(), router.clone(), metrics.clone()).with_fence(fence));
         let ready = Arc::new(Readiness::default());
         let _ = ready.sandbox.set((sandbox.describe(), sandbox.problem()));
 

@@ -4,7 +4,9 @@
 //! transaction by `accept`, and only then handed to the router.
 //!
 //! Invariant: `accept` returns `New` only after the event is durable, so an adapter that acks
-//! the platform afterwards can never lose it; a replay answers `Duplicate` and runs nothing.
+//! the platform afterwards can never lose it (a power cut included, unless the platform's
+//! acknowledgement is the answer itself: `Outbox::outlive`); a replay answers `Duplicate` and
+//! runs nothing.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +17,7 @@ use hermesd_platform::{Accepted, Admission, DeliveryStatus, InboundEvent, Ingres
 use crate::clock::now_ms;
 use crate::metrics::{INBOUND_TOTAL, Metrics};
 use crate::router::Router;
-use crate::store::{AcceptOutcome, IdempotencyClaim, IdempotentAccept, Store};
+use crate::store::{AcceptOutcome, Fence, IdempotencyClaim, IdempotentAccept, Store};
 
 /// The ingress shared by every platform.
 pub struct HostIngress {
@@ -23,12 +25,20 @@ pub struct HostIngress {
     router: Router,
     metrics: Arc<Metrics>,
     closed: AtomicBool,
+    /// The lease this daemon consumes the platforms under, gating their cursor writes.
+    fence: Option<Fence>,
 }
 
 impl HostIngress {
     /// An ingress storing into `store` and dispatching to `router`.
     pub fn new(store: Arc<dyn Store>, router: Router, metrics: Arc<Metrics>) -> Self {
-        Self { store, router, metrics, closed: AtomicBool::new(false) }
+        Self { store, router, metrics, closed: AtomicBool::new(false), fence: None }
+    }
+
+    /// Save platform cursors only while `fence`'s lease is still held under its token.
+    pub fn with_fence(mut self, fence: Option<Fence>) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// Refuse new events (shutdown); adapters then leave them unacknowledged at the platform.
@@ -54,7 +64,7 @@ impl HostIngress {
             self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "refused")]);
             return Err(IngressError("hermesd is shutting down".into()));
         }
-        match self.store.accept_idempotent(&event, claim, now_ms()).await {
+        match self.store.accept_idempotent(&event, claim, now_ms(), self.router.outlive(&event)).await {
             Ok(IdempotentAccept::New { seq }) => {
                 crate::failpoint!("ingress.accepted");
                 self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "new")]);
@@ -95,7 +105,7 @@ impl Ingress for HostIngress {
             self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "refused")]);
             return Err(IngressError("hermesd is shutting down".into()));
         }
-        match self.store.accept_inbound(&event, now_ms()).await {
+        match self.store.accept_inbound(&event, now_ms(), self.router.outlive(&event)).await {
             Ok(AcceptOutcome::New { seq }) => {
                 crate::failpoint!("ingress.accepted");
                 self.metrics.inc(INBOUND_TOTAL, &[("platform", &platform), ("outcome", "new")]);
@@ -120,7 +130,18 @@ impl Ingress for HostIngress {
     }
 
     async fn save_cursor(&self, platform: &str, cursor: &str) -> Result<(), IngressError> {
-        self.store.save_cursor(platform, cursor, now_ms()).await.map_err(|e| IngressError(format!("save cursor: {e}")))
+        let saved = self
+            .store
+            .save_cursor(platform, cursor, now_ms(), self.fence.as_ref())
+            .await
+            .map_err(|e| IngressError(format!("save cursor: {e}")))?;
+        match saved {
+            true => Ok(()),
+            false => Err(IngressError(format!(
+                "save cursor: the {} lease changed hands; another consumer owns {platform} now",
+                self.fence.as_ref().map_or("", |fence| fence.lease.as_str())
+            ))),
+        }
     }
 
     async fn delivery_status(

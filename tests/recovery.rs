@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use hermesd::agent::message::{Message, Role};
-use hermesd::store::{AcceptOutcome, InboundStore, SessionKey, SessionStore, SqliteStore};
+use hermesd::store::{AcceptOutcome, InboundStore, Outlive, SessionKey, SessionStore, SqliteStore};
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Sender};
 use support::{FakeLlm, config_for, start_daemon};
 
@@ -29,7 +29,7 @@ fn event(id: &str) -> InboundEvent {
 }
 
 async fn accept(store: &SqliteStore, id: &str, at: i64) -> i64 {
-    match store.accept_inbound(&event(id), at).await.unwrap() {
+    match store.accept_inbound(&event(id), at, Outlive::PowerCut).await.unwrap() {
         AcceptOutcome::New { seq } => seq,
         AcceptOutcome::Duplicate => panic!("fresh event expected"),
     }

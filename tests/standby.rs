@@ -145,3 +145,38 @@ async fn chat_runs_only_the_terminal_channel() {
     assert!(run.tg.polls().is_empty(), "chat polled Telegram: {:?}", run.tg.polls());
     assert!(run.tg.sent().is_empty(), "chat sent to Telegram");
 }
+
+/// A holder whose lease changed hands behind its back (a shared store's lapse, here forced by
+/// writing the lease) cannot move a platform's cursor any more: the message it already took is
+/// answered, but the update offset stays where the new holder will find it, and the log says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_fenced_off_its_lease_cannot_move_the_cursor() {
+    use sqlx::sqlite::SqliteConnectOptions;
+    let mut run = Gateway::new(1).await;
+    let first = run.spawn("");
+    wait_ready(run.port, run.path()).await;
+    run.push_round(0, 0);
+    assert!(eventually(Duration::from_secs(20), || answered(&run)).await, "answered: {:?}", run.delivered());
+    let pool = sqlx::SqlitePool::connect_with(SqliteConnectOptions::new().filename(run.db())).await.unwrap();
+    let cursor = || async {
+        sqlx::query_scalar::<_, String>("SELECT cursor FROM platform_cursors WHERE platform = 'telegram'")
+            .fetch_optional(&pool)
+            .await
+            .unwrap()
+    };
+    let saved = eventually_async(Duration::from_secs(10), || async { cursor().await.is_some() }).await;
+    assert!(saved, "the holder saved its offset");
+    let before = cursor().await;
+    sqlx::query("UPDATE leases SET token = token + 1, holder = 'another', label = 'PID 0' WHERE name = 'home'")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    run.push_round(1, 0);
+    assert!(eventually(Duration::from_secs(20), || answered(&run)).await, "answered: {:?}", run.delivered());
+    let refused = eventually(Duration::from_secs(10), || run.log().contains("lease changed hands")).await;
+    assert!(refused, "the refused cursor write is logged:\n{}", run.log());
+    assert_eq!(cursor().await, before, "the fenced-off holder moved the cursor");
+    pool.close().await;
+    stop(first).await;
+}

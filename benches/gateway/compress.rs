@@ -19,7 +19,7 @@ use hermesd::agent::provider::{ChatRequest, ChatResponse, DeltaSink, Provider, P
 use hermesd::agent::runtime::chain::{ProviderChain, RetryPolicy};
 use hermesd::agent::runtime::compress::Compressor;
 use hermesd::agent::runtime::prompt::PromptBuilder;
-use hermesd::store::{AcceptOutcome, EventState, SessionKey, SqliteStore, Store, TurnEnd};
+use hermesd::store::{AcceptOutcome, EventState, Outlive, SessionKey, SqliteStore, Store, TurnEnd};
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Sender};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -170,7 +170,9 @@ async fn fill(store: &dyn Store, run: usize, rng: &mut StdRng) -> String {
     for i in 0..MESSAGES / 2 {
         let question = text(rng, 2 * i);
         let event = event(&format!("{chat_id}-{i}"), &chat_id, &question);
-        let AcceptOutcome::New { seq } = store.accept_inbound(&event, now()).await.expect("accept an event") else {
+        let AcceptOutcome::New { seq } =
+            store.accept_inbound(&event, now(), Outlive::PowerCut).await.expect("accept an event")
+        else {
             panic!("event {i} of {chat_id} was a duplicate")
         };
         store.begin_turn(seq, &session.id, &Message::text(Role::User, question), now()).await.expect("begin a turn");

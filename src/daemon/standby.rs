@@ -8,8 +8,9 @@
 //! no expiry to wait out and no periodic write to keep it.
 //!
 //! A shared store (several machines) gives each single-consumer account a lease of its own with
-//! an expiry renewed by its holder (`acquire_lease` / `renew_lease`); there the fencing token
-//! gates the account's cursor writes.
+//! an expiry renewed by its holder (`acquire_lease` / `renew_lease`). Either way the holding's
+//! fencing token gates the cursor writes (`HostIngress::with_fence`, `InboundStore::save_cursor`):
+//! a holder that lost its lease cannot move a platform's cursor under the new one.
 
 use std::fs::{File, TryLockError};
 use std::path::Path;

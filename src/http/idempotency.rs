@@ -178,6 +178,7 @@ pub async fn prune(store: Arc<dyn Store>, ttl: Duration, cancel: CancellationTok
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Outlive;
 
     #[test]
     fn keys_bare_or_quoted_and_malformed_ones() {
@@ -241,7 +242,10 @@ mod tests {
                 },
             };
             let claim = IdempotencyClaim { scope: "s", key, fingerprint: "f", request_id: id, expires_before: 0 };
-            assert!(matches!(store.accept_idempotent(&event, &claim, at).await.unwrap(), IdempotentAccept::New { .. }));
+            assert!(matches!(
+                store.accept_idempotent(&event, &claim, at, Outlive::PowerCut).await.unwrap(),
+                IdempotentAccept::New { .. }
+            ));
         }
         // A cancelled token still lets the first pass run, then returns.
         let cancel = CancellationToken::new();

@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock::now_ms;
 use crate::metrics::{ERRORS_TOTAL, Metrics, OUTBOUND_TOTAL};
 use crate::redact::Redaction;
-use crate::store::{PendingOutbound, Store};
+use crate::store::{Outlive, PendingOutbound, Store};
 
 pub use pacer::{ChatPacer, Pacers};
 pub use stream::{INTERRUPTED_NOTE, Preview};
@@ -235,6 +235,14 @@ impl Outbox {
     /// (`Capabilities::request_response`): nothing but the answer may be sent in reply there.
     pub fn answers_per_request(&self, chat: &ChatRef) -> bool {
         self.platforms.get(&chat.platform).is_some_and(|p| p.capabilities().request_response)
+    }
+
+    /// What an accepted event or a send receipt of `chat` must outlive before it is reported
+    /// done: a crash where the platform answers per request (its caller holds the request open
+    /// until the answer, so after a power cut it sees a failed request and retries), a power cut
+    /// everywhere else (the platform was told "taken" before the turn ran).
+    pub fn outlive(&self, chat: &ChatRef) -> Outlive {
+        if self.answers_per_request(chat) { Outlive::Crash } else { Outlive::PowerCut }
     }
 
     fn platform_and_pacer(&self, chat: &ChatRef) -> Option<(Arc<dyn Platform>, Arc<ChatPacer>)> {

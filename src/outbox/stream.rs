@@ -231,11 +231,11 @@ impl Outbox {
 
     /// Record the receipt of a delivered chunk (settling the preview it went into).
     pub(super) async fn record_receipt(&self, row: &PendingOutbound, sent: &MessageRef, filled: bool) {
-        let now = now_ms();
+        let (now, outlive) = (now_ms(), self.outlive(&row.message.chat));
         let result = if filled {
-            self.store.settle_preview(row.id, &row.turn_id, &sent.message_id, now).await
+            self.store.settle_preview(row.id, &row.turn_id, &sent.message_id, now, outlive).await
         } else {
-            self.store.mark_sent(row.id, &sent.message_id, now).await
+            self.store.mark_sent(row.id, &sent.message_id, now, outlive).await
         };
         if let Err(e) = result {
             tracing::error!(error = %e, turn = row.turn_id, "record delivery receipt");

@@ -201,7 +201,7 @@ impl Router {
         let again = InboundMessage { text, ..message.clone() };
         let event = InboundEvent::Message { event_id: format!("retry:{seq}"), message: again.clone() };
         let store = self.inner.runner.store();
-        match store.accept_inbound(&event, now_ms()).await {
+        match store.accept_inbound(&event, now_ms(), self.outlive(&event)).await {
             Ok(AcceptOutcome::New { seq: retry_seq }) => {
                 self.close(seq, &message.chat, &[]).await;
                 self.enqueue(retry_seq, key.clone(), again, BusyPolicy::Queue).await;

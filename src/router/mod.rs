@@ -30,7 +30,7 @@ use crate::agent::turn::{StopReason, TurnJob, TurnRunner, WorkerPool};
 use crate::clock::now_ms;
 use crate::config::BusyPolicy;
 use crate::metrics::Metrics;
-use crate::store::{EventState, SessionKey, StoreError};
+use crate::store::{EventState, Outlive, SessionKey, StoreError};
 use actor::{ActorState, actor_loop};
 use batch::Queued;
 use commands::Parsed;
@@ -343,6 +343,12 @@ impl Router {
     /// Turns waiting for a person without a worker permit.
     pub fn parked_turns(&self) -> usize {
         self.inner.pool.parked()
+    }
+
+    /// What accepting `event` must outlive before its platform hears it was taken
+    /// (`Outbox::outlive`).
+    pub fn outlive(&self, event: &InboundEvent) -> Outlive {
+        self.inner.runner.outbox().outlive(event.chat())
     }
 }
 

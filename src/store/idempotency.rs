@@ -11,7 +11,7 @@
 use async_trait::async_trait;
 use hermesd_platform::InboundEvent;
 
-use super::StoreResult;
+use super::{Outlive, StoreResult};
 
 /// The scope prefix of webhook deliveries' replay records (`webhook:<route>`).
 pub const WEBHOOK_SCOPE: &str = "webhook:";
@@ -60,12 +60,13 @@ pub enum IdempotentAccept {
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
     /// In one transaction: look the key up (expired records count as absent); when free, store
-    /// the record (running) and accept `event` as `accept_inbound` would.
+    /// the record (running) and accept `event` as `accept_inbound` would, surviving `outlive`.
     async fn accept_idempotent(
         &self,
         event: &InboundEvent,
         claim: &IdempotencyClaim<'_>,
         now: i64,
+        outlive: Outlive,
     ) -> StoreResult<IdempotentAccept>;
     /// Store the response of `request_id`'s record; false when the request had no record (no
     /// key) or it was completed already.

@@ -24,6 +24,17 @@ pub struct LeaseInfo {
     pub expires_at: i64,
 }
 
+/// A holding of a lease, shown to gate a write only the holder may make: the write is refused
+/// once the lease changed hands (its token grew), so a holder that lost it without knowing (a
+/// paused process, a partitioned machine) cannot move a platform's cursor under the new one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The lease's name (`home` on SQLite; an account's lease on a shared store).
+    pub lease: String,
+    /// The fencing token of the holding.
+    pub token: i64,
+}
+
 /// Named leases with expiry and fencing.
 #[async_trait]
 pub trait LeaseStore: Send + Sync {

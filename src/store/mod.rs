@@ -54,6 +54,20 @@ pub enum StoreError {
 /// Result alias for store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// What a write on the durable path (an accepted event, a send receipt) must outlive before it
+/// returns. The caller picks it by what its acknowledgement promises: a platform told "taken"
+/// before the turn runs (an update offset, a webhook's 202) was promised the event outlives a
+/// power cut; a caller whose acknowledgement is the answer itself (`Capabilities::request_response`:
+/// the API, Home Assistant requests) holds its request open until then, and after a power cut
+/// sees a failed request it retries, whatever the disk kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outlive {
+    /// A crash of the process: the write-ahead log has it, unsynced (`synchronous = NORMAL`).
+    Crash,
+    /// A power cut too: its commit is synced to disk (`synchronous = FULL`).
+    PowerCut,
+}
+
 /// What `accept_inbound` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AcceptOutcome {
@@ -288,8 +302,9 @@ pub struct PendingOutbound {
 pub trait InboundStore: Send + Sync {
     /// Whether the database answers (readiness).
     async fn ping(&self) -> StoreResult<()>;
-    /// Store `event` unless (platform, event id) was seen; one transaction.
-    async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome>;
+    /// Store `event` unless (platform, event id) was seen; one transaction, returning once it
+    /// would survive `outlive`.
+    async fn accept_inbound(&self, event: &InboundEvent, now: i64, outlive: Outlive) -> StoreResult<AcceptOutcome>;
     /// Events accepted or running, oldest first. A row that no longer decodes is moved to
     /// `quarantined` in the same call and listed apart, so one bad row never blocks a start.
     async fn unfinished_events(&self) -> StoreResult<UnfinishedEvents>;
@@ -308,8 +323,9 @@ pub trait InboundStore: Send + Sync {
     async fn requeue_event(&self, seq: i64) -> StoreResult<()>;
     /// A platform's durable cursor.
     async fn load_cursor(&self, platform: &str) -> StoreResult<Option<String>>;
-    /// Save a platform's cursor.
-    async fn save_cursor(&self, platform: &str, cursor: &str, now: i64) -> StoreResult<()>;
+    /// Save a platform's cursor; with a `fence`, only while that lease is still held under its
+    /// token (false, and nothing written, once it changed hands).
+    async fn save_cursor(&self, platform: &str, cursor: &str, now: i64, fence: Option<&Fence>) -> StoreResult<bool>;
 }
 
 /// Sessions, transcripts and turns.
@@ -355,8 +371,8 @@ pub trait OutboxStore: Send + Sync {
     async fn pending_for_turn(&self, turn_id: &str) -> StoreResult<Vec<PendingOutbound>>;
     /// Every pending chunk, oldest first (restart).
     async fn pending_outbound(&self) -> StoreResult<Vec<PendingOutbound>>;
-    /// Record a delivery receipt.
-    async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64) -> StoreResult<()>;
+    /// Record a delivery receipt, returning once it would survive `outlive`.
+    async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64, outlive: Outlive) -> StoreResult<()>;
     /// Record a failed attempt; `give_up` ends the row as failed.
     async fn mark_attempt_failed(&self, id: i64, error: &str, give_up: bool) -> StoreResult<()>;
 }
@@ -464,7 +480,7 @@ pub trait AccessStore: Send + Sync {
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
 pub use health::HealthStore;
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse, WEBHOOK_SCOPE};
-pub use lease::{LeaseInfo, LeaseStore};
+pub use lease::{Fence, LeaseInfo, LeaseStore};
 pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
 pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};

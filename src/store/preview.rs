@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use hermesd_platform::MessageRef;
 
-use super::StoreResult;
+use super::{Outlive, StoreResult};
 
 /// A preview left behind by an earlier run, with whether its turn still has a reply to deliver.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,14 @@ pub trait PreviewStore: Send + Sync {
     /// newer one meanwhile).
     async fn drop_preview(&self, turn_id: &str, message_id: &str) -> StoreResult<()>;
     /// The reply chunk `outbound_id` was delivered by editing the preview `message_id` of
-    /// `turn_id`: record the receipt and forget the preview, in one transaction.
-    async fn settle_preview(&self, outbound_id: i64, turn_id: &str, message_id: &str, now: i64) -> StoreResult<()>;
+    /// `turn_id`: record the receipt and forget the preview, in one transaction surviving
+    /// `outlive`.
+    async fn settle_preview(
+        &self,
+        outbound_id: i64,
+        turn_id: &str,
+        message_id: &str,
+        now: i64,
+        outlive: Outlive,
+    ) -> StoreResult<()>;
 }

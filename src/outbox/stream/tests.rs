@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 use super::*;
 use crate::metrics::Metrics;
 use crate::outbox::PlatformRegistry;
-use crate::store::{SqliteStore, Store};
+use crate::store::{Outlive, SqliteStore, Store};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Call {
@@ -33,6 +33,7 @@ struct Fake {
     calls: Mutex<Vec<(Instant, Call)>>,
     failures: Mutex<VecDeque<PlatformError>>,
     drafts: bool,
+    per_request: bool,
     next_id: Mutex<u64>,
 }
 
@@ -65,7 +66,7 @@ impl Platform for Fake {
             buttons: false,
             typing: true,
             interactive: true,
-            request_response: false,
+            request_response: self.per_request,
             markdown: MarkdownDialect::Plain,
             per_chat_rate: 1.0,
             per_chat_burst: 3,
@@ -309,4 +310,15 @@ async fn each_model_call_starts_the_preview_over() {
         calls,
         vec![Call::Send("Let me look that up …".into()), Call::Edit("m1".into(), "The answer is 42 …".into())]
     );
+}
+
+/// Accepts and receipts must outlive a power cut, except where the platform answers per request
+/// (its caller waits on the request itself) — and a platform not registered gets the safe side.
+#[tokio::test]
+async fn what_a_write_must_outlive_follows_the_platforms_acknowledgement() {
+    let acked_before = setup(Fake::default()).await;
+    assert_eq!(acked_before.outbox.outlive(&dm()), Outlive::PowerCut);
+    assert_eq!(acked_before.outbox.outlive(&ChatRef::new("webhook", "github", ChatType::Dm)), Outlive::PowerCut);
+    let per_request = setup(Fake { per_request: true, ..Fake::default() }).await;
+    assert_eq!(per_request.outbox.outlive(&dm()), Outlive::Crash);
 }

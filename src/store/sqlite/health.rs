@@ -112,14 +112,16 @@ impl SqliteStore {
         self.write(|| self.lane.write(&self.writer, op.clone(), false)).await
     }
 
-    /// `write_lane` for what must outlive a power cut (an accepted event, a send receipt): its
-    /// batch commits with `synchronous = FULL`.
+    /// `write_lane` for what must survive `outlive` before it returns (an accepted event, a send
+    /// receipt): for `PowerCut` its batch commits with `synchronous = FULL`.
     pub(super) async fn write_lane_durable<T: Send + 'static>(
         &self,
+        outlive: crate::store::Outlive,
         op: impl Fn(&rusqlite::Connection) -> rusqlite::Result<T> + Send + Sync + 'static,
     ) -> StoreResult<T> {
         let op: std::sync::Arc<LaneOp<T>> = std::sync::Arc::new(op);
-        self.write(|| self.lane.write(&self.writer, op.clone(), true)).await
+        let synced = outlive == crate::store::Outlive::PowerCut;
+        self.write(|| self.lane.write(&self.writer, op.clone(), synced)).await
     }
 
     /// `write_lane` without the health record (writes off the durable path), retried the same.

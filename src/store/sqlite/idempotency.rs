@@ -1,13 +1,15 @@
 //! Idempotency-Key records in SQLite. A claim and the request's inbound event are written in one
-//! `BEGIN IMMEDIATE` transaction, so a crash can never leave a key claimed without its event
+//! transaction (one write on the lane), so a crash can never leave a key claimed without its event
 //! (which would answer 409 until the record expired) or an event without its key.
 
 use async_trait::async_trait;
 use hermesd_platform::InboundEvent;
-use sqlx::Row;
+use rusqlite::OptionalExtension;
 
 use super::{SqliteStore, retry_busy, to_json};
-use crate::store::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoreResult, StoredResponse, WEBHOOK_SCOPE};
+use crate::store::{
+    IdempotencyClaim, IdempotencyStore, IdempotentAccept, Outlive, StoreResult, StoredResponse, WEBHOOK_SCOPE,
+};
 
 #[async_trait]
 impl IdempotencyStore for SqliteStore {
@@ -16,28 +18,35 @@ impl IdempotencyStore for SqliteStore {
         event: &InboundEvent,
         claim: &IdempotencyClaim<'_>,
         now: i64,
+        outlive: Outlive,
     ) -> StoreResult<IdempotentAccept> {
-        let payload = &to_json(event);
-        self.write(|| async move {
-            let mut conn = self.writer.get().await?;
-            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
-            let found = sqlx::query(
-                "SELECT fingerprint, state, status, body, created_at FROM idempotency_keys \
-                 WHERE scope = ? AND idem_key = ?",
-            )
-            .bind(claim.scope)
-            .bind(claim.key)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(row) = found {
-                let created_at: i64 = row.get("created_at");
-                if created_at >= claim.expires_before {
-                    let fingerprint: String = row.get("fingerprint");
-                    let state: String = row.get("state");
-                    let status: Option<i64> = row.get("status");
-                    let body: Option<String> = row.get("body");
-                    // Read-only outcome: nothing to write, the transaction just ends.
-                    return Ok(match (fingerprint == claim.fingerprint, state.as_str(), status, body) {
+        let payload = to_json(event);
+        let (platform, event_id) = (event.platform().to_owned(), event.event_id().to_owned());
+        let (scope, key) = (claim.scope.to_owned(), claim.key.to_owned());
+        let (fingerprint, request_id) = (claim.fingerprint.to_owned(), claim.request_id.to_owned());
+        let expires_before = claim.expires_before;
+        // One write on the lane: its batch is one transaction, so the claim and the event go
+        // together or not at all.
+        self.write_lane_durable(outlive, move |conn| {
+            let found = conn
+                .prepare_cached(
+                    "SELECT fingerprint, state, status, body, created_at FROM idempotency_keys \
+                     WHERE scope = ?1 AND idem_key = ?2",
+                )?
+                .query_row(rusqlite::params![scope, key], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<i64>>(2)?,
+                        row.get::<_, Option<String>>(3)?,
+                        row.get::<_, i64>(4)?,
+                    ))
+                })
+                .optional()?;
+            if let Some((stored, state, status, body, created_at)) = found {
+                if created_at >= expires_before {
+                    // Read-only outcome: nothing written.
+                    return Ok(match (stored == fingerprint, state.as_str(), status, body) {
                         (false, _, _, _) => IdempotentAccept::Mismatch,
                         (true, "done", Some(status), Some(body)) => IdempotentAccept::Replay(StoredResponse {
                             status: u16::try_from(status).unwrap_or(500),
@@ -46,40 +55,26 @@ impl IdempotencyStore for SqliteStore {
                         _ => IdempotentAccept::InProgress,
                     });
                 }
-                sqlx::query("DELETE FROM idempotency_keys WHERE scope = ? AND idem_key = ?")
-                    .bind(claim.scope)
-                    .bind(claim.key)
-                    .execute(&mut *tx)
-                    .await?;
+                conn.prepare_cached("DELETE FROM idempotency_keys WHERE scope = ?1 AND idem_key = ?2")?
+                    .execute(rusqlite::params![scope, key])?;
             }
-            let inserted = sqlx::query(
-                "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?, ?, ?, ?) \
-                 ON CONFLICT (platform, event_id) DO NOTHING",
-            )
-            .bind(event.platform())
-            .bind(event.event_id())
-            .bind(payload)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            if inserted.rows_affected() == 0 {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (platform, event_id) DO NOTHING",
+                )?
+                .execute(rusqlite::params![platform, event_id, payload, now])?;
+            if inserted == 0 {
                 // The event id is the request id, fresh per request: a clash means this very
                 // request was stored already.
                 return Ok(IdempotentAccept::InProgress);
             }
-            let seq = inserted.last_insert_rowid();
-            sqlx::query(
+            let seq = conn.last_insert_rowid();
+            conn.prepare_cached(
                 "INSERT INTO idempotency_keys (scope, idem_key, fingerprint, request_id, state, created_at) \
-                 VALUES (?, ?, ?, ?, 'running', ?)",
-            )
-            .bind(claim.scope)
-            .bind(claim.key)
-            .bind(claim.fingerprint)
-            .bind(claim.request_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
+                 VALUES (?1, ?2, ?3, ?4, 'running', ?5)",
+            )?
+            .execute(rusqlite::params![scope, key, fingerprint, request_id, now])?;
             Ok(IdempotentAccept::New { seq })
         })
         .await
@@ -154,12 +149,12 @@ mod tests {
     async fn claim_replay_mismatch_and_expiry() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("t.db"), std::time::Duration::from_secs(1), 1).await.unwrap();
-        let first = store.accept_idempotent(&event("r1"), &claim("f", "r1", 0), 100).await.unwrap();
+        let first = store.accept_idempotent(&event("r1"), &claim("f", "r1", 0), 100, Outlive::PowerCut).await.unwrap();
         assert!(matches!(first, IdempotentAccept::New { .. }), "{first:?}");
         assert_eq!(store.unfinished_events().await.unwrap().events.len(), 1, "the event was accepted with the claim");
-        let again = store.accept_idempotent(&event("r2"), &claim("f", "r2", 0), 110).await.unwrap();
+        let again = store.accept_idempotent(&event("r2"), &claim("f", "r2", 0), 110, Outlive::PowerCut).await.unwrap();
         assert_eq!(again, IdempotentAccept::InProgress);
-        let other = store.accept_idempotent(&event("r3"), &claim("g", "r3", 0), 110).await.unwrap();
+        let other = store.accept_idempotent(&event("r3"), &claim("g", "r3", 0), 110, Outlive::PowerCut).await.unwrap();
         assert_eq!(other, IdempotentAccept::Mismatch);
         assert_eq!(store.unfinished_events().await.unwrap().events.len(), 1, "retries store no event");
 
@@ -167,11 +162,12 @@ mod tests {
         assert!(store.complete_idempotent("r1", &response, 120).await.unwrap());
         assert!(!store.complete_idempotent("r1", &response, 121).await.unwrap(), "completed once");
         assert!(!store.complete_idempotent("no-key", &response, 121).await.unwrap());
-        let replay = store.accept_idempotent(&event("r4"), &claim("f", "r4", 0), 130).await.unwrap();
+        let replay = store.accept_idempotent(&event("r4"), &claim("f", "r4", 0), 130, Outlive::PowerCut).await.unwrap();
         assert_eq!(replay, IdempotentAccept::Replay(response));
 
         // Expired: the key is free again and a new event runs.
-        let fresh = store.accept_idempotent(&event("r5"), &claim("g", "r5", 101), 200).await.unwrap();
+        let fresh =
+            store.accept_idempotent(&event("r5"), &claim("g", "r5", 101), 200, Outlive::PowerCut).await.unwrap();
         assert!(matches!(fresh, IdempotentAccept::New { .. }), "{fresh:?}");
         assert_eq!(store.prune_idempotency(200, 10).await.unwrap(), 0, "the new record is younger");
         assert_eq!(store.prune_idempotency(201, 10).await.unwrap(), 1);
@@ -189,11 +185,11 @@ mod tests {
             request_id: "github:d-1",
             expires_before: 0,
         };
-        let first = store.accept_idempotent(&event("github:d-1"), &webhook, 100).await.unwrap();
+        let first = store.accept_idempotent(&event("github:d-1"), &webhook, 100, Outlive::PowerCut).await.unwrap();
         assert!(matches!(first, IdempotentAccept::New { .. }), "{first:?}");
         assert_eq!(store.prune_idempotency(1_000, 10).await.unwrap(), 0, "not an API response's age");
         let replayed = IdempotencyClaim { request_id: "github:d-2", ..webhook };
-        let again = store.accept_idempotent(&event("github:d-2"), &replayed, 900).await.unwrap();
+        let again = store.accept_idempotent(&event("github:d-2"), &replayed, 900, Outlive::PowerCut).await.unwrap();
         assert_eq!(again, IdempotentAccept::InProgress, "the same signed content under another id");
         // The event is unfinished: neither it nor its replay record goes yet.
         assert_eq!(store.prune_inbound(1_000, 10).await.unwrap(), 0);

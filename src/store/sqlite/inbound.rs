@@ -8,7 +8,8 @@ use super::outbox::insert_outbound_rows;
 use super::{SqliteStore, from_json, retry_busy, to_json};
 use crate::clock::now_ms;
 use crate::store::{
-    AcceptOutcome, EventState, InboundStore, QuarantinedRow, StoreError, StoreResult, UnfinishedEvent, UnfinishedEvents,
+    AcceptOutcome, EventState, Fence, InboundStore, Outlive, QuarantinedRow, StoreError, StoreResult, UnfinishedEvent,
+    UnfinishedEvents,
 };
 
 impl SqliteStore {
@@ -67,10 +68,10 @@ impl InboundStore for SqliteStore {
         sqlx::query("SELECT 1").execute(&mut *self.readers.get().await?).await.map(drop).map_err(StoreError::from)
     }
 
-    async fn accept_inbound(&self, event: &InboundEvent, now: i64) -> StoreResult<AcceptOutcome> {
+    async fn accept_inbound(&self, event: &InboundEvent, now: i64, outlive: Outlive) -> StoreResult<AcceptOutcome> {
         let payload = to_json(event);
         let (platform, event_id) = (event.platform().to_owned(), event.event_id().to_owned());
-        self.write_lane_durable(move |conn| {
+        self.write_lane_durable(outlive, move |conn| {
             let changed = conn
                 .prepare_cached(
                     "INSERT INTO inbound_events (platform, event_id, payload, received_at) VALUES (?1, ?2, ?3, ?4) \
@@ -166,18 +167,23 @@ impl InboundStore for SqliteStore {
         Ok(row.map(|r| r.0))
     }
 
-    async fn save_cursor(&self, platform: &str, cursor: &str, now: i64) -> StoreResult<()> {
+    async fn save_cursor(&self, platform: &str, cursor: &str, now: i64, fence: Option<&Fence>) -> StoreResult<bool> {
+        let (lease, token) = fence.map_or((None, 0), |fence| (Some(fence.lease.as_str()), fence.token));
         self.write(|| async move {
+            // One statement: the check of the lease and the write cannot be torn apart.
             sqlx::query(
-                "INSERT INTO platform_cursors (platform, cursor, updated_at) VALUES (?, ?, ?) \
+                "INSERT INTO platform_cursors (platform, cursor, updated_at) SELECT ?1, ?2, ?3 \
+                 WHERE ?4 IS NULL OR EXISTS (SELECT 1 FROM leases WHERE name = ?4 AND token = ?5) \
                  ON CONFLICT (platform) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at",
             )
             .bind(platform)
             .bind(cursor)
             .bind(now)
+            .bind(lease)
+            .bind(token)
             .execute(&mut *self.writer.get().await?)
             .await
-            .map(drop)
+            .map(|done| done.rows_affected() == 1)
         })
         .await
     }

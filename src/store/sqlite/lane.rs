@@ -179,6 +179,12 @@ impl Lane {
         }
     }
 
+    /// Tests: whether the last batch committed synced to disk (`synchronous = FULL`).
+    #[cfg(test)]
+    pub(super) fn last_batch_synced(&self) -> bool {
+        self.sync_full.load(Ordering::Relaxed)
+    }
+
     /// Tests: batches run so far, and writes waiting now.
     #[cfg(test)]
     pub(super) fn counts(&self) -> (u64, usize) {

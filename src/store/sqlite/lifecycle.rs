@@ -211,6 +211,7 @@ impl LifecycleStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::Outlive;
     use std::time::Duration;
 
     use hermesd_platform::{ChatRef, InboundMessage, Sender};
@@ -249,7 +250,8 @@ mod tests {
     }
 
     async fn say(store: &SqliteStore, session: &str, id: &str, text: &str, now: i64) {
-        let AcceptOutcome::New { seq } = store.accept_inbound(&event(id, text), now).await.unwrap() else {
+        let AcceptOutcome::New { seq } = store.accept_inbound(&event(id, text), now, Outlive::PowerCut).await.unwrap()
+        else {
             panic!("duplicate")
         };
         store.begin_turn(seq, session, &Message::text(Role::User, text), now).await.unwrap();

@@ -5,7 +5,7 @@ use hermesd_platform::OutboundMessage;
 use sqlx::{Row, SqliteConnection};
 
 use super::{SqliteStore, from_json, retry_busy, to_json};
-use crate::store::{OutboxStore, PendingOutbound, StoreResult};
+use crate::store::{OutboxStore, Outlive, PendingOutbound, StoreResult};
 
 /// Insert reply chunks inside a caller's transaction. A chunk already queued for the same turn
 /// and index is kept as it is, so a retried write never queues a reply twice.
@@ -119,9 +119,9 @@ impl OutboxStore for SqliteStore {
         self.pending_from_rows(&rows).await
     }
 
-    async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64) -> StoreResult<()> {
+    async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64, outlive: Outlive) -> StoreResult<()> {
         let platform_message_id = platform_message_id.to_owned();
-        self.write_lane_durable(move |conn| {
+        self.write_lane_durable(outlive, move |conn| {
             conn.prepare_cached(
                 "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?1, sent_at = ?2, \
                  attempts = attempts + 1 WHERE id = ?3",

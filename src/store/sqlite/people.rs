@@ -203,6 +203,7 @@ impl PersonStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::Outlive;
     use std::time::Duration;
 
     use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, OutboundKind, OutboundMessage, Sender};
@@ -261,7 +262,9 @@ mod tests {
     /// One answered turn of `user` in `chat`; returns the session id.
     async fn turn(store: &SqliteStore, id: &str, chat: &ChatRef, per_user: Option<&str>, user: &str) -> String {
         let text = format!("{user} says {id}");
-        let AcceptOutcome::New { seq } = store.accept_inbound(&event(id, chat, user, &text), 1).await.unwrap() else {
+        let AcceptOutcome::New { seq } =
+            store.accept_inbound(&event(id, chat, user, &text), 1, Outlive::PowerCut).await.unwrap()
+        else {
             panic!("new event expected")
         };
         let session = match store.route(&key(chat, per_user).key).await.unwrap() {
@@ -309,7 +312,7 @@ mod tests {
         store.note_person(&bob, "U2").await.unwrap();
         let ann_in_group = turn(&store, "e3", &group, Some("U1"), "U1").await;
         let shared = turn(&store, "e4", &ChatRef::new("discord", "G2", ChatType::Group), None, "U1").await;
-        store.accept_inbound(&event("e5", &ann_dm, "U1", "never ran"), 4).await.unwrap();
+        store.accept_inbound(&event("e5", &ann_dm, "U1", "never ran"), 4, Outlive::PowerCut).await.unwrap();
         for (id, chat, creator) in [("j1", &ann_dm, "U1"), ("j2", &bob_dm, "U2")] {
             insert_job(&store, id, chat, creator).await;
         }

@@ -5,7 +5,7 @@ use hermesd_platform::MessageRef;
 use sqlx::Row;
 
 use super::{SqliteStore, from_json, retry_busy, to_json};
-use crate::store::{PreviewStore, StoreResult, StoredPreview};
+use crate::store::{Outlive, PreviewStore, StoreResult, StoredPreview};
 
 #[async_trait]
 impl PreviewStore for SqliteStore {
@@ -74,25 +74,27 @@ impl PreviewStore for SqliteStore {
         .await
     }
 
-    async fn settle_preview(&self, outbound_id: i64, turn_id: &str, message_id: &str, now: i64) -> StoreResult<()> {
-        retry_busy(|| async move {
-            let mut conn = self.writer.get().await?;
-            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
-            sqlx::query(
-                "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?, sent_at = ?, \
-                 attempts = attempts + 1 WHERE id = ?",
-            )
-            .bind(message_id)
-            .bind(now)
-            .bind(outbound_id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("DELETE FROM stream_previews WHERE turn_id = ? AND json_extract(payload, '$.message_id') = ?")
-                .bind(turn_id)
-                .bind(message_id)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await
+    async fn settle_preview(
+        &self,
+        outbound_id: i64,
+        turn_id: &str,
+        message_id: &str,
+        now: i64,
+        outlive: Outlive,
+    ) -> StoreResult<()> {
+        let (turn_id, message_id) = (turn_id.to_owned(), message_id.to_owned());
+        // A receipt: on the write lane, whose batch syncs when `outlive` asks it to.
+        self.write_lane_durable(outlive, move |conn| {
+            conn.prepare_cached(
+                "UPDATE outbound_messages SET state = 'sent', platform_message_id = ?1, sent_at = ?2, \
+                 attempts = attempts + 1 WHERE id = ?3",
+            )?
+            .execute(rusqlite::params![message_id, now, outbound_id])?;
+            conn.prepare_cached(
+                "DELETE FROM stream_previews WHERE turn_id = ?1 AND json_extract(payload, '$.message_id') = ?2",
+            )?
+            .execute(rusqlite::params![turn_id, message_id])
+            .map(drop)
         })
         .await
     }
@@ -100,6 +102,7 @@ impl PreviewStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::Outlive;
     use hermesd_platform::{ChatRef, ChatType, OutboundKind, OutboundMessage};
 
     use crate::store::{OutboxStore, PreviewStore, SqliteStore};
@@ -141,7 +144,7 @@ mod tests {
         store.drop_preview("evt:2", "21").await.unwrap();
         assert!(store.preview("evt:2").await.unwrap().is_none());
 
-        store.settle_preview(ids[0], "evt:1", "10", 5).await.unwrap();
+        store.settle_preview(ids[0], "evt:1", "10", 5, Outlive::PowerCut).await.unwrap();
         assert!(store.preview("evt:1").await.unwrap().is_none());
         assert!(store.pending_for_turn("evt:1").await.unwrap().is_empty(), "the chunk is sent");
     }

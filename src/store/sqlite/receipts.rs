@@ -70,6 +70,7 @@ impl ReceiptStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::Outlive;
     use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, OutboundKind, OutboundMessage, Sender};
 
     use super::SqliteStore;
@@ -102,9 +103,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = open(&dir).await;
         assert_eq!(store.last_inbound_at("whatsapp", "15550001").await.unwrap(), None);
-        store.accept_inbound(&event("w1", "15550001"), 1_000).await.unwrap();
-        store.accept_inbound(&event("w2", "15550001"), 5_000).await.unwrap();
-        store.accept_inbound(&event("w3", "15550002"), 9_000).await.unwrap();
+        store.accept_inbound(&event("w1", "15550001"), 1_000, Outlive::PowerCut).await.unwrap();
+        store.accept_inbound(&event("w2", "15550001"), 5_000, Outlive::PowerCut).await.unwrap();
+        store.accept_inbound(&event("w3", "15550002"), 9_000, Outlive::PowerCut).await.unwrap();
         store.insert_raw_inbound("whatsapp", "w4", "{not json", 9_500).await.unwrap();
         assert_eq!(store.last_inbound_at("whatsapp", "15550001").await.unwrap(), Some(5_000));
         assert_eq!(store.last_inbound_at("telegram", "15550001").await.unwrap(), None);
@@ -133,7 +134,7 @@ mod tests {
             file: None,
         };
         let ids = store.enqueue_outbound("turn-1", &[message], 1).await.unwrap();
-        store.mark_sent(ids[0], "wamid.A", 2).await.unwrap();
+        store.mark_sent(ids[0], "wamid.A", 2, Outlive::PowerCut).await.unwrap();
         assert!(store.record_delivery_status("whatsapp", "wamid.A", "read", None).await.unwrap());
         assert!(!store.record_delivery_status("whatsapp", "wamid.A", "delivered", None).await.unwrap());
         assert!(!store.record_delivery_status("whatsapp", "wamid.B", "failed", Some("x")).await.unwrap());

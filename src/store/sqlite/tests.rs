@@ -7,8 +7,8 @@ use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Outbound
 use super::SqliteStore;
 use crate::agent::message::{Message, Role};
 use crate::store::{
-    AcceptOutcome, Compaction, EventState, ExtrasStore, InboundStore, OutboxStore, SessionKey, SessionStore,
-    StoreError, TokenTotals, TurnEnd,
+    AcceptOutcome, Compaction, EventState, ExtrasStore, Fence, IdempotencyStore, InboundStore, LeaseStore, OutboxStore,
+    Outlive, PreviewStore, SessionKey, SessionStore, StoreError, TokenTotals, TurnEnd,
 };
 
 pub(super) async fn open(dir: &tempfile::TempDir) -> SqliteStore {
@@ -60,12 +60,18 @@ fn reply(text: &str, index: u32, count: u32) -> OutboundMessage {
 async fn accept_deduplicates_across_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
-    let first = store.accept_inbound(&event("e1", "hi"), 10).await.unwrap();
+    let first = store.accept_inbound(&event("e1", "hi"), 10, Outlive::PowerCut).await.unwrap();
     assert!(matches!(first, AcceptOutcome::New { .. }));
-    assert_eq!(store.accept_inbound(&event("e1", "hi"), 11).await.unwrap(), AcceptOutcome::Duplicate);
+    assert_eq!(
+        store.accept_inbound(&event("e1", "hi"), 11, Outlive::PowerCut).await.unwrap(),
+        AcceptOutcome::Duplicate
+    );
     store.close().await;
     let store = open(&dir).await;
-    assert_eq!(store.accept_inbound(&event("e1", "hi"), 12).await.unwrap(), AcceptOutcome::Duplicate);
+    assert_eq!(
+        store.accept_inbound(&event("e1", "hi"), 12, Outlive::PowerCut).await.unwrap(),
+        AcceptOutcome::Duplicate
+    );
     let unfinished = store.unfinished_events().await.unwrap().events;
     assert_eq!(unfinished.len(), 1);
     assert_eq!(unfinished[0].event, event("e1", "hi"));
@@ -75,7 +81,8 @@ async fn accept_deduplicates_across_reopen() {
 async fn turn_lifecycle_is_atomic_and_idempotent() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
-    let AcceptOutcome::New { seq } = store.accept_inbound(&event("e1", "hello"), 1).await.unwrap() else {
+    let AcceptOutcome::New { seq } = store.accept_inbound(&event("e1", "hello"), 1, Outlive::PowerCut).await.unwrap()
+    else {
         panic!("new event expected")
     };
     let session = store.start_session(&key(), 1).await.unwrap();
@@ -124,7 +131,7 @@ async fn turn_lifecycle_is_atomic_and_idempotent() {
     // Queueing the same chunks again changes nothing.
     store.enqueue_outbound(&format!("evt:{seq}"), &chunks, 5).await.unwrap();
     assert_eq!(store.pending_outbound().await.unwrap().len(), 2);
-    store.mark_sent(pending[0].id, "m1", 6).await.unwrap();
+    store.mark_sent(pending[0].id, "m1", 6, Outlive::PowerCut).await.unwrap();
     store.mark_attempt_failed(pending[1].id, "boom", false).await.unwrap();
     let left = store.pending_outbound().await.unwrap();
     assert_eq!((left.len(), left[0].attempts), (1, 1));
@@ -138,7 +145,9 @@ async fn search_finds_words_substrings_and_cjk() {
     let store = open(&dir).await;
     let session = store.start_session(&key(), 1).await.unwrap();
     for (i, text) in ["the quick brown fox", "naïve café", "東京タワーに行きました"].iter().enumerate() {
-        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("e{i}"), text), 1).await.unwrap() else {
+        let AcceptOutcome::New { seq } =
+            store.accept_inbound(&event(&format!("e{i}"), text), 1, Outlive::PowerCut).await.unwrap()
+        else {
             panic!()
         };
         store.begin_turn(seq, &session.id, &Message::text(Role::User, *text), 1).await.unwrap();
@@ -162,7 +171,8 @@ async fn the_store_works_on_after_its_page_caches_are_released() {
         let (store, session) = (&store, &session);
         async move {
             let text = format!("invoice number {i}");
-            let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("e{i}"), &text), 1).await.unwrap()
+            let AcceptOutcome::New { seq } =
+                store.accept_inbound(&event(&format!("e{i}"), &text), 1, Outlive::PowerCut).await.unwrap()
             else {
                 panic!("event {i} is new")
             };
@@ -215,9 +225,31 @@ async fn cursors_persist() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
     assert_eq!(store.load_cursor("telegram").await.unwrap(), None);
-    store.save_cursor("telegram", "41", 1).await.unwrap();
-    store.save_cursor("telegram", "42", 2).await.unwrap();
+    assert!(store.save_cursor("telegram", "41", 1, None).await.unwrap());
+    assert!(store.save_cursor("telegram", "42", 2, None).await.unwrap());
     assert_eq!(store.load_cursor("telegram").await.unwrap().as_deref(), Some("42"));
+}
+
+/// A cursor write fenced by a lease lands only while the lease is held under that token: once
+/// another holder took it, the old holder's write is refused and the cursor stays the new one's.
+#[tokio::test]
+async fn a_fenced_cursor_write_is_refused_once_the_lease_changed_hands() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let first = store.take_lease("home", "a", "PID 1", 1).await.unwrap();
+    let old = Fence { lease: "home".into(), token: first };
+    assert!(store.save_cursor("telegram", "41", 1, Some(&old)).await.unwrap());
+    assert!(store.save_cursor("telegram", "42", 2, Some(&old)).await.unwrap());
+    let second = store.take_lease("home", "b", "PID 2", 3).await.unwrap();
+    assert!(second > first);
+    let new = Fence { lease: "home".into(), token: second };
+    assert!(store.save_cursor("telegram", "43", 4, Some(&new)).await.unwrap());
+    assert!(!store.save_cursor("telegram", "40", 5, Some(&old)).await.unwrap(), "the old holder is fenced off");
+    assert!(!store.save_cursor("signal", "7", 5, Some(&old)).await.unwrap(), "a first write too");
+    assert_eq!(store.load_cursor("telegram").await.unwrap().as_deref(), Some("43"));
+    assert_eq!(store.load_cursor("signal").await.unwrap(), None);
+    let unknown = Fence { lease: "account:telegram:other".into(), token: 1 };
+    assert!(!store.save_cursor("telegram", "44", 6, Some(&unknown)).await.unwrap(), "a lease never taken");
 }
 
 #[tokio::test]
@@ -227,7 +259,9 @@ async fn compaction_archives_a_span_in_place() {
     let session = store.start_session(&key(), 1).await.unwrap();
     store.set_system_prompt(&session.id, "prompt v1").await.unwrap();
     for i in 0..6 {
-        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("e{i}"), "x"), 1).await.unwrap() else {
+        let AcceptOutcome::New { seq } =
+            store.accept_inbound(&event(&format!("e{i}"), "x"), 1, Outlive::PowerCut).await.unwrap()
+        else {
             panic!()
         };
         store
@@ -259,7 +293,7 @@ async fn undecodable_rows_are_quarantined_and_the_rest_still_load() {
     let store = open(&dir).await;
     let bad = store.insert_raw_inbound("telegram", "u1", "{not json", 5).await.unwrap();
     let wrong_shape = store.insert_raw_inbound("telegram", "u2", r#"{"kind":"nonsense"}"#, 6).await.unwrap();
-    store.accept_inbound(&event("e1", "fine"), 7).await.unwrap();
+    store.accept_inbound(&event("e1", "fine"), 7, Outlive::PowerCut).await.unwrap();
 
     let found = store.unfinished_events().await.unwrap();
     assert_eq!(found.events.len(), 1);
@@ -361,7 +395,8 @@ async fn retention_prunes_only_finished_old_rows_in_batches() {
     let session = store.start_session(&key(), 1).await.unwrap();
     // Five finished events at t=10..14 with one sent chunk each; one unfinished at t=15.
     for i in 0..5 {
-        let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("old{i}"), "hi"), 10 + i).await.unwrap()
+        let AcceptOutcome::New { seq } =
+            store.accept_inbound(&event(&format!("old{i}"), "hi"), 10 + i, Outlive::PowerCut).await.unwrap()
         else {
             panic!("new event expected")
         };
@@ -379,10 +414,10 @@ async fn retention_prunes_only_finished_old_rows_in_batches() {
         store.finish_turn(seq, &session.id, &end, 10 + i).await.unwrap();
         let pending = store.pending_for_turn(&format!("evt:{seq}")).await.unwrap();
         if i < 4 {
-            store.mark_sent(pending[0].id, &format!("m{i}"), 10 + i).await.unwrap();
+            store.mark_sent(pending[0].id, &format!("m{i}"), 10 + i, Outlive::PowerCut).await.unwrap();
         }
     }
-    store.accept_inbound(&event("open", "hi"), 15).await.unwrap();
+    store.accept_inbound(&event("open", "hi"), 15, Outlive::PowerCut).await.unwrap();
     sqlx::query("UPDATE messages SET archived = 1 WHERE role = 'user'")
         .execute(&mut *store.writer.get().await.unwrap())
         .await
@@ -403,14 +438,19 @@ async fn retention_prunes_only_finished_old_rows_in_batches() {
     assert!(left.iter().all(|m| m.message.role == Role::Assistant) && left.len() == 5, "{left:?}");
     store.reclaim_space(100).await.unwrap();
     // Deduplication of a pruned event starts over; a kept one is still a duplicate.
-    assert_eq!(store.accept_inbound(&event("open", "hi"), 16).await.unwrap(), AcceptOutcome::Duplicate);
+    assert_eq!(
+        store.accept_inbound(&event("open", "hi"), 16, Outlive::PowerCut).await.unwrap(),
+        AcceptOutcome::Duplicate
+    );
 }
 
 #[tokio::test]
 async fn a_steering_message_stored_with_the_turn_is_kept() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
-    let AcceptOutcome::New { seq } = store.accept_inbound(&event("e1", "do the thing"), 1).await.unwrap() else {
+    let AcceptOutcome::New { seq } =
+        store.accept_inbound(&event("e1", "do the thing"), 1, Outlive::PowerCut).await.unwrap()
+    else {
         panic!("new event expected")
     };
     let session = store.start_session(&key(), 1).await.unwrap();
@@ -448,7 +488,9 @@ async fn kept_transcript(store: &SqliteStore, session: &str) -> Vec<(i64, String
 
 /// A user message `text` accepted as its own event (id from the text) and its turn begun.
 pub(super) async fn add_user_message(store: &SqliteStore, session: &str, text: &str) {
-    let AcceptOutcome::New { seq } = store.accept_inbound(&event(&format!("u:{text}"), text), 1).await.unwrap() else {
+    let AcceptOutcome::New { seq } =
+        store.accept_inbound(&event(&format!("u:{text}"), text), 1, Outlive::PowerCut).await.unwrap()
+    else {
         panic!("new event expected")
     };
     store.begin_turn(seq, session, &Message::text(Role::User, text), 1).await.unwrap();
@@ -612,14 +654,50 @@ async fn the_wal_goes_back_to_its_limit_after_a_burst() {
     }
 }
 
-/// Accepted events and send receipts commit synced to disk (`synchronous = FULL`, 2); the other
-/// writes of the lane keep NORMAL (1), switched back between batches.
+/// Accepted events and send receipts that must outlive a power cut commit synced to disk
+/// (`synchronous = FULL`, 2); those of platforms answering per request and the other writes of
+/// the lane keep NORMAL (1), switched back between batches.
 #[tokio::test]
 async fn durable_lane_writes_commit_with_synchronous_full() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
     let mode = |c: &rusqlite::Connection| c.query_row("PRAGMA synchronous", [], |row| row.get::<_, i64>(0));
-    assert_eq!(store.write_lane_durable(mode).await.unwrap(), 2);
+    assert_eq!(store.write_lane_durable(Outlive::PowerCut, mode).await.unwrap(), 2);
     assert_eq!(store.write_lane(mode).await.unwrap(), 1);
-    assert_eq!(store.write_lane_durable(mode).await.unwrap(), 2);
+    assert_eq!(store.write_lane_durable(Outlive::PowerCut, mode).await.unwrap(), 2);
+    assert_eq!(store.write_lane_durable(Outlive::Crash, mode).await.unwrap(), 1);
+}
+
+/// Every write that takes an event or records a receipt commits synced when asked to outlive a
+/// power cut, and unsynced when a crash is all it must outlive: the plain accept, the accept
+/// claiming an Idempotency-Key (webhooks, API retries), the receipt, and the receipt of a reply
+/// that filled a stream preview.
+#[tokio::test]
+async fn every_accept_and_receipt_commits_as_synced_as_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let claim = |key: &'static str| crate::store::IdempotencyClaim {
+        scope: "webhook:github",
+        key,
+        fingerprint: "f",
+        request_id: key,
+        expires_before: 0,
+    };
+    let chunks = [reply("a", 0, 4), reply("b", 1, 4), reply("c", 2, 4), reply("d", 3, 4)];
+    let ids = store.enqueue_outbound("t1", &chunks, 1).await.unwrap();
+    for (outlive, synced) in [(Outlive::PowerCut, true), (Outlive::Crash, false)] {
+        let n = usize::from(synced);
+        store.accept_inbound(&event(&format!("plain{n}"), "hi"), 1, outlive).await.unwrap();
+        assert_eq!(store.lane.last_batch_synced(), synced, "accept_inbound {outlive:?}");
+        store.write_lane(|_| Ok(())).await.unwrap();
+        let key = if synced { "k1" } else { "k2" };
+        store.accept_idempotent(&event(&format!("claimed{n}"), "hi"), &claim(key), 1, outlive).await.unwrap();
+        assert_eq!(store.lane.last_batch_synced(), synced, "accept_idempotent {outlive:?}");
+        store.write_lane(|_| Ok(())).await.unwrap();
+        store.mark_sent(ids[2 * n], "m", 2, outlive).await.unwrap();
+        assert_eq!(store.lane.last_batch_synced(), synced, "mark_sent {outlive:?}");
+        store.write_lane(|_| Ok(())).await.unwrap();
+        store.settle_preview(ids[2 * n + 1], "t1", "p", 2, outlive).await.unwrap();
+        assert_eq!(store.lane.last_batch_synced(), synced, "settle_preview {outlive:?}");
+    }
 }

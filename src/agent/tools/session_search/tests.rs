@@ -14,7 +14,7 @@ use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
 use crate::agent::tools::test_support::{FixedHuman, context};
 use crate::agent::tools::{Approval, Tool, ToolContext};
-use crate::store::{AcceptOutcome, EventState, SessionKey, TurnEnd};
+use crate::store::{AcceptOutcome, EventState, Outlive, SessionKey, TurnEnd};
 
 /// A summary model that records what it was asked and answers after `delay`.
 struct FakeSummary {
@@ -83,7 +83,9 @@ async fn exchange(ctx: &ToolContext, key: &SessionKey, id: &str, said: &str, ans
             chat_title: None,
         },
     };
-    let AcceptOutcome::New { seq } = store.accept_inbound(&event, at).await.unwrap() else { panic!("new event") };
+    let AcceptOutcome::New { seq } = store.accept_inbound(&event, at, Outlive::PowerCut).await.unwrap() else {
+        panic!("new event")
+    };
     store.begin_turn(seq, &session.id, &Message::text(Role::User, said), at).await.unwrap();
     let answer = Message::text(Role::Assistant, answered);
     let end = TurnEnd {
