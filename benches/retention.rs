@@ -33,11 +33,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hermesd::agent::message::{Message, Role};
 use hermesd::store::{
     AcceptOutcome, Compaction, EventState, InboundStore, OutboxStore, Outlive, RetentionStore, SessionKey,
     SessionStore, SqliteStore, TurnEnd,
 };
+use hermesd::vocab::message::{Message, Role};
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, OutboundKind, OutboundMessage, Sender};
 
 const DAY_MS: i64 = 86_400_000;

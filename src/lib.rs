@@ -30,4 +30,5 @@ pub mod sandbox;
 pub mod store;
 pub mod systemd;
 pub mod usage;
+pub mod vocab;
 pub mod webhooks;

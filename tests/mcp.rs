@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hermesd::agent::message::ToolCall;
 use hermesd::agent::tools::mcp::{HubSettings, McpHub};
 use hermesd::agent::tools::{
     Approval, ExecutorLimits, Human, Registry, Tool, ToolContext, ToolError, ToolSource, run_calls,
 };
 use hermesd::config::{Config, Env, McpConfig};
 use hermesd::daemon::DaemonOptions;
+use hermesd::vocab::message::ToolCall;
 use hermesd_platform::{ChatRef, ChatType};
 use serde_json::json;
 use support::mcp_server::{TestServer, serve_http};
@@ -377,7 +377,7 @@ async fn a_model_with_vision_is_shown_the_image_an_mcp_tool_returned() {
     assert!(result.starts_with("[image image/png, 11 bytes, saved as media/mcp_fix_"), "{result}");
     let shown = &messages[at + 1];
     assert_eq!(shown["role"], "user", "the image follows the tool result: {messages:?}");
-    assert_eq!(shown["content"][0]["text"], hermesd::agent::message::TOOL_IMAGES_INTRO);
+    assert_eq!(shown["content"][0]["text"], hermesd::vocab::message::TOOL_IMAGES_INTRO);
     let url = format!("data:image/png;base64,{}", support::mcp_server::PNG_BASE64);
     assert_eq!(shown["content"][2]["image_url"]["url"], url.as_str(), "{shown}");
     assert_eq!(llm.image_urls(), [url], "shown once, on the call after the tool ran");

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hermesd::agent::message::Role;
 use hermesd::store::{OutboxStore, SessionStore, SqliteStore};
+use hermesd::vocab::message::Role;
 use support::{FakeLlm, answer, ask, client, eventually};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hermesd");

@@ -5,8 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use hermesd::agent::message::{Message, Role};
 use hermesd::store::{AcceptOutcome, InboundStore, Outlive, SessionKey, SessionStore, SqliteStore};
+use hermesd::vocab::message::{Message, Role};
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Sender};
 use support::{FakeLlm, config_for, start_daemon};
 

@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hermesd::agent::message::{Message, Role};
 use hermesd::agent::provider::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
 use hermesd::agent::runtime::chain::{ProviderChain, RetryPolicy};
 use hermesd::agent::runtime::compress::Compressor;
 use hermesd::agent::runtime::prompt::PromptBuilder;
 use hermesd::store::{AcceptOutcome, EventState, Outlive, SessionKey, SqliteStore, Store, TurnEnd};
+use hermesd::vocab::message::{Message, Role};
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Sender};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

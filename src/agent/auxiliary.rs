@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::message::{Message, Role};
 use crate::agent::provider::{AnthropicMessages, ChatCompletions, ChatRequest, Provider, Responses};
 use crate::config::{Env, ModelConfig, ProviderKind};
+use crate::vocab::message::{Message, Role};
 
 /// A provider for an auxiliary `model` (no fallbacks); its key only from `api_key_env`.
 pub fn provider(

@@ -14,7 +14,6 @@ use std::time::Duration;
 use hermesd_platform::ChatRef;
 use tokio_util::sync::CancellationToken;
 
-use super::message::{Message, Role, ToolCall};
 use super::provider::{ChatRequest, ProviderError, ToolSchema};
 use super::runtime::chain::{ChainError, ChainState, ProviderChain};
 use super::runtime::sanitize::sanitize;
@@ -24,6 +23,7 @@ use crate::metrics::{MEMORY_FLUSHES_TOTAL, Metrics};
 use crate::outbox::Outbox;
 use crate::store::{SessionKey, Store, StoreError};
 use crate::usage::{Accounting, Payer, TurnUsage};
+use crate::vocab::message::{Message, Role, ToolCall};
 
 /// Model calls a flush may make (each may save several entries).
 const MAX_CALLS: usize = 3;

@@ -7,7 +7,6 @@ pub mod context;
 pub mod flush;
 pub mod heartbeat;
 pub mod media;
-pub mod message;
 pub mod provider;
 pub mod reasoning;
 pub mod runtime;

@@ -7,9 +7,9 @@ use std::sync::Mutex;
 
 use hermesd_platform::Platform;
 
-use crate::agent::message::{Message, Role};
 use crate::redact::StreamMask;
 use crate::store::ExtrasStore;
+use crate::vocab::message::{Message, Role};
 
 /// The platform that receives reasoning as `reasoning_content` instead (see `platforms::api`).
 const API_PLATFORM: &str = "api";
@@ -102,7 +102,7 @@ impl ReasoningStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::message::Reasoning;
+    use crate::vocab::message::Reasoning;
 
     fn reasoned(text: &str) -> Message {
         let mut message = Message::text(Role::Assistant, "answer");

@@ -28,7 +28,6 @@ use super::context::{SessionFacts, framed_text, is_shared};
 use super::flush::{FlushSettings, Flusher};
 use super::heartbeat::{self, HeartbeatSettings};
 use super::media::Media;
-use super::message::{Message, Role};
 use super::reasoning;
 use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
 use super::runtime::chain::ProviderChain;
@@ -43,6 +42,7 @@ use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
 use crate::usage::{Payer, TurnUsage};
+use crate::vocab::message::{Message, Role};
 
 /// A message waiting for its turn.
 #[derive(Debug, Clone)]

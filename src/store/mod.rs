@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, OutboundMessage};
 use serde::Serialize;
 
-use crate::agent::message::Message;
+use crate::vocab::message::Message;
 
 pub use sqlite::SqliteStore;
 pub use sqlite::backup::{BackupReport, VacuumReport, backup};

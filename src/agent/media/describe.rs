@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::message::{ImageRef, Message, Role};
 use crate::agent::provider::{ChatRequest, Provider};
+use crate::vocab::message::{ImageRef, Message, Role};
 
 /// What the auxiliary model is asked.
 const PROMPT: &str = "Describe this image for someone who cannot see it: what it shows, any text in it (verbatim), \

@@ -15,8 +15,8 @@ use std::path::{Component, Path, PathBuf};
 
 use hermesd_platform::{Attachment, AttachmentKind, InboundMessage};
 
-use crate::agent::message::{ImageRef, Message, Role, model_path};
 use crate::config::{AuxiliaryConfig, Env};
+use crate::vocab::message::{ImageRef, Message, Role, model_path};
 
 pub use describe::Describer;
 pub use document::DocText;

@@ -17,8 +17,8 @@ use serde_json::Value;
 
 use super::chat_completions::{parse_retry_after, transport_error};
 use super::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, Usage};
-use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::config::Secret;
+use crate::vocab::message::{Message, Reasoning, Role, ToolCall};
 
 /// The API version every request pins; newer versions may change the wire format.
 const API_VERSION: &str = "2023-06-01";

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, ToolSchema, Usage};
-use crate::agent::message::{Message, Reasoning, Role, TOOL_IMAGES_INTRO, ToolCall};
 use crate::config::Secret;
+use crate::vocab::message::{Message, Reasoning, Role, TOOL_IMAGES_INTRO, ToolCall};
 
 /// A client for one OpenAI-compatible endpoint.
 pub struct ChatCompletions {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::message::Message;
+use crate::vocab::message::Message;
 
 pub use anthropic::AnthropicMessages;
 pub use chat_completions::ChatCompletions;

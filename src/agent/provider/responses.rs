@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::chat_completions::{classify, is_json, parse_retry_after, transport_error};
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, Usage};
-use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::config::Secret;
+use crate::vocab::message::{Message, Reasoning, Role, ToolCall};
 
 /// A client for one Responses API endpoint.
 pub struct Responses {

@@ -17,10 +17,10 @@ use super::chain::{ChainError, ChainState, ProviderChain};
 use super::compress::{Compressor, messages_tokens};
 use super::sanitize::sanitize;
 use crate::agent::media::Media;
-use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, Delta, ProviderError, ToolSchema};
 use crate::agent::tools::{ExecutorLimits, Registry, ToolContext, run_calls};
 use crate::store::TokenTotals;
+use crate::vocab::message::{Message, Role};
 
 /// Sent (not stored) when the model returns nothing.
 const NUDGE: &str = "Your last reply was empty. Process the tool results above and answer the user.";

@@ -14,13 +14,11 @@ use tokio_util::sync::CancellationToken;
 use super::chain::{ChainError, ChainState, ProviderChain};
 use super::prompt::PromptBuilder;
 use crate::agent::flush::{FlushCause, FlushTarget, Flusher};
-use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, ToolSchema};
 use crate::clock::now_ms;
 use crate::store::{Compaction, Store, StoreError, StoredMessage};
+use crate::vocab::message::{Message, Role, SUMMARY_PREFIX};
 
-/// Marks a summary message in the transcript (and finds the previous one to update).
-pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation]";
 /// Marks the summary of a running turn's own earlier steps (in-turn compression).
 pub const TURN_SUMMARY_PREFIX: &str = "[Summary of the earlier steps of this turn]";
 /// Messages at the start that are never summarised.
@@ -265,7 +263,7 @@ pub fn schema_tokens(tools: &[ToolSchema]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::message::ToolCall;
+    use crate::vocab::message::ToolCall;
 
     fn stored(messages: Vec<Message>) -> Vec<StoredMessage> {
         messages

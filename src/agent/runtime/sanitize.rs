@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use crate::agent::message::{Message, Role};
+use crate::vocab::message::{Message, Role};
 
 /// The result written for a tool call whose result was never recorded.
 pub const MISSING_RESULT: &str =
@@ -129,7 +129,7 @@ mod props;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::message::ToolCall;
+    use crate::vocab::message::ToolCall;
 
     fn text(role: Role, content: &str) -> Message {
         Message::text(role, content)

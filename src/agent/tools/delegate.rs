@@ -8,11 +8,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{Registry, Tool, ToolContext, ToolError, ToolPolicy, ToolSpec};
-use crate::agent::message::{Message, Role};
 use crate::agent::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome};
 use crate::agent::runtime::chain::ProviderChain;
 use crate::agent::runtime::compress::Compressor;
 use crate::agent::runtime::prompt::PromptBuilder;
+use crate::vocab::message::{Message, Role};
 
 const CHILD_PROMPT: &str = "You are a sub-agent working on one delegated task. Work independently with your tools; \
 you cannot ask the user anything. Finish with a concise report of the result, including any facts, paths or \

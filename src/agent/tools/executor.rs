@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::{Registry, Tool, ToolContext, ToolOutput};
-use crate::agent::message::{ImageRef, ToolCall};
+use crate::vocab::message::{ImageRef, ToolCall};
 
 /// Bounds on a batch.
 #[derive(Debug, Clone, Copy)]

@@ -172,7 +172,7 @@ pub struct ToolOutput {
     /// What the model reads.
     pub text: String,
     /// Images, by reference (loaded for the model call that shows them).
-    pub images: Vec<crate::agent::message::ImageRef>,
+    pub images: Vec<crate::vocab::message::ImageRef>,
 }
 
 impl ToolOutput {

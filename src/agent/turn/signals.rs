@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{StopReason, TurnJob, WorkerSlot};
 use crate::agent::context::{framed_text, is_shared};
-use crate::agent::message::{Message, Role};
+use crate::vocab::message::{Message, Role};
 
 /// Messages sent to steer a running turn. The loop folds them in after its next tool call; the
 /// ones it took are closed with the turn, the rest run as turns of their own afterwards.

@@ -7,8 +7,8 @@ use sqlx::Row;
 
 use super::sessions::{SESSION_COLUMNS, session_from_row};
 use super::{SqliteStore, from_json, retry_busy};
-use crate::agent::runtime::compress::SUMMARY_PREFIX;
 use crate::store::{LifecycleStore, ResetReason, SessionInfo, SessionKey, StaleRoute, StoreResult};
+use crate::vocab::message::SUMMARY_PREFIX;
 
 fn chat_type(text: &str) -> ChatType {
     match text {
@@ -217,8 +217,8 @@ mod tests {
     use hermesd_platform::{ChatRef, InboundMessage, Sender};
 
     use super::*;
-    use crate::agent::message::{Message, Role};
     use crate::store::{AcceptOutcome, InboundStore, SessionStore};
+    use crate::vocab::message::{Message, Role};
 
     fn key() -> SessionKey {
         SessionKey {

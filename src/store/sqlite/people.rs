@@ -209,8 +209,8 @@ mod tests {
     use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, OutboundKind, OutboundMessage, Sender};
 
     use super::*;
-    use crate::agent::message::{Message, Role};
     use crate::store::{AcceptOutcome, EventState, InboundStore, SessionKey, SessionStore, TokenTotals, TurnEnd};
+    use crate::vocab::message::{Message, Role};
 
     /// A cron job `id` made in `chat` by `creator`, as the `cronjob` tool stores one.
     async fn insert_job(store: &SqliteStore, id: &str, chat: &ChatRef, creator: &str) {

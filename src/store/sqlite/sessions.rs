@@ -9,10 +9,10 @@ use super::lane::execute_all;
 use super::outbox::insert_outbound_rows;
 use super::transcripts;
 use super::{SqliteStore, retry_busy, to_json};
-use crate::agent::message::{ImageRef, Message, Reasoning, Role, ToolCall};
 use crate::store::{
     Compaction, SearchHit, SessionInfo, SessionKey, SessionStore, StoreError, StoreResult, StoredMessage, TurnEnd,
 };
+use crate::vocab::message::{ImageRef, Message, Reasoning, Role, ToolCall};
 
 pub(super) const SESSION_COLUMNS: &str = "s.id, s.session_key, s.title, s.created_at, s.updated_at, s.restart_count, s.suspended, \
      s.system_prompt, s.last_prompt_tokens, s.model, \

@@ -5,11 +5,11 @@ use std::time::Duration;
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, OutboundKind, OutboundMessage, Sender};
 
 use super::SqliteStore;
-use crate::agent::message::{Message, Role};
 use crate::store::{
     AcceptOutcome, Compaction, EventState, ExtrasStore, Fence, IdempotencyStore, InboundStore, LeaseStore, OutboxStore,
     Outlive, PreviewStore, SessionKey, SessionStore, StoreError, TokenTotals, TurnEnd,
 };
+use crate::vocab::message::{Message, Role};
 
 pub(super) async fn open(dir: &tempfile::TempDir) -> SqliteStore {
     SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap()
@@ -103,7 +103,7 @@ async fn turn_lifecycle_is_atomic_and_idempotent() {
     );
     let mut answer = Message::text(Role::Assistant, "hi there");
     let item = serde_json::json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "opaque"});
-    answer.reasoning = crate::agent::message::Reasoning::new("they greet".into(), vec![item]);
+    answer.reasoning = crate::vocab::message::Reasoning::new("they greet".into(), vec![item]);
     let chunks = [reply("hi ", 0, 2), reply("there", 1, 2)];
     let usage = TokenTotals { calls: 2, prompt: 300, completion: 20, cache_read: 250, cache_write: 40 };
     let end = TurnEnd {

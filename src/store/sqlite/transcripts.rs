@@ -137,7 +137,7 @@ fn size_of_message(stored: &StoredMessage) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::message::{Message, Role};
+    use crate::vocab::message::{Message, Role};
 
     fn stored(id: i64, position: f64, text: &str) -> StoredMessage {
         StoredMessage {

@@ -8,8 +8,8 @@
 use serde_json::{Value, json};
 
 use super::cache;
-use crate::agent::message::{ImageRef, Message, Role};
 use crate::agent::provider::{ChatRequest, ToolSchema};
+use crate::vocab::message::{ImageRef, Message, Role};
 
 /// `max_tokens` is mandatory in this API; this is used when the request sets none.
 const DEFAULT_MAX_TOKENS: u32 = 8192;

@@ -472,7 +472,7 @@ fn strip_cache_control(value: &mut serde_json::Value) {
 }
 
 fn with_image(role: Role, id: Option<&str>) -> Message {
-    let mut image = crate::agent::message::ImageRef::new("media/mcp/shot.png", "image/png");
+    let mut image = crate::vocab::message::ImageRef::new("media/mcp/shot.png", "image/png");
     image.data = Some("data:image/png;base64,iVBORw0K".into());
     Message { images: vec![image], tool_call_id: id.map(Into::into), ..Message::text(role, "look") }
 }

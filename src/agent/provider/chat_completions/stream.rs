@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{WireUsage, classify};
-use crate::agent::message::{Message, Reasoning, Role, ToolCall};
 use crate::agent::provider::sse::{self, StreamEnd};
 use crate::agent::provider::{ChatResponse, Delta, DeltaSink, ProviderError, Usage};
+use crate::vocab::message::{Message, Reasoning, Role, ToolCall};
 
 /// Read a streamed reply to its end.
 pub(super) async fn read(

@@ -393,7 +393,7 @@ fn reply_json() -> String {
 }
 
 fn with_image(role: Role, loaded: bool) -> Message {
-    let mut image = crate::agent::message::ImageRef::new("media/telegram/42/p_photo.png", "image/png");
+    let mut image = crate::vocab::message::ImageRef::new("media/telegram/42/p_photo.png", "image/png");
     if loaded {
         image.data = Some("data:image/png;base64,iVBORw0K".into());
     }
@@ -434,7 +434,7 @@ fn images_become_notes_without_vision_or_bytes() {
 /// An assistant call, then two tool results (the first with an image), then `next`.
 fn tool_run(loaded: bool, next: Role) -> Vec<Message> {
     let call =
-        |id: &str| crate::agent::message::ToolCall { id: id.into(), name: "mcp_s_shot".into(), arguments: "{}".into() };
+        |id: &str| crate::vocab::message::ToolCall { id: id.into(), name: "mcp_s_shot".into(), arguments: "{}".into() };
     let result = |id: &str, text: &str| Message { tool_call_id: Some(id.into()), ..Message::text(Role::Tool, text) };
     let mut shot = with_image(Role::Tool, loaded);
     shot.content = Some("[image image/png, 9 bytes, saved as media/p_photo.png]".into());

@@ -7,8 +7,8 @@
 
 use serde_json::{Value, json};
 
-use crate::agent::message::{ImageRef, Message, Role, TOOL_IMAGES_INTRO};
 use crate::agent::provider::{ChatRequest, ToolSchema};
+use crate::vocab::message::{ImageRef, Message, Role, TOOL_IMAGES_INTRO};
 
 /// The request body for `model`.
 pub(super) fn body(model: &str, request: &ChatRequest, vision: bool) -> Value {

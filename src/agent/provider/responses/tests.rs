@@ -287,7 +287,7 @@ async fn an_incomplete_response_reports_why() {
 
 #[test]
 fn images_become_input_image_parts_for_a_vision_model_and_notes_otherwise() {
-    let mut image = crate::agent::message::ImageRef::new("media/telegram/42/p_photo.png", "image/png");
+    let mut image = crate::vocab::message::ImageRef::new("media/telegram/42/p_photo.png", "image/png");
     image.data = Some("data:image/png;base64,iVBORw0K".into());
     let user = Message { images: vec![image], ..Message::text(Role::User, "what is this?") };
     let request = ChatRequest { messages: vec![Message::text(Role::System, "sys"), user], ..ChatRequest::default() };
@@ -308,9 +308,9 @@ fn images_become_input_image_parts_for_a_vision_model_and_notes_otherwise() {
 
 #[test]
 fn tool_images_follow_the_function_call_outputs_for_a_vision_model() {
-    let mut image = crate::agent::message::ImageRef::new("media/api/c/mcp_s_1.png", "image/png");
+    let mut image = crate::vocab::message::ImageRef::new("media/api/c/mcp_s_1.png", "image/png");
     image.data = Some("data:image/png;base64,iVBORw0K".into());
-    let call = crate::agent::message::ToolCall { id: "a".into(), name: "mcp_s_shot".into(), arguments: "{}".into() };
+    let call = crate::vocab::message::ToolCall { id: "a".into(), name: "mcp_s_shot".into(), arguments: "{}".into() };
     let result = Message {
         tool_call_id: Some("a".into()),
         images: vec![image],
@@ -329,7 +329,7 @@ fn tool_images_follow_the_function_call_outputs_for_a_vision_model() {
     assert_eq!(
         input[3]["content"],
         json!([
-            {"type": "input_text", "text": crate::agent::message::TOOL_IMAGES_INTRO},
+            {"type": "input_text", "text": crate::vocab::message::TOOL_IMAGES_INTRO},
             {"type": "input_text", "text": "media/mcp_s_1.png"},
             {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K"},
         ])

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{ChainError, ProviderChain, RetryPolicy};
-use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError};
+use crate::vocab::message::{Message, Role};
 
 type Step = Result<&'static str, ProviderError>;
 

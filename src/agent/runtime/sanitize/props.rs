@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::agent::message::ToolCall;
+use crate::vocab::message::ToolCall;
 
 /// What models put in `arguments`: objects, fenced objects, junk around them, other JSON.
 fn arguments() -> impl Strategy<Value = String> {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::super::{Nobody, Registry, Tool, ToolContext, ToolError, ToolSpec, test_support};
 use super::{ExecutorLimits, cap, parse_arguments, run_calls};
-use crate::agent::message::ToolCall;
+use crate::vocab::message::ToolCall;
 
 enum Behaviour {
     Sleep(Duration),

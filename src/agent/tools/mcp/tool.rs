@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::client::{CallOutput, Part};
 use super::server::ServerState;
-use crate::agent::message::ImageRef;
 use crate::agent::tools::{Approval, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use crate::vocab::message::ImageRef;
 
 /// A tool of an MCP server.
 pub(super) struct McpTool {

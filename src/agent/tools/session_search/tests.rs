@@ -10,11 +10,11 @@ use serde_json::json;
 
 use super::SessionSearchTool;
 use crate::agent::auxiliary::Summarizer;
-use crate::agent::message::{Message, Role};
 use crate::agent::provider::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
 use crate::agent::tools::test_support::{FixedHuman, context};
 use crate::agent::tools::{Approval, Tool, ToolContext};
 use crate::store::{AcceptOutcome, EventState, Outlive, SessionKey, TurnEnd};
+use crate::vocab::message::{Message, Role};
 
 /// A summary model that records what it was asked and answers after `delay`.
 struct FakeSummary {

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use hermesd_platform::ChatType;
 
-use crate::agent::message::{Message, Role};
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Compaction, SearchScope, SearchStore, SessionInfo, SessionKey, SessionStore};
+use crate::vocab::message::{Message, Role};
 
 async fn open(dir: &tempfile::TempDir) -> SqliteStore {
     SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap()

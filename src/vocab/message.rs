@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Marks a compaction's summary message in the transcript (and finds the previous one to update).
+pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation]";
+
 /// Who speaks a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
