@@ -7,9 +7,10 @@ use hermesd_platform::{ChatType, InboundMessage};
 use super::Router;
 use crate::clock::now_ms;
 use crate::delivery::turns::TurnOrigin;
+use crate::store::UsageSum;
 use crate::store::{SessionKey, UsageScope};
 use crate::usage::account::summary_line;
-use crate::usage::{Payer, UsageSum, describe_cost, utc_day, utc_day_before};
+use crate::usage::{Payer, describe_cost, utc_day, utc_day_before};
 
 impl Router {
     pub(super) async fn usage(&self, key: &SessionKey, message: &InboundMessage) -> String {

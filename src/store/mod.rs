@@ -487,7 +487,7 @@ pub use preview::{PreviewStore, StoredPreview};
 pub use receipts::ReceiptStore;
 pub use retention::RetentionStore;
 pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
-pub use usage::{UsageRecord, UsageScope, UsageStore};
+pub use usage::{UsageRecord, UsageScope, UsageStore, UsageSum};
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
 #[async_trait]

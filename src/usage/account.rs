@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use hermesd_platform::InboundMessage;
 
-use super::{TurnUsage, UsageBoard, UsageSum, describe_cost, format_usd, ms_to_midnight, usd_to_micros, utc_day};
+use super::{TurnUsage, UsageBoard, describe_cost, format_usd, ms_to_midnight, usd_to_micros, utc_day};
 use crate::config::LimitsConfig;
 use crate::delivery::turns::TurnOrigin;
-use crate::store::{Store, UsageRecord, UsageScope};
+use crate::store::{Store, UsageRecord, UsageScope, UsageSum};
 
 /// Tells whether a (platform, user id) is exempt from caps (admins named explicitly).
 pub type ExemptFn = dyn Fn(&str, &str) -> bool + Send + Sync;

@@ -124,26 +124,6 @@ impl TurnUsage {
     }
 }
 
-/// Sums of usage over a span (a session, a day, 30 days).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UsageSum {
-    /// Turns that ran (a turn refused by a cap is not one).
-    pub turns: u64,
-    /// Tokens and model calls.
-    pub tokens: TokenTotals,
-    /// Cost of the priced calls, microdollars.
-    pub cost_micros: i64,
-    /// Calls whose cost is unknown.
-    pub unpriced_calls: u64,
-}
-
-impl UsageSum {
-    /// Prompt plus completion tokens (what caps on tokens count).
-    pub fn total_tokens(&self) -> u64 {
-        self.tokens.prompt.saturating_add(self.tokens.completion)
-    }
-}
-
 /// `$1.50`, `$0.012345`: microdollars exactly, trailing zeros trimmed to at least cents.
 pub fn format_usd(micros: i64) -> String {
     let sign = if micros < 0 { "-" } else { "" };

@@ -6,8 +6,7 @@ use sqlx::Row;
 
 use super::lane::execute_all;
 use super::{SqliteStore, retry_busy};
-use crate::store::{StoreResult, TokenTotals, UsageRecord, UsageScope, UsageStore};
-use crate::usage::UsageSum;
+use crate::store::{StoreResult, TokenTotals, UsageRecord, UsageScope, UsageStore, UsageSum};
 
 /// Adds one turn to a (scope, platform, subject, day) row, creating it when absent; the scope
 /// and subject parameters are given, the others are `?2` platform, `?4` day, `?5`..`?9` calls
