@@ -10,8 +10,8 @@ use clap::Subcommand;
 use super::{EXIT_CONFIG, Loaded};
 use crate::clock::now_ms;
 use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
-use crate::delivery::Target;
 use crate::store::{CronStore, JobState, JobUpdate};
+use crate::vocab::target::Target;
 
 /// `hermesd cron …`.
 #[derive(Debug, Subcommand)]

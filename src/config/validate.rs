@@ -305,12 +305,14 @@ impl Config {
 
     /// `check_target`, with `extra` platforms counted as running.
     pub fn check_target_with(&self, text: &str, origin_allowed: bool, extra: &[&str]) -> Result<(), String> {
-        let target = crate::delivery::Target::parse(text).map_err(|e| e.to_string())?;
+        let target = crate::vocab::target::Target::parse(text).map_err(|e| e.to_string())?;
         let platform = match &target {
-            crate::delivery::Target::Origin if origin_allowed => return Ok(()),
-            crate::delivery::Target::Origin => return Err("origin: there is no originating chat here".into()),
-            crate::delivery::Target::Local => return Ok(()),
-            crate::delivery::Target::Home(p) | crate::delivery::Target::Chat { platform: p, .. } => p.as_str(),
+            crate::vocab::target::Target::Origin if origin_allowed => return Ok(()),
+            crate::vocab::target::Target::Origin => return Err("origin: there is no originating chat here".into()),
+            crate::vocab::target::Target::Local => return Ok(()),
+            crate::vocab::target::Target::Home(p) | crate::vocab::target::Target::Chat { platform: p, .. } => {
+                p.as_str()
+            }
         };
         let enabled = match platform {
             "telegram" => self.platforms.telegram.enabled,

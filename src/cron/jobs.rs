@@ -8,8 +8,8 @@ use hermesd_platform::ChatRef;
 
 use super::scan::scan_prompt;
 use super::schedule::Schedule;
-use crate::delivery::Target;
 use crate::store::{CronJob, JobState, NewJob};
+use crate::vocab::target::Target;
 
 /// The longest job name kept.
 const MAX_NAME_CHARS: usize = 80;

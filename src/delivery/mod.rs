@@ -10,7 +10,6 @@ pub mod send;
 pub mod turns;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 
 use hermesd_platform::{ChatRef, ChatType};
@@ -18,96 +17,7 @@ use hermesd_platform::{ChatRef, ChatType};
 use crate::config::Env;
 use crate::outbox::PlatformRegistry;
 use crate::store::Store;
-
-/// A delivery target as written in config, a tool call or the CLI.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// The chat a job or message came from.
-    Origin,
-    /// A file under the data dir (`deliveries/inbox.md`).
-    Local,
-    /// A platform's home channel (`/sethome`, or `<PLATFORM>_HOME_CHANNEL`).
-    Home(String),
-    /// An explicit chat, optionally a thread in it.
-    Chat {
-        /// Platform name.
-        platform: String,
-        /// Chat id on that platform.
-        chat_id: String,
-        /// Thread id.
-        thread_id: Option<String>,
-    },
-}
-
-/// Why a target cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TargetError {
-    /// Not in any accepted form.
-    #[error("invalid delivery target {0:?}: use origin, local, <platform> or <platform>:<chat_id>[:<thread_id>]")]
-    Invalid(String),
-    /// `origin` where there is no originating chat.
-    #[error("delivery target origin: there is no originating chat here")]
-    NoOrigin,
-    /// A platform that is not running in this daemon.
-    #[error("delivery target {target}: platform {platform:?} is not enabled (running: {running})")]
-    UnknownPlatform {
-        /// The target as written.
-        target: String,
-        /// The platform named.
-        platform: String,
-        /// The platforms that are running.
-        running: String,
-    },
-    /// `<platform>` without a home channel.
-    #[error(
-        "delivery target {0}: no home channel; send /sethome in the chat that should get deliveries, or set {upper}_HOME_CHANNEL",
-        upper = .0.to_ascii_uppercase()
-    )]
-    NoHome(String),
-    /// The store could not be read.
-    #[error("delivery target: {0}")]
-    Store(String),
-}
-
-impl Target {
-    /// Parse a target.
-    pub fn parse(text: &str) -> Result<Self, TargetError> {
-        let text = text.trim();
-        let invalid = || TargetError::Invalid(text.to_owned());
-        let valid_part = |part: &str| !part.is_empty() && !part.chars().any(char::is_whitespace);
-        match text {
-            "origin" => return Ok(Target::Origin),
-            "local" => return Ok(Target::Local),
-            _ => {}
-        }
-        let mut parts = text.splitn(3, ':');
-        let platform = parts.next().filter(|p| valid_part(p)).ok_or_else(invalid)?;
-        if !platform.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
-            return Err(invalid());
-        }
-        match (parts.next(), parts.next()) {
-            (None, _) => Ok(Target::Home(platform.to_owned())),
-            (Some(chat), thread) if valid_part(chat) && thread.is_none_or(valid_part) => Ok(Target::Chat {
-                platform: platform.to_owned(),
-                chat_id: chat.to_owned(),
-                thread_id: thread.map(str::to_owned),
-            }),
-            _ => Err(invalid()),
-        }
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::Origin => f.write_str("origin"),
-            Target::Local => f.write_str("local"),
-            Target::Home(platform) => f.write_str(platform),
-            Target::Chat { platform, chat_id, thread_id: None } => write!(f, "{platform}:{chat_id}"),
-            Target::Chat { platform, chat_id, thread_id: Some(thread) } => write!(f, "{platform}:{chat_id}:{thread}"),
-        }
-    }
-}
+use crate::vocab::target::{Target, TargetError};
 
 /// Resolves targets against the running platforms, home channels and the store.
 #[derive(Clone)]

@@ -25,8 +25,9 @@ use crate::config::{CronConfig, LimitsConfig};
 use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 use crate::cron::scan::scan_prompt;
 use crate::cron::schedule::Schedule;
-use crate::delivery::{Target, Targets};
+use crate::delivery::Targets;
 use crate::store::{CronJob, JobState, JobUpdate};
+use crate::vocab::target::Target;
 
 /// How many of the next occurrences of a recurring schedule are checked against the shortest
 /// interval (a cron expression's gaps differ: `0,1 9 * * *`).

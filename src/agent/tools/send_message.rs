@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 
 use super::files::parse_args;
 use super::{Approval, Tool, ToolContext, ToolError, ToolSpec};
+use crate::delivery::Targets;
 use crate::delivery::send::{SendOutcome, send};
-use crate::delivery::{Target, Targets};
 use crate::outbox::Outbox;
+use crate::vocab::target::Target;
 
 /// How long the tool waits for the platform's receipt.
 const WAIT: Duration = Duration::from_secs(20);
