@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use hermesd_platform::ChatRef;
 
-use super::scan::scan_prompt;
-use super::schedule::Schedule;
 use crate::store::{CronJob, JobState, NewJob};
+use crate::vocab::scan::scan_prompt;
+use crate::vocab::schedule::Schedule;
 use crate::vocab::target::Target;
 
 /// The longest job name kept.

@@ -16,11 +16,11 @@ use chrono_tz::Tz;
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Ingress, Sender};
 use tokio_util::sync::CancellationToken;
 
-use super::scan::scan_prompt;
-use super::schedule::{CatchUp, Schedule};
 use crate::clock::now_ms;
 use crate::delivery::turns::CRON;
 use crate::store::{ClaimDecision, CronJob, CronRun, RunStatus, Store, StoreError};
+use crate::vocab::scan::scan_prompt;
+use crate::vocab::schedule::{CatchUp, Schedule};
 
 /// Runs due jobs.
 pub struct Scheduler {

@@ -1,8 +1,12 @@
 //! The vocabulary floor: the words every other floor speaks — the one internal message format
 //! (`message`: `Message`, `Role`, `ToolCall`, `ImageRef`, `Reasoning`), the markers a transcript
-//! carries, and a delivery target as written (`target`). It imports nothing of hermesd, so the
-//! store, config and the agent runtime can all sit above it (DESIGN.md §2, ARCHITECTURE.md's
+//! carries, a delivery target as written (`target`), a schedule as written (`schedule`: cron
+//! expressions, intervals, one-shots, catch-up) and the prompt-injection scan that cron jobs,
+//! skills and context files pass (`scan`). It imports nothing of hermesd, so the store, config
+//! and the agent runtime can all sit above it (DESIGN.md §2, ARCHITECTURE.md's
 //! floor table).
 
 pub mod message;
+pub mod scan;
+pub mod schedule;
 pub mod target;

@@ -12,7 +12,7 @@ use crate::agent::skills::Skills;
 use crate::agent::tools::memory::MemoryPlace;
 use crate::agent::tools::place::Whose;
 use crate::config::MemoryConfig;
-use crate::cron::scan::{ScanRefusal, scan_prompt};
+use crate::vocab::scan::{ScanRefusal, scan_prompt};
 
 /// Identity used when `agent.system_prompt` is not set.
 pub const DEFAULT_IDENTITY: &str = "You are Hermes, a capable assistant reached through the hermesd gateway. \

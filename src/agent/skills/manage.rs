@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{SkillError, Skills, split, validate_name};
-use crate::cron::scan::scan_prompt;
+use crate::vocab::scan::scan_prompt;
 
 /// Files an installed skill may have, at most.
 const MAX_INSTALL_FILES: usize = 1_000;

@@ -14,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::SkillsConfig;
-use crate::cron::scan::ScanRefusal;
+use crate::vocab::scan::ScanRefusal;
 pub use front_matter::{FrontMatter, FrontMatterError, split};
 pub use manage::{Change, Installed};
 

@@ -23,10 +23,10 @@ use super::{Tool, ToolContext, ToolError, ToolSpec};
 use crate::clock::now_ms;
 use crate::config::{CronConfig, LimitsConfig};
 use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
-use crate::cron::scan::scan_prompt;
-use crate::cron::schedule::Schedule;
 use crate::delivery::Targets;
 use crate::store::{CronJob, JobState, JobUpdate};
+use crate::vocab::scan::scan_prompt;
+use crate::vocab::schedule::Schedule;
 use crate::vocab::target::Target;
 
 /// How many of the next occurrences of a recurring schedule are checked against the shortest
