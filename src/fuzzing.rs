@@ -122,17 +122,7 @@ fn webhook_template(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
-    fn seeds(target: &str) -> Vec<Vec<u8>> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/corpus").join(target);
-        let seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-            .expect("the corpus exists")
-            .map(|entry| std::fs::read(entry.expect("a corpus entry").path()).expect("a readable seed"))
-            .collect();
-        assert!(seeds.len() >= 3, "only {} seeds in {}", seeds.len(), dir.display());
-        seeds
-    }
+    use hermesd_platform::corpus::seeds;
 
     #[test]
     fn corpus_seeds_pass() {

@@ -241,7 +241,8 @@ fn cli_installs_lists_shows_and_removes_skills() {
     assert!(bad.contains("invalid skill name"), "{bad}");
 
     // The example shipped in deploy/skills installs cleanly, with no warnings.
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/skills/release-notes");
+    let example = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("deploy/skills/release-notes");
     let installed = stdout(&hermesd(&home, &["skills", "install", example.to_str().unwrap()]));
     assert!(
         installed.starts_with("installed release-notes (2 files)") && !installed.contains("warning"),

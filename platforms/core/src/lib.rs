@@ -7,6 +7,7 @@
 mod backoff;
 pub mod chunk;
 pub mod conformance;
+pub mod corpus;
 /// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
 #[cfg(any(fuzzing, test))]
 pub mod fuzzing;

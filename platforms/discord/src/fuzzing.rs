@@ -90,17 +90,15 @@ fn check(message: &Message, place: Place, rules: &Rules, normalised: Option<&Nor
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use hermesd_platform::corpus::seeds;
 
     #[test]
     fn corpus_seeds_parse_and_pass() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fuzz/corpus/discord_message");
         let mut parsed = 0;
-        for entry in std::fs::read_dir(&dir).expect("the corpus exists") {
-            let seed = std::fs::read(entry.expect("a corpus entry").path()).expect("a readable seed");
+        for seed in seeds("discord_message") {
             parsed += usize::from(serde_json::from_slice::<super::Message>(&seed).is_ok());
             super::message(&seed);
         }
-        assert!(parsed >= 3, "seeds must be real messages, {parsed} parsed in {}", dir.display());
+        assert!(parsed >= 3, "seeds must be real messages, {parsed} parsed");
     }
 }

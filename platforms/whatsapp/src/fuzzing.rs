@@ -62,25 +62,15 @@ pub fn signature(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
-    fn seeds(target: &str) -> Vec<Vec<u8>> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fuzz/corpus").join(target);
-        std::fs::read_dir(dir)
-            .expect("the corpus exists")
-            .map(|entry| std::fs::read(entry.expect("a corpus entry").path()).expect("a readable seed"))
-            .collect()
-    }
+    use hermesd_platform::corpus::seeds;
 
     #[test]
     fn corpus_seeds_pass() {
         let notifications = seeds("whatsapp_webhook");
-        assert!(notifications.len() >= 3);
         for seed in notifications {
             super::notification(&seed);
         }
         let signatures = seeds("whatsapp_signature");
-        assert!(!signatures.is_empty());
         for seed in signatures {
             super::signature(&seed);
         }
