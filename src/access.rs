@@ -24,6 +24,7 @@ use rand::Rng;
 use crate::clock::now_ms;
 use crate::config::Env;
 use crate::store::{PairingApproval, PairingLimits, PairingRequest, PairingSubject, Store, StoreError};
+use crate::vocab::origin::Origin;
 pub use key::{KeyError, PairingKey};
 
 /// Letters and digits that cannot be confused with each other (no 0/O, 1/I/L).
@@ -107,11 +108,11 @@ fn is_number(id: &str) -> bool {
     id.len() > 1 && id.starts_with('+') && id[1..].chars().all(|c| c.is_ascii_digit())
 }
 
-/// Platforms that authenticate their own way.
+/// Platforms that authenticate their own way: the API's key, the operator's shell, cron runs
+/// (the operator's own jobs), webhook deliveries (their signature passed), Home Assistant's
+/// watched changes (the operator's own rules).
 fn trusted(platform: &str) -> bool {
-    // Cron runs come from the operator's own jobs; webhook deliveries passed their signature.
-    // Home Assistant's watched changes are the operator's own configured rules.
-    matches!(platform, "api" | "terminal" | "cron" | "webhook" | crate::platforms::HASS_WATCH)
+    Origin::of(platform).authenticates_itself()
 }
 
 /// The prefix of a platform's access variables: Home Assistant's are `HASS_*` (Hermes' names).
@@ -144,12 +145,10 @@ fn describe_admins(gateway: &Rule, platform_rule: Option<&Rule>, platform: &str)
         ids.sort_unstable();
         ids.join(", ")
     };
-    match platform {
-        "terminal" => return "the terminal user (the operator's own shell)".to_owned(),
-        "cron" | "webhook" | crate::platforms::HASS_WATCH => {
-            return "nobody (no person behind these turns)".to_owned();
-        }
-        _ => {}
+    match Origin::of(platform).fixed_admin() {
+        Some(true) => return "the terminal user (the operator's own shell)".to_owned(),
+        Some(false) => return "nobody (no person behind these turns)".to_owned(),
+        None => {}
     }
     let explicit: HashSet<&String> =
         gateway.admins.iter().chain(platform_rule.into_iter().flat_map(|r| &r.admins)).collect();
@@ -244,12 +243,10 @@ impl Access {
 
     /// Whether `sender` on `platform` may run admin commands and act on what others made.
     pub fn is_admin(&self, platform: &str, sender_id: &str) -> bool {
-        match platform {
-            // The operator's own shell: they could edit the environment anyway.
-            "terminal" => return true,
-            // Nobody stands behind these turns to be an admin.
-            "cron" | "webhook" | crate::platforms::HASS_WATCH => return false,
-            _ => {}
+        // The operator's own shell could edit the environment anyway; nobody stands behind
+        // cron runs, webhook deliveries and watched changes to be an admin.
+        if let Some(fixed) = Origin::of(platform).fixed_admin() {
+            return fixed;
         }
         let platform_rule = self.rules.get(platform);
         let explicit = !self.gateway.admins.is_empty() || platform_rule.is_some_and(|r| !r.admins.is_empty());
@@ -264,14 +261,10 @@ impl Access {
     /// terminal's operator): unlike `is_admin`, never true merely for being allowlisted while no
     /// admin list is set. `[limits]` exempts these.
     pub fn is_named_admin(&self, platform: &str, sender_id: &str) -> bool {
-        match platform {
-            "terminal" => true,
-            "cron" | "webhook" | crate::platforms::HASS_WATCH => false,
-            _ => {
-                holds(&self.gateway.admins, platform, sender_id)
-                    || self.rules.get(platform).is_some_and(|r| holds(&r.admins, platform, sender_id))
-            }
-        }
+        Origin::of(platform).fixed_admin().unwrap_or_else(|| {
+            holds(&self.gateway.admins, platform, sender_id)
+                || self.rules.get(platform).is_some_and(|r| holds(&r.admins, platform, sender_id))
+        })
     }
 
     /// Whether allowlists (not approvals) admit the user, by id or by a role they hold.

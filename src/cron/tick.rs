@@ -17,8 +17,8 @@ use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Ingress,
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
-use crate::delivery::turns::CRON;
 use crate::store::{ClaimDecision, CronJob, CronRun, RunStatus, Store, StoreError};
+use crate::vocab::origin::Origin;
 use crate::vocab::scan::scan_prompt;
 use crate::vocab::schedule::{CatchUp, Schedule};
 
@@ -149,14 +149,19 @@ fn from_ms(ms: i64) -> Option<DateTime<Utc>> {
 
 /// The event a run enters as: one session per run (the run id is the thread).
 fn event(run: &CronRun) -> InboundEvent {
-    let mut chat = ChatRef::new(CRON, run.job.id.clone(), ChatType::Dm);
+    let mut chat = ChatRef::new(Origin::CRON, run.job.id.clone(), ChatType::Dm);
     chat.thread_id = Some(run.run_id.to_string());
     InboundEvent::Message {
         event_id: format!("{}:{}", run.job.id, run.scheduled_at),
         message: InboundMessage {
             message_id: format!("run-{}", run.run_id),
             chat,
-            sender: Sender { id: CRON.into(), name: Some(run.job.name.clone()), is_bot: false, roles: Vec::new() },
+            sender: Sender {
+                id: Origin::CRON.into(),
+                name: Some(run.job.name.clone()),
+                is_bot: false,
+                roles: Vec::new(),
+            },
             text: run.job.prompt.clone(),
             attachments: Vec::new(),
             reply_to: None,

@@ -14,7 +14,7 @@ use hermesd_platform::{
 use tokio_util::sync::CancellationToken;
 
 /// The platform name.
-pub const NAME: &str = "local";
+pub const NAME: &str = crate::vocab::origin::Origin::LOCAL;
 /// The chat `local` resolves to.
 const INBOX: &str = "inbox";
 

@@ -14,11 +14,9 @@ use super::{Target, Targets, local};
 use crate::clock::now_ms;
 use crate::outbox::Outbox;
 use crate::store::{CronRun, RunStatus, Store, StoreError};
-use crate::webhooks::handler::PLATFORM as WEBHOOK;
+use crate::vocab::origin::Origin;
 use crate::webhooks::route::{WebhookRoute, WebhookRoutes};
 
-/// The platform name cron runs carry.
-pub const CRON: &str = "cron";
 /// A cron reply of exactly this suppresses delivery.
 pub const SILENT: &str = "[SILENT]";
 /// Toolsets a cron run never gets: nobody can answer a question, and a job must not spawn jobs.
@@ -92,16 +90,16 @@ impl Routing {
 
     /// Where `message` came from.
     pub async fn origin(&self, message: &InboundMessage) -> Result<TurnOrigin, StoreError> {
-        match message.chat.platform.as_str() {
-            CRON => {
+        match Origin::of(&message.chat.platform) {
+            Origin::Cron => {
                 let run_id = message.chat.thread_id.as_deref().and_then(|t| t.parse().ok());
                 let Some(run_id) = run_id else { return Ok(TurnOrigin::RemovedJob) };
                 Ok(self.store.run(run_id).await?.map_or(TurnOrigin::RemovedJob, |r| TurnOrigin::Cron(Box::new(r))))
             }
-            WEBHOOK => {
+            Origin::Webhook => {
                 Ok(self.webhooks.get(&message.chat.chat_id).cloned().map_or(TurnOrigin::Chat, TurnOrigin::Webhook))
             }
-            crate::platforms::HASS_WATCH => {
+            Origin::HassWatch => {
                 Ok(TurnOrigin::HassWatch { entity: message.chat.chat_id.clone(), target: self.hass_watch.clone() })
             }
             _ => Ok(TurnOrigin::Chat),

@@ -23,7 +23,7 @@ use crate::store::{IdempotencyStore, StoredResponse};
 use crate::usage::{TurnUsage, UsageBoard};
 
 /// The platform name in chat refs and session keys.
-pub const NAME: &str = "api";
+pub const NAME: &str = crate::vocab::origin::Origin::API;
 
 /// The final answer to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -58,7 +58,7 @@ impl HassLink for Link {
 mod tests {
     #[test]
     fn the_watch_pseudo_platform_and_default_prompt_are_the_adapters() {
-        assert_eq!(super::super::HASS_WATCH, hermesd_homeassistant::WATCH_PLATFORM);
+        assert_eq!(crate::vocab::origin::Origin::HASS_WATCH, hermesd_homeassistant::WATCH_PLATFORM);
         let config = crate::config::HomeAssistantConfig::default();
         assert_eq!(config.watch_prompt, hermesd_homeassistant::config::DEFAULT_WATCH_PROMPT);
     }

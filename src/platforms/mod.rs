@@ -17,8 +17,5 @@ pub mod slack;
 pub mod telegram;
 pub mod terminal;
 
-/// The pseudo-platform of Home Assistant's watched state changes (one session per change,
-/// answered to `platforms.homeassistant.watch_target`); the adapter crate's `WATCH_PLATFORM`.
-pub const HASS_WATCH: &str = "homeassistant_watch";
 #[cfg(feature = "whatsapp")]
 pub mod whatsapp;

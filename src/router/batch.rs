@@ -12,22 +12,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::agent::turn::TurnJob;
+use crate::vocab::origin::Origin;
 
 /// Most messages one turn takes in; the rest start the next turn.
 pub(super) const MAX_BATCH: usize = 16;
 /// However fast messages keep coming, a batch closes this many windows after its first message.
 const MAX_SPAN_WINDOWS: u32 = 8;
-
-/// Platforms whose events never batch: each request, delivery or run is a turn of its own (a
-/// Home Assistant request is answered by its own response event, naming its request id).
-const NEVER_BATCHED: &[&str] = &[
-    crate::platforms::api::NAME,
-    crate::delivery::turns::CRON,
-    crate::webhooks::handler::PLATFORM,
-    crate::delivery::local::NAME,
-    "homeassistant",
-    crate::platforms::HASS_WATCH,
-];
 
 /// A job in a session's mailbox, with whether it may open or join a batch.
 #[derive(Debug, Clone)]
@@ -62,9 +52,12 @@ impl Queued {
 /// What a mailbox holds: a boxed job, so a queue of waiting jobs costs a pointer per slot.
 pub(super) type Mail = Box<Queued>;
 
-/// Whether a message on `platform` may be batched with its neighbours, given the `window`.
-pub(super) fn batches(platform: &str, window: Duration) -> bool {
-    !window.is_zero() && !NEVER_BATCHED.contains(&platform)
+/// Whether a message on `platform` may be batched with its neighbours, given the `window`:
+/// never where each event is answered alone (API requests, runs, deliveries) nor on a platform
+/// that answers per request (a Home Assistant request is answered by its own response event,
+/// naming its request id).
+pub(super) fn batches(platform: &str, answers_per_request: bool, window: Duration) -> bool {
+    !window.is_zero() && !answers_per_request && !Origin::of(platform).answered_alone()
 }
 
 /// What gathering a batch ended with: the turn to run, and a job that arrived meanwhile but
@@ -175,11 +168,12 @@ pub(super) mod tests {
     fn only_chat_platforms_batch_and_zero_turns_it_off() {
         let half = Duration::from_millis(500);
         for platform in ["telegram", "discord", "slack", "terminal"] {
-            assert!(batches(platform, half), "{platform}");
-            assert!(!batches(platform, Duration::ZERO), "{platform} with 0s");
+            assert!(batches(platform, false, half), "{platform}");
+            assert!(!batches(platform, false, Duration::ZERO), "{platform} with 0s");
+            assert!(!batches(platform, true, half), "{platform} answering per request");
         }
-        for platform in ["api", "cron", "webhook", "local"] {
-            assert!(!batches(platform, half), "{platform}");
+        for platform in ["api", "cron", "webhook", "local", "homeassistant_watch"] {
+            assert!(!batches(platform, false, half), "{platform}");
         }
     }
 

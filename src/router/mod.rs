@@ -225,7 +225,9 @@ impl Router {
             let before = actor.state.waiting.fetch_add(1, Ordering::SeqCst);
             let ahead = before + actor.state.in_hand.load(Ordering::SeqCst);
             self.inner.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-            let batches = batch::batches(&job.message.chat.platform, self.inner.settings.batch_window);
+            let chat = &job.message.chat;
+            let per_request = self.inner.runner.outbox().answers_per_request(chat);
+            let batches = batch::batches(&chat.platform, per_request, self.inner.settings.batch_window);
             // Busy: a turn runs, or, without batching, earlier jobs are ahead of this one (in the
             // mailbox or taken and not started yet): it runs after them just the same, so it is
             // queued and acknowledged as such. With batching, such a message joins the batch.

@@ -7,6 +7,7 @@
 //! floor table).
 
 pub mod message;
+pub mod origin;
 pub mod scan;
 pub mod schedule;
 pub mod target;

@@ -27,7 +27,7 @@ use crate::ingress::HostIngress;
 use crate::store::{IdempotencyClaim, IdempotentAccept, WEBHOOK_SCOPE};
 
 /// The platform name webhook events carry.
-pub const PLATFORM: &str = "webhook";
+pub const PLATFORM: &str = crate::vocab::origin::Origin::WEBHOOK;
 
 /// What the handler needs.
 #[derive(Clone)]

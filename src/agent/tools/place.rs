@@ -10,13 +10,8 @@ use hermesd_platform::{ChatRef, ChatType, InboundMessage};
 
 use crate::delivery::turns::TurnOrigin;
 use crate::store::CronJob;
+use crate::vocab::origin::Origin;
 
-/// The API platform's name (its DM chats are a `user:<id>` or a session header's value).
-const API: &str = "api";
-/// Pseudo-platforms whose "DMs" are runs nobody in particular owns (a cron run, a webhook
-/// delivery): shared chats.
-const UNOWNED: &[&str] =
-    &[crate::delivery::turns::CRON, crate::webhooks::handler::PLATFORM, "local", crate::platforms::HASS_WATCH];
 /// Folder of the people's workdirs (and memory) beneath the root.
 pub const USERS_DIR: &str = "users";
 /// Folder of the shared chats' workdirs beneath the root.
@@ -57,19 +52,19 @@ impl Whose {
             chat: chat.chat_id.clone(),
             thread: chat.thread_id.clone(),
         };
-        if UNOWNED.contains(&chat.platform.as_str()) {
+        if Origin::of(&chat.platform).one_shot() {
             // One folder per job or route, shared by its runs (the thread is the run).
             return Whose::Chat { platform: chat.platform.clone(), chat: chat.chat_id.clone(), thread: None };
         }
         if chat.chat_type != ChatType::Dm {
             return shared();
         }
-        if chat.platform == API {
+        if Origin::of(&chat.platform) == Origin::Api {
             if user_id == chat.chat_id {
                 return shared();
             }
             let own_session = chat.chat_id == format!("user:{user_id}");
-            return Whose::Person { platform: API.into(), user: user_id.into(), own_session };
+            return Whose::Person { platform: Origin::API.into(), user: user_id.into(), own_session };
         }
         Whose::Person { platform: chat.platform.clone(), user: user_id.into(), own_session: true }
     }

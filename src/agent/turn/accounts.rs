@@ -12,6 +12,7 @@ use crate::delivery::turns::{Routed, TurnOrigin};
 use crate::metrics::TURNS_TOTAL;
 use crate::store::StoreError;
 use crate::usage::{Payer, TurnUsage};
+use crate::vocab::origin::Origin;
 
 impl TurnRunner {
     /// Answer with the cap's message, running no model call, when `payer` reached a daily cap.
@@ -29,7 +30,7 @@ impl TurnRunner {
         let usage = TurnUsage { tokens: result.usage, cost: result.cost };
         let accounting = &self.parts.accounting;
         // Only the API reports usage with its answer; other platforms' turns are not posted.
-        if job.message.chat.platform == crate::platforms::api::NAME {
+        if Origin::of(&job.message.chat.platform) == Origin::Api {
             accounting.board().post(&job.message.chat.platform, &job.message.message_id, usage);
         }
         accounting.record(payer, session_id, &usage, true, now_ms()).await;

@@ -19,6 +19,7 @@ use crate::config::ResetPolicy;
 use crate::metrics::SESSION_RESETS_TOTAL;
 use crate::router::session_key::expired_by;
 use crate::store::{ResetReason, SessionInfo, SessionKey, StoreError};
+use crate::vocab::origin::Origin;
 
 /// Longest title, in characters.
 const TITLE_CHARS: usize = 60;
@@ -28,24 +29,15 @@ Answer with the title only: no quotes, no trailing punctuation.";
 /// How much of the first exchange the summary model reads, per side, in characters.
 const TITLE_INPUT_CHARS: usize = 1_500;
 
-/// Pseudo-platforms whose sessions are one run or one delivery each: the lifecycle (resets,
-/// flushes, titles) leaves them alone.
-const ONE_SHOT: &[&str] = &[
-    crate::delivery::turns::CRON,
-    crate::webhooks::handler::PLATFORM,
-    crate::delivery::local::NAME,
-    crate::platforms::HASS_WATCH,
-];
-
-/// Whether sessions on `platform` are conversations someone comes back to.
+/// Whether sessions on `platform` are conversations someone comes back to (the lifecycle —
+/// resets, flushes, titles — leaves one-shot sessions alone).
 pub fn conversational(platform: &str) -> bool {
-    !ONE_SHOT.contains(&platform)
+    !Origin::of(platform).one_shot()
 }
 
-/// Whether `platform` is a chat people read: resets are told there and sessions titled (API
-/// clients read only answers).
+/// Whether `platform` is a chat people read: resets are told there and sessions titled.
 fn tells_resets(platform: &str) -> bool {
-    conversational(platform) && platform != crate::platforms::api::NAME
+    Origin::of(platform).read_by_people()
 }
 
 impl TurnRunner {
