@@ -211,7 +211,7 @@ impl Daemon {
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
         let webhooks = Arc::new(WebhookRoutes::build(&config.webhooks, &env).map_err(|e| anyhow::anyhow!(e))?);
         let targets = Targets::new(store.clone(), platforms.clone(), &env);
-        let routing = Routing::new(store.clone(), targets.clone(), webhooks.clone(), &paths.home)
+        let routing = Routing::new(store.clone(), targets.clone(), &config.webhooks, &paths.home)
             .with_hass_watch(config.platforms.homeassistant.watch_target.clone());
         let skills =
             crate::agent::skills::Skills::new(paths.skills(), config.skills.clone(), crate::router::commands::names());

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use hermesd::cron::jobs::{JobRules, JobSpec, prepare};
+use hermesd::agent::tools::cronjob::jobs::{JobRules, JobSpec, prepare};
 use hermesd::daemon::DaemonOptions;
 use hermesd::store::{CronStore, JobUpdate, SqliteStore};
 use hermesd_platform::Accepted;

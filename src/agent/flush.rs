@@ -22,7 +22,7 @@ use crate::config::{MemoryConfig, ToolsConfig};
 use crate::metrics::{MEMORY_FLUSHES_TOTAL, Metrics};
 use crate::outbox::Outbox;
 use crate::store::{SessionKey, Store, StoreError};
-use crate::usage::{Accounting, Payer, TurnUsage};
+use crate::usage::{Accounting, Payer};
 use crate::vocab::message::{Message, Role, ToolCall};
 
 /// Model calls a flush may make (each may save several entries).
@@ -309,7 +309,7 @@ impl Flusher {
             chat: target.chat.chat_id.clone(),
             capped: true,
         };
-        let usage = TurnUsage::of(&state);
+        let usage = state.turn_usage();
         self.accounting.record(&payer, &target.session_id, &usage, false, crate::clock::now_ms()).await;
         result
     }

@@ -258,7 +258,7 @@ impl TurnRunner {
         let outcome = compressor.compact(&self.parts.chain, &mut state, &stop.token, true).await;
         // The summary call is charged like a turn's calls, without counting a turn.
         let payer = Payer::for_turn(message, &TurnOrigin::Chat);
-        self.parts.accounting.record(&payer, &session.id, &TurnUsage::of(&state), false, now_ms()).await;
+        self.parts.accounting.record(&payer, &session.id, &state.turn_usage(), false, now_ms()).await;
         match outcome {
             Ok(Some(done)) => {
                 format!("History summarised: {} earlier messages archived (still searchable).", done.archived)
@@ -342,7 +342,7 @@ impl TurnRunner {
             return Ok(());
         }
         if let TurnOrigin::Webhook(route) = &origin
-            && route.config.deliver_only
+            && route.deliver_only
         {
             // A notification route: the rendered template is the message; no model runs.
             let user = Message::text(Role::User, job.message.text.clone());
@@ -421,7 +421,7 @@ impl TurnRunner {
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "compression before the turn failed"),
             }
-            before_loop = TurnUsage::of(&state);
+            before_loop = state.turn_usage();
         }
 
         if vision {

@@ -8,8 +8,8 @@ use chrono_tz::Tz;
 use clap::Subcommand;
 
 use super::{EXIT_CONFIG, Loaded};
+use crate::agent::tools::cronjob::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 use crate::clock::now_ms;
-use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 use crate::store::{CronStore, JobState, JobUpdate};
 use crate::vocab::target::Target;
 

@@ -5,6 +5,7 @@
 //! A target that cannot be resolved never loses the output: it goes to `local` with the reason,
 //! and the run is recorded as failed with that reason.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -12,10 +13,10 @@ use hermesd_platform::{ChatRef, InboundMessage, OutboundKind, OutboundMessage};
 
 use super::{Target, Targets, local};
 use crate::clock::now_ms;
+use crate::config::WebhookConfig;
 use crate::outbox::Outbox;
 use crate::store::{CronRun, RunStatus, Store, StoreError};
 use crate::vocab::origin::Origin;
-use crate::webhooks::route::{WebhookRoute, WebhookRoutes};
 
 /// A cron reply of exactly this suppresses delivery.
 pub const SILENT: &str = "[SILENT]";
@@ -32,7 +33,7 @@ pub enum TurnOrigin {
     /// A run whose job was removed before it ran.
     RemovedJob,
     /// A webhook delivery on this route.
-    Webhook(Arc<WebhookRoute>),
+    Webhook(Arc<WebhookConfig>),
     /// A watched Home Assistant state change of this entity; the reply goes to the watch target
     /// (`None`: not configured, so `local`).
     HassWatch {
@@ -66,14 +67,16 @@ pub struct RunRecord {
 pub struct Routing {
     store: Arc<dyn Store>,
     targets: Targets,
-    webhooks: Arc<WebhookRoutes>,
+    webhooks: Arc<HashMap<String, Arc<WebhookConfig>>>,
     output_dir: PathBuf,
     hass_watch: Option<String>,
 }
 
 impl Routing {
-    /// Routing with cron output files under `home/cron/output`.
-    pub fn new(store: Arc<dyn Store>, targets: Targets, webhooks: Arc<WebhookRoutes>, home: &std::path::Path) -> Self {
+    /// Routing with cron output files under `home/cron/output`; `webhooks` are the configured
+    /// routes, whose deliveries go to each route's target.
+    pub fn new(store: Arc<dyn Store>, targets: Targets, webhooks: &[WebhookConfig], home: &std::path::Path) -> Self {
+        let webhooks = Arc::new(webhooks.iter().map(|w| (w.route.clone(), Arc::new(w.clone()))).collect());
         Self { store, targets, webhooks, output_dir: home.join(CRON_OUTPUT_DIR), hass_watch: None }
     }
 
@@ -131,8 +134,8 @@ impl Routing {
             },
             TurnOrigin::RemovedJob => Routed { chat: local::inbox(), messages: Vec::new(), run: None },
             TurnOrigin::Webhook(route) => {
-                let header = format!("🔔 Webhook {}", route.config.route);
-                let (chat, body, _) = self.resolve(&route.config.deliver, None, &header, text).await;
+                let header = format!("🔔 Webhook {}", route.route);
+                let (chat, body, _) = self.resolve(&route.deliver, None, &header, text).await;
                 Routed { messages: outbox.compose(&chat, &body, kind, None), chat, run: None }
             }
             TurnOrigin::HassWatch { entity, target } => {

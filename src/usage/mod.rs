@@ -11,8 +11,6 @@ pub mod board;
 
 use chrono::{DateTime, Utc};
 
-use crate::agent::provider::Usage;
-use crate::agent::runtime::chain::ChainState;
 use crate::config::ModelPrices;
 use crate::store::TokenTotals;
 
@@ -21,6 +19,30 @@ pub use board::UsageBoard;
 
 /// Picodollars in one microdollar.
 const PICOS_PER_MICRO: u64 = 1_000_000;
+
+/// Token usage as the provider reported it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Completion tokens (reasoning included).
+    pub completion_tokens: u64,
+    /// Prompt tokens read from the provider's prompt cache (Anthropic
+    /// `cache_read_input_tokens`, OpenAI `cached_tokens`).
+    pub cache_read_tokens: u64,
+    /// Prompt tokens written to the prompt cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Add another call's counts (a turn's total over its model calls).
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+}
 
 /// One model entry's prices in picodollars per token (equal to microdollars per million
 /// tokens); `None`: not configured.
@@ -98,17 +120,16 @@ pub struct TurnUsage {
 }
 
 impl TurnUsage {
-    /// What the model calls made through `state` used.
-    pub fn of(state: &ChainState) -> Self {
-        let u = &state.usage;
+    /// What `calls` model calls that used `usage` tokens and cost `cost` add up to.
+    pub fn of(calls: u64, usage: &Usage, cost: Cost) -> Self {
         let tokens = TokenTotals {
-            calls: state.calls,
-            prompt: u.prompt_tokens,
-            completion: u.completion_tokens,
-            cache_read: u.cache_read_tokens,
-            cache_write: u.cache_write_tokens,
+            calls,
+            prompt: usage.prompt_tokens,
+            completion: usage.completion_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
         };
-        Self { tokens, cost: state.cost }
+        Self { tokens, cost }
     }
 
     /// Add this usage to `tokens` and `cost` (a turn's totals).

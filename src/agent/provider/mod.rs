@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use crate::usage::Usage;
 use crate::vocab::message::Message;
 
 pub use anthropic::AnthropicMessages;
@@ -58,30 +59,6 @@ pub enum Delta {
 
 /// Where streamed deltas go. Called from the provider's task; must not block.
 pub type DeltaSink<'a> = &'a (dyn Fn(Delta) + Send + Sync);
-
-/// Token usage as the provider reported it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Prompt tokens, cached ones included.
-    pub prompt_tokens: u64,
-    /// Completion tokens (reasoning included).
-    pub completion_tokens: u64,
-    /// Prompt tokens read from the provider's prompt cache (Anthropic
-    /// `cache_read_input_tokens`, OpenAI `cached_tokens`).
-    pub cache_read_tokens: u64,
-    /// Prompt tokens written to the prompt cache (Anthropic `cache_creation_input_tokens`).
-    pub cache_write_tokens: u64,
-}
-
-impl Usage {
-    /// Add another call's counts (a turn's total over its model calls).
-    pub fn add(&mut self, other: &Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-    }
-}
 
 /// What a model call returns.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::provider::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, Usage};
 use crate::metrics::Metrics;
-use crate::usage::{Cost, Prices};
+use crate::usage::{Cost, Prices, TurnUsage};
 
 /// Retry limits.
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +69,13 @@ pub struct ChainState {
     pub usage: Usage,
     /// Their cost, each priced by the entry that served it.
     pub cost: Cost,
+}
+
+impl ChainState {
+    /// What the model calls of this turn used so far.
+    pub fn turn_usage(&self) -> TurnUsage {
+        TurnUsage::of(self.calls, &self.usage, self.cost)
+    }
 }
 
 /// Why a call through the chain failed.

@@ -9,6 +9,8 @@
 //! model read cannot set up posts elsewhere; each user has at most `limits.cron_jobs_per_user`
 //! jobs, and a non-admin's recurring job runs at most every `limits.cron_min_interval`.
 
+pub mod jobs;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,12 +24,12 @@ use super::send_message::{authorise_elsewhere, preview};
 use super::{Tool, ToolContext, ToolError, ToolSpec};
 use crate::clock::now_ms;
 use crate::config::{CronConfig, LimitsConfig};
-use crate::cron::jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 use crate::delivery::Targets;
 use crate::store::{CronJob, JobState, JobUpdate};
 use crate::vocab::scan::scan_prompt;
 use crate::vocab::schedule::Schedule;
 use crate::vocab::target::Target;
+use jobs::{JobRules, JobSpec, describe, next_from_now, prepare};
 
 /// How many of the next occurrences of a recurring schedule are checked against the shortest
 /// interval (a cron expression's gaps differ: `0,1 9 * * *`).
