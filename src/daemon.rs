@@ -16,13 +16,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::access::Access;
-use crate::agent::approvals::Approvals;
-use crate::agent::heartbeat::HeartbeatSettings;
 use crate::agent::provider::{AnthropicMessages, ChatCompletions, NotConfigured, Provider, Responses};
 use crate::agent::runtime::chain::{ProviderChain, RetryPolicy};
 use crate::agent::runtime::prompt::PromptBuilder;
 use crate::agent::tools;
-use crate::agent::turn::{RunnerParts, RunnerSettings, TurnRunner};
 use crate::config::{Config, ConfigError, Env, Paths, ProviderKind};
 use crate::cron::tick::Scheduler;
 use crate::delivery::Targets;
@@ -38,6 +35,9 @@ use crate::recovery::{RecoveryReport, recover};
 use crate::router::{Router, RouterSettings};
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::systemd;
+use crate::turn::approvals::Approvals;
+use crate::turn::heartbeat::HeartbeatSettings;
+use crate::turn::{RunnerParts, RunnerSettings, TurnRunner};
 use crate::webhooks::handler::WebhookState;
 use crate::webhooks::route::WebhookRoutes;
 
@@ -304,7 +304,7 @@ impl Daemon {
                     inactivity: config.agent.inactivity_timeout.get(),
                     progress: config.agent.progress,
                 },
-                flush: crate::agent::flush::FlushSettings::from_config(&config.memory),
+                flush: crate::turn::flush::FlushSettings::from_config(&config.memory),
             },
         ));
         let router = Router::new(

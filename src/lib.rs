@@ -29,6 +29,7 @@ pub mod router;
 pub mod sandbox;
 pub mod store;
 pub mod systemd;
+pub mod turn;
 pub mod usage;
 pub mod vocab;
 pub mod webhooks;

@@ -311,10 +311,10 @@ async fn an_approval_button_click_resolves_the_approval() {
     assert!(eventually(WAIT, || asked().is_some()).await, "{:?}", dc.texts(dm.id));
     let approval = asked().unwrap();
     let data = approval.button_data();
-    assert!(data.contains(&hermesd::agent::approvals::APPROVE.to_owned()), "{data:?}");
-    assert!(data.contains(&hermesd::agent::approvals::DENY.to_owned()), "{data:?}");
+    assert!(data.contains(&hermesd::turn::approvals::APPROVE.to_owned()), "{data:?}");
+    assert!(data.contains(&hermesd::turn::approvals::DENY.to_owned()), "{data:?}");
 
-    let press = dc.press(&dm, &ann(), approval.id, hermesd::agent::approvals::APPROVE);
+    let press = dc.press(&dm, &ann(), approval.id, hermesd::turn::approvals::APPROVE);
     let finished = || dc.texts(dm.id).iter().any(|t| t.contains("pushed (or tried)"));
     assert!(eventually(Duration::from_secs(20), finished).await, "{:?}", dc.texts(dm.id));
     let requests = llm.requests();

@@ -62,7 +62,7 @@ async fn an_approval_button_press_lets_the_command_run() {
         let index = sent.iter().position(|(_, m)| m.text.contains("Approval needed")).unwrap();
         (format!("m{}", index + 1), sent[index].1.clone())
     };
-    platform.press("press-1", "bo", &message_id, hermesd::agent::approvals::APPROVE).await;
+    platform.press("press-1", "bo", &message_id, hermesd::turn::approvals::APPROVE).await;
     assert!(wait_for_text(&platform, "pushed (or tried)").await, "{:?}", platform.texts());
     assert!(platform.texts().contains(&"Approved.".to_owned()));
     let result = tool_result(&llm.requests()[1]);

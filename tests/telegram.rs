@@ -406,10 +406,10 @@ async fn an_approval_button_press_lets_the_command_run() {
     assert!(eventually(WAIT, || asked().is_some()).await, "{:?}", tg.texts(chat.id));
     let approval = asked().unwrap();
     let data = approval.button_data();
-    assert!(data.contains(&hermesd::agent::approvals::APPROVE.to_owned()), "{data:?}");
-    assert!(data.contains(&hermesd::agent::approvals::DENY.to_owned()), "{data:?}");
+    assert!(data.contains(&hermesd::turn::approvals::APPROVE.to_owned()), "{data:?}");
+    assert!(data.contains(&hermesd::turn::approvals::DENY.to_owned()), "{data:?}");
 
-    let press = tg.push_callback(&ann, chat.id, approval.message_id, hermesd::agent::approvals::APPROVE);
+    let press = tg.push_callback(&ann, chat.id, approval.message_id, hermesd::turn::approvals::APPROVE);
     let finished = || tg.texts(chat.id).iter().any(|t| t.contains("pushed (or tried)"));
     assert!(eventually(Duration::from_secs(20), finished).await, "{:?}", tg.texts(chat.id));
     let requests = llm.requests();

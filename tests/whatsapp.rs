@@ -181,9 +181,9 @@ async fn an_approval_button_pressed_lets_the_command_run() {
     let call = asked().unwrap();
     let buttons = call.body["payload"]["interactive"]["action"]["buttons"].clone();
     let ids: Vec<&str> = buttons.as_array().unwrap().iter().filter_map(|b| b["reply"]["id"].as_str()).collect();
-    assert_eq!(ids, [hermesd::agent::approvals::APPROVE, hermesd::agent::approvals::DENY]);
+    assert_eq!(ids, [hermesd::turn::approvals::APPROVE, hermesd::turn::approvals::DENY]);
     let asked_id = call.body["id"].as_str().unwrap().to_owned();
-    let (_, press) = webhook::button_reply(ANN, &asked_id, hermesd::agent::approvals::APPROVE, "Approve");
+    let (_, press) = webhook::button_reply(ANN, &asked_id, hermesd::turn::approvals::APPROVE, "Approve");
     assert_eq!(webhook::post(&d.base, SECRET, &press).await.0, 200);
     let finished = || fake.texts(ANN).iter().any(|t| t.contains("pushed (or tried)"));
     assert!(eventually(Duration::from_secs(20), finished).await, "{:?}", fake.texts(ANN));

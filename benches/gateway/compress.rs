@@ -131,7 +131,7 @@ pub(crate) async fn run(runs: usize) -> CompressionReport {
             threshold: 0.5,
             prompts: prompts.clone(),
             toolsets: Vec::new(),
-            flush: None,
+            before: None,
         };
         let mut state = chain.start_turn();
         let started = Instant::now();

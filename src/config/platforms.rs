@@ -299,6 +299,29 @@ impl Default for EmailConfig {
     }
 }
 
+#[cfg(feature = "email")]
+impl EmailConfig {
+    /// The adapter's settings, with `password` (pure: `hermesd check` checks them too).
+    pub fn settings(&self, password: String, home: &std::path::Path) -> hermesd_email::EmailSettings {
+        let username = if self.username.trim().is_empty() { self.address.clone() } else { self.username.clone() };
+        hermesd_email::EmailSettings {
+            imap_url: self.imap_url.clone(),
+            smtp_url: self.smtp_url.clone(),
+            address: self.address.clone(),
+            username,
+            password,
+            folder: self.folder.clone(),
+            poll_interval: self.poll_interval.get(),
+            idle_timeout: self.idle_timeout.get(),
+            authserv_id: self.authserv_id.clone(),
+            require_auth: self.require_auth,
+            media_dir: home.join("media").join(hermesd_email::NAME),
+            max_file_bytes: self.max_file_mb.saturating_mul(1024 * 1024),
+            ..hermesd_email::EmailSettings::default()
+        }
+    }
+}
+
 impl PlatformsConfig {
     /// The chat platforms that stream answers as previews (`streaming = true`).
     pub fn streaming(&self) -> Vec<String> {

@@ -371,7 +371,7 @@ fn check_email(email: &super::EmailConfig, env: &Env, problems: &mut Vec<String>
         Ok(None) => problems.push("platforms.email: EMAIL_PASSWORD is not set".into()),
         Err(e) => problems.push(format!("platforms.email: {e}")),
     }
-    let settings = crate::platforms::email::settings(email, String::new(), std::path::Path::new(""));
+    let settings = email.settings(String::new(), std::path::Path::new(""));
     problems.extend(settings.problems().into_iter().map(|p| format!("platforms.email.{p}")));
 }
 

@@ -13,21 +13,11 @@ use tokio_util::io::ReaderStream;
 
 use super::AppState;
 use super::api::{authorized, error};
-use crate::agent::tools::send_file::stage::{OUTBOUND_DIR, mime_of, safe_name};
+use crate::agent::tools::send_file::stage::{OUTBOUND_DIR, mime_of};
+use crate::platforms::api::is_file_link as valid;
 
 /// The most of a file held in memory per download at a time.
 const PIECE: usize = 64 * 1024;
-
-/// The link an API client downloads the stored file `path` (`media/outbound/<id>/<name>`) from.
-pub fn link(path: &str) -> Option<String> {
-    let rest = path.strip_prefix(OUTBOUND_DIR)?.strip_prefix('/')?;
-    let (id, name) = rest.split_once('/')?;
-    valid(id, name).then(|| format!("/v1/files/{id}/{name}"))
-}
-
-fn valid(id: &str, name: &str) -> bool {
-    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) && safe_name(name) == name
-}
 
 pub(super) async fn download(
     State(state): State<AppState>,

@@ -58,8 +58,6 @@ impl Readiness {
     }
 }
 
-pub use files::link as file_link;
-
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {

@@ -18,12 +18,26 @@ use serde_json::json;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::tools::send_file::stage::{OUTBOUND_DIR, safe_name};
 use crate::clock::now_ms;
 use crate::store::{IdempotencyStore, StoredResponse};
 use crate::usage::{TurnUsage, UsageBoard};
 
 /// The platform name in chat refs and session keys.
 pub const NAME: &str = crate::vocab::origin::Origin::API;
+
+/// The link an API client downloads the stored file `path` (`media/outbound/<id>/<name>`)
+/// from: `GET /v1/files/{id}/{name}`, served by `http::files`.
+pub fn file_link(path: &str) -> Option<String> {
+    let rest = path.strip_prefix(OUTBOUND_DIR)?.strip_prefix('/')?;
+    let (id, name) = rest.split_once('/')?;
+    is_file_link(id, name).then(|| format!("/v1/files/{id}/{name}"))
+}
+
+/// Whether `id` and `name` are what `file_link` makes: a bare hex id and a plain file name.
+pub fn is_file_link(id: &str, name: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) && safe_name(name) == name
+}
 
 /// The final answer to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,7 +291,7 @@ impl Platform for ApiPlatform {
         file: &OutboundFile,
         _bytes: &[u8],
     ) -> Result<MessageRef, PlatformError> {
-        let link = crate::http::file_link(&file.path)
+        let link = file_link(&file.path)
             .ok_or_else(|| PlatformError::Permanent(format!("{} is not a stored outbound file", file.path)))?;
         let caption = message.text.trim();
         let line = if caption.is_empty() {

@@ -11,8 +11,8 @@ use super::Inner;
 use super::Router;
 use super::batch::{self, Queued, Work};
 use super::mailbox::Mailbox;
-use crate::agent::turn::{StopReason, StopSignal, TurnJob};
 use crate::metrics::ERRORS_TOTAL;
+use crate::turn::{StopReason, StopSignal, TurnJob};
 
 /// What the router can see of an actor, and its mailbox.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::agent::turn::TurnJob;
+use crate::turn::TurnJob;
 use crate::vocab::origin::Origin;
 
 /// Most messages one turn takes in; the rest start the next turn.
@@ -156,7 +156,7 @@ pub(super) mod tests {
             history: vec![],
             chat_title: None,
         };
-        let key = crate::router::session_key::session_key(&chat, &message.sender, false);
+        let key = crate::turn::session_key::session_key(&chat, &message.sender, false);
         TurnJob { seq, message, key, accepted_at: std::time::Instant::now(), admin: false, batched: vec![] }
     }
 

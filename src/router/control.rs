@@ -14,11 +14,11 @@ use super::actor::ActorState;
 use super::batch::{Queued, Work};
 use super::commands::{self, ChatCommand, Toggle};
 use super::{Router, short};
-use crate::agent::approvals::Answered;
-use crate::agent::turn::{StopReason, TurnJob};
 use crate::clock::now_ms;
 use crate::config::BusyPolicy;
 use crate::store::{AcceptOutcome, SessionInfo, SessionKey};
+use crate::turn::approvals::Answered;
+use crate::turn::{StopReason, TurnJob};
 
 const BUSY: &str = "A turn is running; send this again after it finishes (or /stop it).";
 

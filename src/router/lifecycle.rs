@@ -11,11 +11,11 @@ use hermesd_platform::InboundMessage;
 
 use super::actor::ActorState;
 use super::{Router, short};
-use crate::agent::flush::FlushCause;
-use crate::agent::turn::StopReason;
-use crate::agent::turn::lifecycle::target_of;
 use crate::clock::now_ms;
 use crate::store::{SessionInfo, SessionKey};
+use crate::turn::StopReason;
+use crate::turn::flush::FlushCause;
+use crate::turn::lifecycle::target_of;
 
 /// Sessions `/sessions` lists and `/resume` chooses from.
 const LISTED: u32 = 10;

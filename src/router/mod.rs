@@ -10,7 +10,6 @@ pub mod commands;
 mod control;
 mod lifecycle;
 mod mailbox;
-pub mod session_key;
 mod skills;
 mod sweep;
 mod usage;
@@ -25,12 +24,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::access::{Access, Decision};
-use crate::agent::approvals::{APPROVE, Answered, CHOICE_PREFIX, DENY};
-use crate::agent::turn::{StopReason, TurnJob, TurnRunner, WorkerPool};
 use crate::clock::now_ms;
 use crate::config::BusyPolicy;
 use crate::metrics::Metrics;
 use crate::store::{EventState, Outlive, SessionKey, StoreError};
+use crate::turn::approvals::{APPROVE, Answered, CHOICE_PREFIX, DENY};
+use crate::turn::{StopReason, TurnJob, TurnRunner, WorkerPool};
 use actor::{ActorState, actor_loop};
 use batch::Queued;
 use commands::Parsed;
@@ -155,7 +154,11 @@ impl Router {
         }
         match event {
             InboundEvent::Message { message, .. } => {
-                let key = session_key::session_key(&message.chat, &message.sender, self.inner.settings.group_per_user);
+                let key = crate::turn::session_key::session_key(
+                    &message.chat,
+                    &message.sender,
+                    self.inner.settings.group_per_user,
+                );
                 let prefix = if message.chat.platform == "slack" { '!' } else { '/' };
                 match commands::parse(&message.text, prefix) {
                     Parsed::Command(command) => self.control(seq, &key, &message, command, prefix).await,
@@ -167,7 +170,11 @@ impl Router {
                 }
             }
             InboundEvent::Action { action, .. } => {
-                let key = session_key::session_key(&action.chat, &action.sender, self.inner.settings.group_per_user);
+                let key = crate::turn::session_key::session_key(
+                    &action.chat,
+                    &action.sender,
+                    self.inner.settings.group_per_user,
+                );
                 let approvals = self.inner.runner.approvals();
                 let answered = match action.data.as_str() {
                     APPROVE => approvals.decide(&key.key, true),

@@ -12,11 +12,11 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::Router;
-use super::session_key::{expired_by, stale_bound};
-use crate::agent::flush::FlushCause;
-use crate::agent::turn::lifecycle::conversational;
 use crate::clock::now_ms;
 use crate::store::{StaleRoute, StoreError};
+use crate::turn::flush::FlushCause;
+use crate::turn::lifecycle::conversational;
+use crate::turn::session_key::{expired_by, stale_bound};
 
 /// Stale routes read per store call.
 const BATCH: u32 = 100;

@@ -53,10 +53,10 @@ async fn an_approval_button_pressed_over_socket_mode_lets_the_command_run() {
     assert!(eventually(WAIT, || asked().is_some()).await, "{:?}", slack.posted());
     let approval = asked().unwrap();
     let values = button_values(&approval);
-    assert!(values.contains(&hermesd::agent::approvals::APPROVE.to_owned()), "{values:?}");
-    assert!(values.contains(&hermesd::agent::approvals::DENY.to_owned()), "{values:?}");
+    assert!(values.contains(&hermesd::turn::approvals::APPROVE.to_owned()), "{values:?}");
+    assert!(values.contains(&hermesd::turn::approvals::DENY.to_owned()), "{values:?}");
 
-    let envelope = slack.push_interaction(press(&approval, "U1", hermesd::agent::approvals::APPROVE));
+    let envelope = slack.push_interaction(press(&approval, "U1", hermesd::turn::approvals::APPROVE));
     let finished = || slack.texts("D1").iter().any(|t| t.contains("pushed (or tried)"));
     assert!(eventually(Duration::from_secs(20), finished).await, "{:?}", slack.texts("D1"));
     let requests = llm.requests();
@@ -82,7 +82,7 @@ async fn a_button_press_posted_to_the_events_api_reaches_the_host() {
         text: "Run it?".into(),
         blocks: None,
     };
-    let payload = press(&stale, "U1", hermesd::agent::approvals::APPROVE);
+    let payload = press(&stale, "U1", hermesd::turn::approvals::APPROVE);
     let (status, body) =
         post_interaction(&d.base, &payload, &EventPost { tamper: true, ..EventPost::signed(SECRET) }).await;
     assert_eq!(status, 401, "a forged press is refused: {body}");

@@ -3,7 +3,7 @@
 use hermesd_platform::{ChatRef, ChatType, InboundMessage, ReplyContext, Sender};
 
 use super::*;
-use crate::router::session_key::session_key;
+use crate::turn::session_key::session_key;
 
 fn message(chat_type: ChatType, name: Option<&str>, text: &str) -> InboundMessage {
     InboundMessage {

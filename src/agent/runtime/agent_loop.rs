@@ -14,8 +14,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::chain::{ChainError, ChainState, ProviderChain};
-use super::compress::{Compressor, messages_tokens};
+use super::compress::Compressor;
 use super::sanitize::sanitize;
+use super::tokens::messages_tokens;
 use crate::agent::media::Media;
 use crate::agent::provider::{ChatRequest, Delta, ProviderError, ToolSchema};
 use crate::agent::tools::{ExecutorLimits, Registry, ToolContext, run_calls};

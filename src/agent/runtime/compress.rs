@@ -6,6 +6,9 @@
 //! A long turn can also compress its own live messages (not stored yet): the older steps become
 //! one summary message and the latest tool calls stay verbatim with their results, so the turn
 //! goes on instead of running out of context.
+//!
+//! Before stored history is summarised away the compressor tells whoever runs the turn
+//! (`BeforeCompaction`): the gateway's turn saves memory there; the runtime knows no more.
 
 use std::sync::Arc;
 
@@ -13,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::chain::{ChainError, ChainState, ProviderChain};
 use super::prompt::PromptBuilder;
-use crate::agent::flush::{FlushCause, FlushTarget, Flusher};
-use crate::agent::provider::{ChatRequest, ToolSchema};
+use super::tokens::message_tokens;
+use crate::agent::provider::ChatRequest;
 use crate::clock::now_ms;
 use crate::store::{Compaction, Store, StoreError, StoredMessage};
 use crate::vocab::message::{Message, Role, SUMMARY_PREFIX};
@@ -55,6 +58,14 @@ pub struct Compacted {
     pub archived: usize,
 }
 
+/// Told before a session's stored history is summarised away, so its details can be saved
+/// first (the turn runs the memory flush).
+#[async_trait::async_trait]
+pub trait BeforeCompaction: Send + Sync {
+    /// The history of the compressor's session is about to be compacted.
+    async fn history_compacting(&self);
+}
+
 /// Compacts one session.
 pub struct Compressor {
     /// The store.
@@ -67,9 +78,9 @@ pub struct Compressor {
     pub prompts: PromptBuilder,
     /// The toolset of each of the session's tools (part of the rebuilt prompt).
     pub toolsets: Vec<&'static str>,
-    /// The memory flush turn run before the stored history is summarised (`None`: none, as
-    /// for a delegated child, which has no stored history).
-    pub flush: Option<(Arc<Flusher>, FlushTarget)>,
+    /// Told before the stored history is summarised (`None`: nobody, as for a delegated
+    /// child, which has no stored history).
+    pub before: Option<Arc<dyn BeforeCompaction>>,
 }
 
 impl Compressor {
@@ -90,9 +101,9 @@ impl Compressor {
         let stored = self.store.load_transcript(&self.session_id).await?;
         let context = chain.current(state).context_length();
         let Some((start, end)) = plan(&stored, context, forced) else { return Ok(None) };
-        if let Some((flusher, target)) = &self.flush {
-            // The summary keeps the thread, not the details: the model saves those first.
-            flusher.flush(target, FlushCause::Compression).await;
+        if let Some(before) = &self.before {
+            // The summary keeps the thread, not the details: those are saved first.
+            before.history_compacting().await;
         }
         let middle = &stored[start..end];
         let request = ChatRequest {
@@ -236,28 +247,6 @@ fn summary_prompt_of<'a>(middle: impl Iterator<Item = &'a Message>, previous: Op
     }
     prompt.push_str("</conversation>");
     prompt
-}
-
-fn message_tokens(message: &Message) -> u64 {
-    let chars = message.content.as_deref().map_or(0, str::len)
-        + message.tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>();
-    (chars as u64).div_ceil(4) + 4
-}
-
-/// A provider-independent token estimate: about four bytes a token, plus per-message overhead.
-pub fn estimate_tokens(messages: &[Message], tools: &[ToolSchema]) -> u64 {
-    messages_tokens(messages) + schema_tokens(tools)
-}
-
-/// The estimate for the messages alone.
-pub fn messages_tokens(messages: &[Message]) -> u64 {
-    messages.iter().map(message_tokens).sum()
-}
-
-/// The estimate for tool schemas (they serialise, so compute it once per turn).
-pub fn schema_tokens(tools: &[ToolSchema]) -> u64 {
-    let schema: usize = tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum();
-    (schema as u64).div_ceil(4)
 }
 
 #[cfg(test)]

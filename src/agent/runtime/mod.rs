@@ -6,3 +6,4 @@ pub mod chain;
 pub mod compress;
 pub mod prompt;
 pub mod sanitize;
+pub mod tokens;

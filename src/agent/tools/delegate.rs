@@ -83,7 +83,7 @@ impl Tool for DelegateTool {
             threshold: 0.99,
             prompts: self.prompts.clone(),
             toolsets: Vec::new(),
-            flush: None,
+            before: None,
         };
         let child = AgentLoop {
             chain: &self.chain,

@@ -38,7 +38,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::provider::ToolSchema;
-use crate::agent::runtime::compress::schema_tokens;
+use crate::agent::runtime::tokens::schema_tokens;
 use crate::redact::Redaction;
 use crate::store::Store;
 
@@ -198,7 +198,7 @@ pub struct ToolEntry {
     pub spec: Arc<ToolSpec>,
     /// The schema as providers advertise it.
     pub schema: ToolSchema,
-    /// Estimated tokens the schema adds to a request (`compress::schema_tokens`).
+    /// Estimated tokens the schema adds to a request (`tokens::schema_tokens`).
     pub tokens: u64,
 }
 

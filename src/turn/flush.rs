@@ -14,10 +14,10 @@ use std::time::Duration;
 use hermesd_platform::ChatRef;
 use tokio_util::sync::CancellationToken;
 
-use super::provider::{ChatRequest, ProviderError, ToolSchema};
-use super::runtime::chain::{ChainError, ChainState, ProviderChain};
-use super::runtime::sanitize::sanitize;
-use super::tools::{CallOutcome, ExecutorLimits, Nobody, Registry, ToolContext, ToolPolicy, run_calls};
+use crate::agent::provider::{ChatRequest, ProviderError, ToolSchema};
+use crate::agent::runtime::chain::{ChainError, ChainState, ProviderChain};
+use crate::agent::runtime::sanitize::sanitize;
+use crate::agent::tools::{CallOutcome, ExecutorLimits, Nobody, Registry, ToolContext, ToolPolicy, run_calls};
 use crate::config::{MemoryConfig, ToolsConfig};
 use crate::metrics::{MEMORY_FLUSHES_TOTAL, Metrics};
 use crate::outbox::Outbox;
@@ -190,6 +190,21 @@ pub struct Flusher {
     pub metrics: Arc<Metrics>,
     /// Charges the flush's model calls to the person (never counted as a turn).
     pub accounting: Arc<Accounting>,
+}
+
+/// The flush the turn runs when the runtime is about to compact a session's stored history.
+pub struct FlushBeforeCompaction {
+    /// The flush turn.
+    pub flusher: Arc<Flusher>,
+    /// The session whose memory it saves.
+    pub target: FlushTarget,
+}
+
+#[async_trait::async_trait]
+impl crate::agent::runtime::compress::BeforeCompaction for FlushBeforeCompaction {
+    async fn history_compacting(&self) {
+        self.flusher.flush(&self.target, FlushCause::Compression).await;
+    }
 }
 
 impl Flusher {

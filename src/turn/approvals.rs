@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use hermesd_platform::{Button, ChatRef, OutboundKind};
 use tokio::sync::oneshot;
 
-use super::tools::{Approval, Human};
-use super::turn::WorkerSlot;
+use super::WorkerSlot;
+use crate::agent::tools::{Approval, Human};
 use crate::clock::now_ms;
 use crate::outbox::Outbox;
 

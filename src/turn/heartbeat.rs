@@ -10,8 +10,8 @@ use hermesd_platform::{ChatRef, MessageRef};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::runtime::agent_loop::TurnEvent;
-use super::turn::{StopReason, StopSignal};
+use super::{StopReason, StopSignal};
+use crate::agent::runtime::agent_loop::TurnEvent;
 use crate::clock::now_ms;
 use crate::outbox::Outbox;
 

@@ -13,12 +13,12 @@ use tokio_util::task::TaskTracker;
 
 use super::{TurnJob, TurnRunner};
 use crate::agent::auxiliary::Summarizer;
-use crate::agent::flush::{FlushCause, FlushTarget, Flusher};
 use crate::clock::now_ms;
 use crate::config::ResetPolicy;
 use crate::metrics::SESSION_RESETS_TOTAL;
-use crate::router::session_key::expired_by;
 use crate::store::{ResetReason, SessionInfo, SessionKey, StoreError};
+use crate::turn::flush::{FlushCause, FlushTarget, Flusher};
+use crate::turn::session_key::expired_by;
 use crate::vocab::origin::Origin;
 
 /// Longest title, in characters.

@@ -7,7 +7,11 @@
 //! a clear error. Only a shutdown leaves a turn unanswered; its event then runs at the next start.
 
 mod accounts;
+pub mod approvals;
+pub mod flush;
+pub mod heartbeat;
 pub mod lifecycle;
+pub mod session_key;
 mod signals;
 mod slot;
 
@@ -23,18 +27,19 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::approvals::{Approvals, ChatHuman};
-use super::context::{SessionFacts, framed_text, is_shared};
-use super::flush::{FlushSettings, Flusher};
-use super::heartbeat::{self, HeartbeatSettings};
-use super::media::Media;
-use super::reasoning;
-use super::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
-use super::runtime::chain::ProviderChain;
-use super::runtime::compress::{Compressor, estimate_tokens};
-use super::runtime::prompt::PromptBuilder;
-use super::tools::place::{Whose, turn_whose};
-use super::tools::{Registry, ToolContext, ToolPolicy};
+use self::approvals::{Approvals, ChatHuman};
+use self::flush::{FlushBeforeCompaction, FlushSettings, Flusher};
+use self::heartbeat::HeartbeatSettings;
+use crate::agent::context::{SessionFacts, framed_text, is_shared};
+use crate::agent::media::Media;
+use crate::agent::reasoning;
+use crate::agent::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
+use crate::agent::runtime::chain::ProviderChain;
+use crate::agent::runtime::compress::Compressor;
+use crate::agent::runtime::prompt::PromptBuilder;
+use crate::agent::runtime::tokens::estimate_tokens;
+use crate::agent::tools::place::{Whose, turn_whose};
+use crate::agent::tools::{Registry, ToolContext, ToolPolicy};
 use crate::clock::now_ms;
 use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
 use crate::delivery::turns::{NOT_FOR_CRON, Routing, TurnOrigin};
@@ -313,7 +318,10 @@ impl TurnRunner {
             threshold: self.settings.compression_threshold,
             prompts: self.session_prompts(key, message),
             toolsets: tools.toolsets(),
-            flush: Some((self.flusher.clone(), lifecycle::target_of(session_id, key, message, false))),
+            before: Some(Arc::new(FlushBeforeCompaction {
+                flusher: self.flusher.clone(),
+                target: lifecycle::target_of(session_id, key, message, false),
+            })),
         }
     }
 
