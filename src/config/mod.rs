@@ -12,8 +12,10 @@ mod limits;
 mod load;
 mod mcp;
 mod memory;
+mod model;
 mod platforms;
 mod secrets;
+mod sessions;
 mod signal;
 mod terminal;
 mod validate;
@@ -21,7 +23,6 @@ mod web_search;
 
 use std::path::{Path, PathBuf};
 
-use hermesd_platform::ChatType;
 use serde::{Deserialize, Serialize};
 
 pub use auxiliary::{AuxiliaryConfig, TranscriptionConfig};
@@ -32,11 +33,15 @@ pub use limits::{LimitsConfig, ModelPrices};
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use memory::{MemoryConfig, MemoryScope};
+pub use model::{AgentConfig, BusyPolicy, CompressionConfig, ModelConfig, ProviderKind};
 pub use platforms::{
     ApiPlatformConfig, DiscordConfig, EmailConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig,
     WhatsAppConfig,
 };
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail};
+pub use sessions::{
+    RecoveryConfig, ResetMode, ResetOverride, ResetPolicy, RetentionConfig, SessionsConfig, StoreConfig,
+};
 pub use signal::{DEFAULT_SIGNAL_URL, SignalConfig};
 pub use terminal::{SandboxMode, TerminalConfig};
 pub use web_search::{
@@ -126,170 +131,6 @@ impl Default for HttpConfig {
             max_connections: 512,
             rate_limit_per_minute: 600,
         }
-    }
-}
-
-/// Which API dialect a model endpoint speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// OpenAI-compatible `/chat/completions` (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama).
-    ChatCompletions,
-    /// Anthropic's native Messages API.
-    AnthropicMessages,
-    /// OpenAI's Responses API (`/responses`, stateless, reasoning items returned encrypted).
-    Responses,
-}
-
-/// `[model]` and each `[[model.fallback]]` (same keys; fallbacks cannot nest).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// The API dialect.
-    pub provider: ProviderKind,
-    /// The endpoint's base URL (`.../v1` for chat_completions).
-    pub base_url: String,
-    /// The model name sent to the endpoint.
-    pub name: String,
-    /// Name of the environment variable that holds the API key (unset: no key is sent).
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// The model's context window in tokens.
-    #[serde(default = "default_context_length")]
-    pub context_length: u64,
-    /// Per-request timeout.
-    #[serde(default = "default_model_timeout")]
-    pub timeout: HumanDuration,
-    /// The model takes images: they are sent as image parts (base64 `data:` URLs or blocks).
-    /// Without it, images are described by `[auxiliary.vision]` or named by path.
-    #[serde(default)]
-    pub vision: bool,
-    /// Endpoints tried in order when this one fails.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub fallback: Vec<ModelConfig>,
-    /// Price of uncached prompt tokens, USD per million (absent: cost unknown).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_per_mtok: Option<f64>,
-    /// Price of completion tokens, USD per million (absent: cost unknown).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_per_mtok: Option<f64>,
-    /// Price of prompt tokens read from the provider's cache, USD per million (absent: the
-    /// input price).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_read_per_mtok: Option<f64>,
-    /// Price of prompt tokens written to the provider's cache, USD per million (absent: the
-    /// input price).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_per_mtok: Option<f64>,
-}
-
-impl ModelConfig {
-    /// This entry's prices, for the usage of the calls it serves.
-    pub fn prices(&self) -> ModelPrices {
-        ModelPrices {
-            input: self.input_per_mtok,
-            output: self.output_per_mtok,
-            cache_read: self.cache_read_per_mtok,
-            cache_write: self.cache_write_per_mtok,
-        }
-    }
-}
-
-fn default_context_length() -> u64 {
-    128_000
-}
-
-fn default_model_timeout() -> HumanDuration {
-    HumanDuration::secs(120)
-}
-
-/// What to do with a message that arrives while its session's turn runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BusyPolicy {
-    /// Run it after the current turn (FIFO), acknowledging "queued (n)" at once.
-    #[default]
-    Queue,
-    /// Cancel the running turn at its next safe point, then run the new message.
-    Interrupt,
-    /// Inject the text into the running turn after its next tool call.
-    Steer,
-}
-
-/// `[agent]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AgentConfig {
-    /// Model calls allowed in one turn.
-    pub max_iterations: u32,
-    /// Policy for messages arriving mid-turn.
-    pub busy_policy: BusyPolicy,
-    /// Turns running at once across all sessions (the worker pool size).
-    pub max_concurrent_turns: usize,
-    /// Turns that may wait for a person (approval, clarifying question) without holding a worker
-    /// permit; a wait beyond this keeps its permit.
-    pub max_parked_turns: usize,
-    /// Interval of "still working" notices during long turns.
-    pub heartbeat_interval: HumanDuration,
-    /// Replaces the built-in identity part of the system prompt.
-    pub system_prompt: Option<String>,
-    /// Messages a session may hold waiting behind its running turn.
-    pub max_queued_per_session: usize,
-    /// How long an idle session actor lives before it exits (its state is in the store).
-    pub session_idle: HumanDuration,
-    /// On shutdown, how long running turns may take to finish before they are persisted for the
-    /// next start.
-    pub drain_timeout: HumanDuration,
-    /// A turn with no step for this long is stopped and the user told.
-    pub inactivity_timeout: HumanDuration,
-    /// Budget of model time for one turn: time spent in model calls (retries, their waits and
-    /// fallbacks included), summed; tool runs and approval waits between calls do not count.
-    pub model_deadline: HumanDuration,
-    /// Attempts per provider for a retryable failure (429, 5xx, dropped stream).
-    pub retry_attempts: u32,
-    /// Show a progress message (tool names, short previews) on platforms that can edit messages.
-    pub progress: bool,
-    /// Model calls a `delegate_task` child agent may make.
-    pub delegate_max_iterations: u32,
-    /// On chat platforms, messages from one sender arriving within this window of each other
-    /// before their turn starts become one turn (`0s` turns batching off; never the API,
-    /// webhooks or cron).
-    pub batch_window: HumanDuration,
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        Self {
-            max_iterations: 90,
-            busy_policy: BusyPolicy::Queue,
-            max_concurrent_turns: 16,
-            max_parked_turns: 64,
-            heartbeat_interval: HumanDuration::secs(180),
-            system_prompt: None,
-            max_queued_per_session: 32,
-            session_idle: HumanDuration::secs(120),
-            drain_timeout: HumanDuration::secs(20),
-            inactivity_timeout: HumanDuration::secs(30 * 60),
-            model_deadline: HumanDuration::secs(600),
-            retry_attempts: 3,
-            progress: true,
-            delegate_max_iterations: 30,
-            batch_window: HumanDuration(std::time::Duration::from_millis(500)),
-        }
-    }
-}
-
-/// `[compression]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CompressionConfig {
-    /// Fraction of the context window at which history is summarised.
-    pub threshold: f64,
-}
-
-impl Default for CompressionConfig {
-    fn default() -> Self {
-        Self { threshold: 0.85 }
     }
 }
 
@@ -464,174 +305,6 @@ pub struct CronConfig {
 impl Default for CronConfig {
     fn default() -> Self {
         Self { enabled: true, tick: HumanDuration::secs(60), timezone: "UTC".into(), default_deliver: "origin".into() }
-    }
-}
-
-/// When a session starts over on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResetMode {
-    /// Never (only `/new`).
-    #[default]
-    None,
-    /// After `idle_minutes` without a message.
-    Idle,
-    /// Once a day at `at_hour` (UTC).
-    Daily,
-    /// Whichever of idle and daily comes first.
-    Both,
-}
-
-/// A reset policy, resolved for one platform and chat type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResetPolicy {
-    /// The mode.
-    pub reset: ResetMode,
-    /// Idle minutes before an idle reset.
-    pub idle_minutes: u32,
-    /// Hour of day (0–23, UTC) of a daily reset.
-    pub at_hour: u8,
-}
-
-/// A reset policy for one platform, optionally one chat type (`[[sessions.overrides]]`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResetOverride {
-    /// The platform it applies to.
-    pub platform: String,
-    /// The chat type it applies to (all when absent).
-    #[serde(default)]
-    pub chat_type: Option<ChatType>,
-    /// The mode.
-    pub reset: ResetMode,
-    /// Idle minutes before an idle reset (default: the `[sessions]` value).
-    #[serde(default)]
-    pub idle_minutes: Option<u32>,
-    /// Hour of a daily reset (default: the `[sessions]` value).
-    #[serde(default)]
-    pub at_hour: Option<u8>,
-}
-
-/// `[sessions]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SessionsConfig {
-    /// The default reset mode: none | idle | daily | both.
-    pub reset: ResetMode,
-    /// Idle minutes before an idle reset.
-    pub idle_minutes: u32,
-    /// Hour of day (0–23, UTC) of a daily reset.
-    pub at_hour: u8,
-    /// Give each user of a group or channel a session of their own (threads stay shared).
-    pub group_per_user: bool,
-    /// Per platform / chat type policies; the most specific match wins.
-    pub overrides: Vec<ResetOverride>,
-    /// How often the background sweep archives sessions the reset policy expired (flushing
-    /// their memory first), so the user is told on their next message.
-    pub sweep_interval: HumanDuration,
-}
-
-impl Default for SessionsConfig {
-    fn default() -> Self {
-        Self {
-            reset: ResetMode::None,
-            idle_minutes: 1440,
-            at_hour: 4,
-            group_per_user: true,
-            overrides: Vec::new(),
-            sweep_interval: HumanDuration::secs(60),
-        }
-    }
-}
-
-impl SessionsConfig {
-    /// The policy for a chat: an override for its platform and chat type, else one for its
-    /// platform, else the default.
-    pub fn policy_for(&self, platform: &str, chat_type: ChatType) -> ResetPolicy {
-        let exact = self.overrides.iter().find(|o| o.platform == platform && o.chat_type == Some(chat_type));
-        let broad = || self.overrides.iter().find(|o| o.platform == platform && o.chat_type.is_none());
-        match exact.or_else(broad) {
-            Some(o) => ResetPolicy {
-                reset: o.reset,
-                idle_minutes: o.idle_minutes.unwrap_or(self.idle_minutes),
-                at_hour: o.at_hour.unwrap_or(self.at_hour),
-            },
-            None => ResetPolicy { reset: self.reset, idle_minutes: self.idle_minutes, at_hour: self.at_hour },
-        }
-    }
-}
-
-/// `[store]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct StoreConfig {
-    /// Database file; relative paths are under `HERMESD_HOME`.
-    pub path: PathBuf,
-    /// How long a connection waits for a lock before SQLITE_BUSY.
-    pub busy_timeout: HumanDuration,
-    /// Read-only connections in the reader pool. One is fastest on small machines (each
-    /// connection is a thread to wake); more help only with many cores and heavy searching.
-    pub readers: u32,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self { path: PathBuf::from("state.db"), busy_timeout: HumanDuration::secs(5), readers: 1 }
-    }
-}
-
-/// `[recovery]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RecoveryConfig {
-    /// Unfinished messages older than this at start are answered with an apology instead of run.
-    pub freshness: HumanDuration,
-    /// Starts a message's turn may get before it is given up with an error reply.
-    pub max_attempts: u32,
-    /// Crashed turns in a row after which a session is suspended until `/new`.
-    pub max_session_restarts: u32,
-}
-
-impl Default for RecoveryConfig {
-    fn default() -> Self {
-        Self { freshness: HumanDuration::secs(3600), max_attempts: 3, max_session_restarts: 3 }
-    }
-}
-
-/// `[retention]`: how long records and files live before the background task removes them.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetentionConfig {
-    /// How long an `Idempotency-Key` and its stored response are kept, at most `inbound_events`
-    /// (`retention::idempotency_age`); older ones are pruned and count as absent.
-    pub idempotency: HumanDuration,
-    /// Finished inbound events (the deduplication record of each platform event); a platform
-    /// redelivering an event older than this would run it again.
-    pub inbound_events: HumanDuration,
-    /// Outbound rows once sent or failed (receipts).
-    pub outbound: HumanDuration,
-    /// Messages compaction replaced with a summary.
-    pub archived_messages: HumanDuration,
-    /// Files under `media/` (received and sent; sent ones at most `outbound`), by modification time.
-    pub media: HumanDuration,
-    /// Files under `cron/output/`.
-    pub cron_output: HumanDuration,
-    /// How often the retention task runs.
-    pub interval: HumanDuration,
-}
-
-impl Default for RetentionConfig {
-    fn default() -> Self {
-        const DAY: u64 = 24 * 3600;
-        Self {
-            idempotency: HumanDuration::secs(DAY),
-            inbound_events: HumanDuration::secs(30 * DAY),
-            outbound: HumanDuration::secs(30 * DAY),
-            archived_messages: HumanDuration::secs(180 * DAY),
-            media: HumanDuration::secs(30 * DAY),
-            cron_output: HumanDuration::secs(90 * DAY),
-            interval: HumanDuration::secs(3600),
-        }
     }
 }
 

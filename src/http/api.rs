@@ -124,61 +124,14 @@ pub(super) async fn not_found() -> Response {
 
 pub(super) async fn chat_completions(State(state): State<AppState>, request: Request) -> Response {
     let headers = request.headers().clone();
-    if !authorized(&state, &headers) {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_request_error",
-            "invalid_api_key",
-            "invalid or missing API key",
-        );
-    }
-    // The body is read only now: a client without the key cannot hold the handler by sending
-    // it slowly.
-    let body = match Bytes::from_request(request, &state).await {
-        Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                "body_too_large",
-                "request body is too large",
-            );
-        }
-        Err(rejection) => {
-            return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_body", rejection.body_text());
-        }
+    let (request, raw) = match read_request(&state, &headers, request).await {
+        Ok(read) => read,
+        Err(response) => return *response,
     };
-    let parsed = serde_json::from_slice::<Value>(&body)
-        .and_then(|value| CompletionRequest::deserialize(&value).map(|request| (request, value)));
-    let (request, raw) = match parsed {
-        Ok(parsed) => parsed,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "invalid_json",
-                format!("malformed JSON body: {e}"),
-            );
-        }
+    let (last_user, text) = match last_user_message(&request) {
+        Ok(found) => found,
+        Err(response) => return *response,
     };
-    let Some(last_user) = request.messages.iter().rposition(|m| m.role == "user") else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "no_user_message",
-            "messages must contain a user message",
-        );
-    };
-    let content = &request.messages[last_user].content;
-    let text = content_text(content);
-    if text.trim().is_empty() && !api_media::has_images(content) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "empty_message",
-            "the last user message is empty",
-        );
-    }
     let Some(api) = state.api.clone() else {
         return not_found().await;
     };
@@ -190,35 +143,17 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
             "hermesd is shutting down; retry shortly",
         );
     }
-
     let idempotency_key = match idempotency::key(&headers) {
         Ok(key) => key,
         Err(e) => {
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_idempotency_key", e.to_string());
         }
     };
-
-    // Continuity: a session header or the `user` field keep history server-side; otherwise the
-    // request is stateless and its own messages are the history.
-    let header_session =
-        headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
-    let (chat_id, history, continuity) = match (header_session, request.user.as_deref()) {
-        (Some(session), _) => (session.to_owned(), Vec::new(), format!("session:{session}")),
-        (None, Some(user)) if !user.trim().is_empty() => {
-            (format!("user:{}", user.trim()), Vec::new(), format!("user:{}", user.trim()))
-        }
-        _ => {
-            let history = request.messages[..last_user]
-                .iter()
-                .filter(|m| matches!(m.role.as_str(), "system" | "user" | "assistant"))
-                .map(|m| HistoryMessage { role: m.role.clone(), content: content_text(&m.content) })
-                .collect();
-            (uuid::Uuid::now_v7().to_string(), history, "stateless".to_owned())
-        }
-    };
+    let (chat_id, history, continuity) = continuity(&headers, &request, last_user);
     // The request id is also the event id: unique per request. A retried request is caught by
     // its Idempotency-Key record, claimed in the same transaction that stores the event.
     let request_id = uuid::Uuid::now_v7().to_string();
+    let content = &request.messages[last_user].content;
     let attachments = match api.media() {
         Some(media) => match api_media::save_images(content, media, &chat_id, &request_id).await {
             Ok(attachments) => attachments,
@@ -226,13 +161,12 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
         },
         None => Vec::new(),
     };
-    let chat = ChatRef::new(NAME, chat_id.clone(), ChatType::Dm);
     let user_id = request.user.clone().unwrap_or_else(|| chat_id.clone());
     let event = InboundEvent::Message {
         event_id: request_id.clone(),
         message: InboundMessage {
             message_id: request_id.clone(),
-            chat,
+            chat: ChatRef::new(NAME, chat_id.clone(), ChatType::Dm),
             sender: Sender { id: user_id, name: None, is_bot: false, roles: Vec::new() },
             text,
             attachments,
@@ -263,32 +197,127 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
         request_id: &request_id,
         expires_before: now_ms().saturating_sub(ttl_ms),
     });
-    let early = admit(&state, event, claim.as_ref(), request.stream).await;
-    if let Some(mut response) = early {
-        api.forget(&request_id);
-        if let Some(value) = session_header {
-            response.headers_mut().insert(SESSION_HEADER, value);
+    let mut response = match admit(&state, event, claim.as_ref(), request.stream).await {
+        Some(early) => {
+            api.forget(&request_id);
+            early
         }
-        return response;
-    }
-    let mut response = if let Some(buffer) = buffer {
-        let include_usage = request.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        stream_response(waiter, buffer, StreamMeta { model, request_id, include_usage }, state.sse_keepalive)
-    } else {
-        match waiter.await {
-            Ok(reply) => complete_response(&reply, &meta, &request_id),
-            Err(_) => error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "server_error",
-                "restarting",
-                "hermesd is restarting; this message was saved and will be answered in its session after the restart",
-            ),
-        }
+        None => match buffer {
+            Some(buffer) => {
+                let include_usage = request.stream_options.as_ref().is_some_and(|o| o.include_usage);
+                stream_response(waiter, buffer, StreamMeta { model, request_id, include_usage }, state.sse_keepalive)
+            }
+            None => match waiter.await {
+                Ok(reply) => complete_response(&reply, &meta, &request_id),
+                Err(_) => error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "restarting",
+                    "hermesd is restarting; this message was saved and will be answered in its session after the restart",
+                ),
+            },
+        },
     };
     if let Some(value) = session_header {
         response.headers_mut().insert(SESSION_HEADER, value);
     }
     response
+}
+
+/// The request's body, read only once the key checked out (a client without it cannot hold
+/// the handler by sending slowly), parsed; `Err` is the error response.
+async fn read_request(
+    state: &AppState,
+    headers: &HeaderMap,
+    request: Request,
+) -> Result<(CompletionRequest, Value), Box<Response>> {
+    if !authorized(state, headers) {
+        return Err(Box::new(error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "invalid_api_key",
+            "invalid or missing API key",
+        )));
+    }
+    let body = match Bytes::from_request(request, state).await {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return Err(Box::new(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "body_too_large",
+                "request body is too large",
+            )));
+        }
+        Err(rejection) => {
+            return Err(Box::new(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_body",
+                rejection.body_text(),
+            )));
+        }
+    };
+    serde_json::from_slice::<Value>(&body)
+        .and_then(|value| CompletionRequest::deserialize(&value).map(|request| (request, value)))
+        .map_err(|e| {
+            Box::new(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+                format!("malformed JSON body: {e}"),
+            ))
+        })
+}
+
+/// The index and text of the request's last user message, which must say something (text or
+/// an image); `Err` is the error response.
+fn last_user_message(request: &CompletionRequest) -> Result<(usize, String), Box<Response>> {
+    let Some(last_user) = request.messages.iter().rposition(|m| m.role == "user") else {
+        return Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "no_user_message",
+            "messages must contain a user message",
+        )));
+    };
+    let content = &request.messages[last_user].content;
+    let text = content_text(content);
+    if text.trim().is_empty() && !api_media::has_images(content) {
+        return Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "empty_message",
+            "the last user message is empty",
+        )));
+    }
+    Ok((last_user, text))
+}
+
+/// Continuity: a session header or the `user` field keep history server-side; otherwise the
+/// request is stateless and its own messages are the history. Returns the chat id, the history
+/// the request carries, and the continuity label its idempotency scope hashes.
+fn continuity(
+    headers: &HeaderMap,
+    request: &CompletionRequest,
+    last_user: usize,
+) -> (String, Vec<HistoryMessage>, String) {
+    let header_session =
+        headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
+    match (header_session, request.user.as_deref()) {
+        (Some(session), _) => (session.to_owned(), Vec::new(), format!("session:{session}")),
+        (None, Some(user)) if !user.trim().is_empty() => {
+            (format!("user:{}", user.trim()), Vec::new(), format!("user:{}", user.trim()))
+        }
+        _ => {
+            let history = request.messages[..last_user]
+                .iter()
+                .filter(|m| matches!(m.role.as_str(), "system" | "user" | "assistant"))
+                .map(|m| HistoryMessage { role: m.role.clone(), content: content_text(&m.content) })
+                .collect();
+            (uuid::Uuid::now_v7().to_string(), history, "stateless".to_owned())
+        }
+    }
 }
 
 /// Hand the event to the ingress, claiming its Idempotency-Key when it has one. `None`: a turn

@@ -11,6 +11,7 @@ pub mod approvals;
 pub mod flush;
 pub mod heartbeat;
 pub mod lifecycle;
+mod run;
 pub mod session_key;
 mod signals;
 mod slot;
@@ -27,27 +28,24 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use self::approvals::{Approvals, ChatHuman};
+use self::approvals::Approvals;
 use self::flush::{FlushBeforeCompaction, FlushSettings, Flusher};
 use self::heartbeat::HeartbeatSettings;
-use crate::agent::context::{SessionFacts, framed_text, is_shared};
+use crate::agent::context::SessionFacts;
 use crate::agent::media::Media;
-use crate::agent::reasoning;
-use crate::agent::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, TurnEvent};
 use crate::agent::runtime::chain::ProviderChain;
 use crate::agent::runtime::compress::Compressor;
 use crate::agent::runtime::prompt::PromptBuilder;
-use crate::agent::runtime::tokens::estimate_tokens;
 use crate::agent::tools::place::{Whose, turn_whose};
-use crate::agent::tools::{Registry, ToolContext, ToolPolicy};
+use crate::agent::tools::{Registry, ToolPolicy};
 use crate::clock::now_ms;
 use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
 use crate::delivery::turns::{NOT_FOR_CRON, Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
-use crate::usage::{Payer, TurnUsage};
-use crate::vocab::message::{Message, Role};
+use crate::usage::Payer;
+use crate::vocab::message::Message;
 
 /// A message waiting for its turn.
 #[derive(Debug, Clone)]
@@ -325,276 +323,6 @@ impl TurnRunner {
         }
     }
 
-    async fn try_run(
-        &self,
-        job: &TurnJob,
-        stop: &Arc<StopSignal>,
-        shutdown: &CancellationToken,
-    ) -> Result<(), StoreError> {
-        let store = &self.parts.store;
-        crate::failpoint!("turn.start");
-        let (session, reset) = self.resolve_with_reset(&job.key).await?;
-        if let Some(reason) = reset {
-            self.tell_reset(job, reason).await;
-        }
-        let origin = self.parts.routing.origin(&job.message).await?;
-        let at = Finishing { job, session_id: &session.id, origin: &origin, stop };
-        if session.suspended {
-            let text = format!(
-                "This session is suspended: its turn stopped hermesd {} times in a row. Send /new to start a fresh session.",
-                session.restart_count
-            );
-            let ending = Ending { state: EventState::Failed, error: Some("session suspended"), ..Ending::default() };
-            self.finish(&at, &text, OutboundKind::Error, ending).await?;
-            self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "rejected")]);
-            return Ok(());
-        }
-        if let TurnOrigin::Webhook(route) = &origin
-            && route.deliver_only
-        {
-            // A notification route: the rendered template is the message; no model runs.
-            let user = Message::text(Role::User, job.message.text.clone());
-            store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
-            let text = job.message.text.clone();
-            self.finish(&at, &text, OutboundKind::Reply, Ending::default()).await?;
-            self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
-            return Ok(());
-        }
-        let payer = Payer::for_turn(&job.message, &origin);
-        if self.refused_by_limits(&at, &payer).await? {
-            return Ok(());
-        }
-        let platform_name = job.key.platform.as_str();
-        let policy = self.policy(&origin, platform_name);
-        let tools = self.parts.registry.allowed(&policy);
-        // A model chosen by `/model` (or a cron job) goes first; the rest of the chain stays as
-        // its fallbacks.
-        let chosen = session.model.as_deref().or_else(|| self.parts.routing.model(&origin));
-        let chain = match chosen {
-            Some(name) => self.parts.chain.starting_with(name),
-            None => self.parts.chain.clone(),
-        };
-        let vision = chain.primary().vision();
-        let user =
-            self.parts.media.user_message(&job.message, user_text(&job.message, is_shared(&job.key)), vision).await;
-        store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
-        crate::failpoint!("turn.begun");
-
-        let mut system = match session.system_prompt.clone() {
-            Some(prompt) => prompt,
-            None => {
-                let prompts = self.session_prompts(&job.key, &job.message);
-                let prompt = prompts.build(&tools.toolsets(), chrono::Utc::now().date_naive());
-                store.set_system_prompt(&session.id, &prompt).await?;
-                prompt
-            }
-        };
-        let mut transcript = self.transcript(&job.message, &session.id).await?;
-
-        let platform = self.parts.outbox.platforms().get(platform_name).cloned();
-        let reply_to = job.message.message_id.clone();
-        // A chat answer streams into a paced preview (`streaming = true`); the API streams SSE.
-        let preview = match origin {
-            TurnOrigin::Chat => {
-                self.parts.outbox.preview(&job.message.chat, Some(&reply_to), &format!("evt:{}", job.seq))
-            }
-            _ => None,
-        };
-        let stream = preview.is_some() || platform.as_ref().is_some_and(|p| p.wants_stream(&reply_to));
-        let interactive = platform.as_ref().is_some_and(|p| p.capabilities().interactive);
-        let compressor = self.compressor(&session.id, &job.key, &job.message);
-        let (watcher, watcher_task) = heartbeat::watch(
-            self.parts.outbox.clone(),
-            job.message.chat.clone(),
-            reply_to.clone(),
-            self.settings.heartbeat,
-            stop.clone(),
-        );
-
-        // Between turns: compact first when the last call (or this prompt) crossed the threshold.
-        let context = chain.primary().context_length();
-        let mut request = vec![Message::text(Role::System, system.clone())];
-        request.extend(transcript.iter().cloned());
-        let estimate = estimate_tokens(&request, &[]).max(session.last_prompt_tokens);
-        // Model calls before the loop (compaction), added to the turn's usage.
-        let mut before_loop = TurnUsage::default();
-        if compressor.over_threshold(estimate, context) {
-            let mut state = chain.start_turn();
-            match compressor.compact(&chain, &mut state, &stop.token, false).await {
-                Ok(Some(done)) => {
-                    let _ = watcher.try_send(TurnEvent::Compressed { archived: done.archived });
-                    system = done.system_prompt;
-                    transcript = self.with_client_history(&job.message, done.transcript);
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "compression before the turn failed"),
-            }
-            before_loop = state.turn_usage();
-        }
-
-        if vision {
-            self.parts.media.load_images(&mut transcript).await;
-        }
-        let human = Arc::new(ChatHuman {
-            approvals: self.parts.approvals.clone(),
-            outbox: self.parts.outbox.clone(),
-            chat: job.message.chat.clone(),
-            session_key: job.key.key.clone(),
-            reply_to: reply_to.clone(),
-            interactive,
-            worker: stop.worker.clone(),
-        });
-        let workdir = self.turn_workdir(&session.id, job, &origin).await?;
-        let ctx = ToolContext {
-            session_id: session.id.clone(),
-            session_key: job.key.key.clone(),
-            chat: job.message.chat.clone(),
-            user_id: job.message.sender.id.clone(),
-            workdir,
-            data_dir: self.parts.data_dir.clone(),
-            store: store.clone(),
-            human,
-            cancel: stop.token.child_token(),
-            policy,
-            admin: job.admin,
-        };
-        // Streamed text is masked on the accumulated answer, so a token split across deltas is
-        // still caught; the held-back tail arrives with the (masked) final reply.
-        let stream_mask = std::sync::Mutex::new(self.parts.outbox.redaction().stream());
-        let reasoning_stream = reasoning::ReasoningStream::new(self.parts.outbox.redaction().stream());
-        let events = |event: TurnEvent| match event {
-            TurnEvent::Reasoning(text) => {
-                if let Some(platform) = &platform {
-                    reasoning_stream.push(platform.as_ref(), &reply_to, &text);
-                }
-            }
-            TurnEvent::Delta(text) => {
-                if let Some(platform) = &platform {
-                    reasoning_stream.flush(platform.as_ref(), &reply_to);
-                }
-                match &preview {
-                    Some(preview) => preview.push(&text),
-                    None => {
-                        if let Some(platform) = &platform {
-                            let safe = stream_mask.lock().unwrap_or_else(|e| e.into_inner()).push(&text);
-                            if !safe.is_empty() {
-                                platform.stream_delta(&reply_to, &safe);
-                            }
-                        }
-                    }
-                }
-            }
-            other => {
-                if let Some(platform) = &platform {
-                    reasoning_stream.flush(platform.as_ref(), &reply_to);
-                }
-                if let (Some(preview), TurnEvent::Step { .. }) = (&preview, &other) {
-                    preview.restart();
-                }
-                let _ = watcher.try_send(other);
-            }
-        };
-        let agent = AgentLoop {
-            chain: &chain,
-            tools: &tools,
-            ctx: &ctx,
-            compressor: &compressor,
-            events: &events,
-            steer: &|| stop.steer.take(),
-            limits: LoopLimits { max_iterations: self.settings.max_iterations, max_nudges: 2, stream },
-            media: vision.then_some(&*self.parts.media),
-        };
-        let cancel = stop.token.clone();
-        let abort = shutdown.clone();
-        let mut result = tokio::select! {
-            result = agent.run(system, transcript, &cancel) => result,
-            _ = abort.cancelled() => {
-                drop(watcher);
-                watcher_task.abort();
-                tracing::info!(seq = job.seq, "shutdown: turn persisted for the next start");
-                store.requeue_event(job.seq).await?;
-                return Ok(());
-            }
-        };
-        drop(watcher);
-        watcher_task.abort();
-        crate::failpoint!("turn.answered");
-        before_loop.add_to(&mut result.usage, &mut result.cost);
-        self.account(job, &payer, &session.id, &result).await;
-        if let Some(platform) = &platform {
-            reasoning_stream.flush(platform.as_ref(), &reply_to);
-        }
-        // No preview update may land after the final reply (which replaces the preview).
-        if let Some(preview) = preview {
-            preview.finish().await;
-        }
-
-        let (kind, state, label, error) = match result.outcome {
-            LoopOutcome::Answered => (OutboundKind::Reply, EventState::Done, "ok", None),
-            LoopOutcome::Summarised => (OutboundKind::Reply, EventState::Done, "summarised", None),
-            LoopOutcome::NotConfigured => (OutboundKind::Reply, EventState::Done, "unconfigured", None),
-            LoopOutcome::Failed => (OutboundKind::Error, EventState::Failed, "error", Some(result.text.as_str())),
-            LoopOutcome::Stopped => {
-                let (text, label) = match stop.reason() {
-                    Some(StopReason::Interrupted) => ("Interrupted by your newer message.", "interrupted"),
-                    Some(StopReason::Inactive) => ("Stopped: this turn made no progress for too long.", "inactive"),
-                    _ => ("Stopped.", "stopped"),
-                };
-                let steered = stop.steer.taken();
-                let ending = Ending {
-                    messages: &result.appended,
-                    state: EventState::Done,
-                    error: Some(label),
-                    prompt_tokens: result.prompt_tokens,
-                    steered: &steered,
-                    usage: result.usage,
-                };
-                self.finish(&at, text, OutboundKind::Reply, ending).await?;
-                self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
-                return Ok(());
-            }
-        };
-        let steered = stop.steer.taken();
-        let text = match result.outcome {
-            LoopOutcome::Answered | LoopOutcome::Summarised => {
-                let store: &dyn crate::store::ExtrasStore = store.as_ref();
-                reasoning::reply_text(store, &session.id, platform_name, &result.appended, &result.text).await
-            }
-            _ => result.text.clone(),
-        };
-        let ending = Ending {
-            messages: &result.appended,
-            state,
-            error,
-            prompt_tokens: result.prompt_tokens,
-            steered: &steered,
-            usage: result.usage,
-        };
-        self.finish(&at, &text, kind, ending).await?;
-        if state == EventState::Done {
-            self.name_later(&session, job, &result.text);
-        }
-        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
-        self.parts.metrics.observe_turn(job.accepted_at.elapsed());
-        Ok(())
-    }
-
-    /// The stored transcript, after any client-owned history (API stateless mode).
-    async fn transcript(&self, message: &InboundMessage, session_id: &str) -> Result<Vec<Message>, StoreError> {
-        let stored = self.parts.store.load_transcript(session_id).await?;
-        Ok(self.with_client_history(message, stored.into_iter().map(|m| m.message).collect()))
-    }
-
-    fn with_client_history(&self, message: &InboundMessage, stored: Vec<Message>) -> Vec<Message> {
-        let mut messages: Vec<Message> = message
-            .history
-            .iter()
-            .filter_map(|past| Role::parse(&past.role).map(|role| Message::text(role, past.content.clone())))
-            .collect();
-        messages.extend(stored);
-        messages
-    }
-
     /// Store the turn's end with `text` as its reply (of `kind`), then hand it to the outbox.
     async fn finish(
         &self,
@@ -673,10 +401,4 @@ impl Default for Ending<'_> {
             usage: TokenTotals::default(),
         }
     }
-}
-
-/// The text stored for a user message: its framed text (speaker in a `shared` session, the quote
-/// it replies to), before `Media` adds a section per attachment.
-fn user_text(message: &InboundMessage, shared: bool) -> String {
-    framed_text(message, shared)
 }

@@ -230,37 +230,10 @@ impl AgentLoop<'_> {
                 Err(e) => return self.end(appended, &failure_text(&e), LoopOutcome::Failed, prompt_tokens),
             };
             prompt_tokens = response.usage.map(|u| u.prompt_tokens).or(prompt_tokens);
-            let mut message = response.message;
+            let message = response.message;
             if !message.tool_calls.is_empty() {
                 nudges = 0;
-                let names = message.tool_calls.iter().map(|c| c.name.clone()).collect();
-                (self.events)(TurnEvent::ToolsStarted { names });
-                let calls = message.tool_calls.clone();
-                if message.content.as_deref().is_some_and(|c| c.trim().is_empty()) {
-                    message.content = None;
-                }
-                appended.push(message);
-                let outcomes = run_calls(self.tools, self.ctx, &calls, ExecutorLimits::default()).await;
-                let results_from = appended.len();
-                for outcome in outcomes {
-                    (self.events)(TurnEvent::ToolFinished {
-                        name: outcome.name.clone(),
-                        preview: outcome.content.chars().take(120).collect(),
-                        error: outcome.error,
-                    });
-                    appended.push(Message {
-                        role: Role::Tool,
-                        content: Some(outcome.content),
-                        tool_calls: Vec::new(),
-                        tool_call_id: Some(outcome.call_id),
-                        reasoning: None,
-                        images: outcome.images,
-                    });
-                }
-                if let Some(media) = self.media {
-                    media.load_images(&mut appended[results_from..]).await;
-                }
-                appended.extend((self.steer)());
+                self.run_tools(message, &mut appended).await;
                 continue;
             }
             let text = message.content.clone().unwrap_or_default();
@@ -284,6 +257,39 @@ impl AgentLoop<'_> {
             }
             return self.end(appended, &text, LoopOutcome::Answered, prompt_tokens);
         }
+    }
+
+    /// Run the tool calls of the assistant `message`, appending it and their results (with the
+    /// images they return, for a model with vision) and any steering text that came meanwhile.
+    async fn run_tools(&self, mut message: Message, appended: &mut Vec<Message>) {
+        let names = message.tool_calls.iter().map(|c| c.name.clone()).collect();
+        (self.events)(TurnEvent::ToolsStarted { names });
+        let calls = message.tool_calls.clone();
+        if message.content.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            message.content = None;
+        }
+        appended.push(message);
+        let outcomes = run_calls(self.tools, self.ctx, &calls, ExecutorLimits::default()).await;
+        let results_from = appended.len();
+        for outcome in outcomes {
+            (self.events)(TurnEvent::ToolFinished {
+                name: outcome.name.clone(),
+                preview: outcome.content.chars().take(120).collect(),
+                error: outcome.error,
+            });
+            appended.push(Message {
+                role: Role::Tool,
+                content: Some(outcome.content),
+                tool_calls: Vec::new(),
+                tool_call_id: Some(outcome.call_id),
+                reasoning: None,
+                images: outcome.images,
+            });
+        }
+        if let Some(media) = self.media {
+            media.load_images(&mut appended[results_from..]).await;
+        }
+        appended.extend((self.steer)());
     }
 
     /// Compact the stored transcript; true when it shrank.

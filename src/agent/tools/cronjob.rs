@@ -159,6 +159,55 @@ fn failed(e: impl std::fmt::Display) -> ToolError {
     ToolError::Failed(e.to_string())
 }
 
+impl CronJobTool {
+    /// `create`: a job for this chat, within its toolsets, the caller's job count and the
+    /// recurring interval; its target approved unless it is this chat or the default.
+    async fn create(&self, ctx: &ToolContext, args: &Args, now: chrono::DateTime<Utc>) -> Result<String, ToolError> {
+        // A job's runs never get more than the chat creating it may use.
+        let refused = args.toolsets.as_deref().map(|sets| ctx.policy.refused(sets)).unwrap_or_default();
+        if !refused.is_empty() {
+            return Err(ToolError::Denied(format!(
+                "this chat may not use {}; a job gets at most this chat's toolsets ({})",
+                refused.join(", "),
+                ctx.policy
+            )));
+        }
+        let schedule = args.schedule.clone().ok_or_else(|| invalid("create needs schedule"))?;
+        let prompt = args.prompt.clone().ok_or_else(|| invalid("create needs prompt"))?;
+        self.check_count(ctx).await?;
+        self.check_interval(ctx, &schedule, now)?;
+        let spec = JobSpec {
+            schedule,
+            prompt,
+            name: args.name.clone(),
+            deliver: args.deliver.clone(),
+            repeat: args.repeat,
+            origin: Some(ctx.chat.clone()),
+            model: args.model.clone(),
+            toolsets: args.toolsets.clone(),
+            created_by: Some(ctx.user_id.clone()),
+        };
+        // The rules borrow a non-Send closure: keep them out of the awaits below.
+        let job = {
+            let check = |t: &Target| self.check(ctx, t);
+            let rules = JobRules {
+                tz: self.tz(),
+                default_deliver: &self.cron.default_deliver,
+                models: &self.models,
+                check_target: &check,
+            };
+            prepare(spec, &rules, now).map_err(ToolError::InvalidArguments)?
+        };
+        // The operator's `cron.default_deliver` needs no approval; a target the model
+        // named does, unless it is this chat.
+        if let Some(deliver) = &args.deliver {
+            self.authorise_target(ctx, deliver, &job.prompt).await?;
+        }
+        let job = ctx.store.create_job(&job, now_ms()).await.map_err(failed)?;
+        Ok(format!("Created cron job {}", describe(&job, self.tz())))
+    }
+}
+
 #[async_trait]
 impl Tool for CronJobTool {
     fn spec(&self) -> ToolSpec {
@@ -219,50 +268,7 @@ impl Tool for CronJobTool {
             store.update_job(id, &update, now_ms()).await.map_err(failed)?.ok_or_else(|| missing(id))
         };
         match args.action.as_str() {
-            "create" => {
-                // A job's runs never get more than the chat creating it may use.
-                let refused = args.toolsets.as_deref().map(|sets| ctx.policy.refused(sets)).unwrap_or_default();
-                if !refused.is_empty() {
-                    return Err(ToolError::Denied(format!(
-                        "this chat may not use {}; a job gets at most this chat's toolsets ({})",
-                        refused.join(", "),
-                        ctx.policy
-                    )));
-                }
-                let schedule = args.schedule.clone().ok_or_else(|| invalid("create needs schedule"))?;
-                let prompt = args.prompt.clone().ok_or_else(|| invalid("create needs prompt"))?;
-                self.check_count(ctx).await?;
-                self.check_interval(ctx, &schedule, now)?;
-                let spec = JobSpec {
-                    schedule,
-                    prompt,
-                    name: args.name.clone(),
-                    deliver: args.deliver.clone(),
-                    repeat: args.repeat,
-                    origin: Some(ctx.chat.clone()),
-                    model: args.model.clone(),
-                    toolsets: args.toolsets.clone(),
-                    created_by: Some(ctx.user_id.clone()),
-                };
-                // The rules borrow a non-Send closure: keep them out of the awaits below.
-                let job = {
-                    let check = |t: &Target| self.check(ctx, t);
-                    let rules = JobRules {
-                        tz: self.tz(),
-                        default_deliver: &self.cron.default_deliver,
-                        models: &self.models,
-                        check_target: &check,
-                    };
-                    prepare(spec, &rules, now).map_err(ToolError::InvalidArguments)?
-                };
-                // The operator's `cron.default_deliver` needs no approval; a target the model
-                // named does, unless it is this chat.
-                if let Some(deliver) = &args.deliver {
-                    self.authorise_target(ctx, deliver, &job.prompt).await?;
-                }
-                let job = store.create_job(&job, now_ms()).await.map_err(failed)?;
-                Ok(format!("Created cron job {}", describe(&job, self.tz())))
-            }
+            "create" => self.create(ctx, &args, now).await,
             "list" => {
                 let mut jobs = store.list_jobs().await.map_err(failed)?;
                 if !ctx.admin {
