@@ -10,9 +10,7 @@ use hermesd_platform::Platform;
 use crate::redact::StreamMask;
 use crate::store::ExtrasStore;
 use crate::vocab::message::{Message, Role};
-
-/// The platform that receives reasoning as `reasoning_content` instead (see `platforms::api`).
-const API_PLATFORM: &str = "api";
+use crate::vocab::origin::Origin;
 
 /// The text a turn answers with: `answer`, with the reasoning of the turn's `messages` quoted
 /// before it when the session shows reasoning. The setting is read only when there is reasoning.
@@ -23,7 +21,10 @@ pub async fn reply_text(
     messages: &[Message],
     answer: &str,
 ) -> String {
-    let Some(reasoning) = of_turn(messages).filter(|_| platform != API_PLATFORM) else { return answer.to_owned() };
+    // The API gets reasoning as `reasoning_content` instead (see `platforms::api`).
+    let Some(reasoning) = of_turn(messages).filter(|_| Origin::of(platform) != Origin::Api) else {
+        return answer.to_owned();
+    };
     match store.show_reasoning(session_id).await {
         Ok(true) => prepend(&reasoning, answer),
         Ok(false) => answer.to_owned(),

@@ -17,6 +17,7 @@ use hermesd_platform::{ChatRef, ChatType};
 use crate::config::Env;
 use crate::outbox::PlatformRegistry;
 use crate::store::Store;
+use crate::vocab::origin::Origin;
 use crate::vocab::target::{Target, TargetError};
 
 /// Resolves targets against the running platforms, home channels and the store.
@@ -68,22 +69,26 @@ impl Targets {
                     return Err(TargetError::NoHome(platform.clone()));
                 };
                 match Target::parse(&format!("{platform}:{home}"))? {
-                    Target::Chat { platform, chat_id, thread_id } => Ok(explicit_chat(platform, chat_id, thread_id)),
+                    Target::Chat { platform, chat_id, thread_id } => {
+                        Ok(self.explicit_chat(platform, chat_id, thread_id))
+                    }
                     _ => Err(TargetError::Invalid(home.clone())),
                 }
             }
             Target::Chat { platform, chat_id, thread_id } => {
                 self.platform(&target.to_string(), platform)?;
-                Ok(explicit_chat(platform.clone(), chat_id.clone(), thread_id.clone()))
+                Ok(self.explicit_chat(platform.clone(), chat_id.clone(), thread_id.clone()))
             }
         }
     }
 
     fn platform(&self, target: &str, platform: &str) -> Result<(), TargetError> {
-        if self.platforms.get(platform).is_some() && !matches!(platform, "api") {
+        // The API answers requests; nothing can be posted to it.
+        let postable = |name: &str| Origin::of(name) != Origin::Api;
+        if self.platforms.get(platform).is_some() && postable(platform) {
             return Ok(());
         }
-        let mut running: Vec<&str> = self.platforms.all().map(|p| p.name()).filter(|p| *p != "api").collect();
+        let mut running: Vec<&str> = self.platforms.all().map(|p| p.name()).filter(|p| postable(p)).collect();
         running.sort_unstable();
         Err(TargetError::UnknownPlatform {
             target: target.to_owned(),
@@ -91,20 +96,17 @@ impl Targets {
             running: running.join(", "),
         })
     }
-}
 
-/// A chat named by id alone. Its type only tunes pacing (groups get the slower group rate), so
-/// it is read from the id's shape where the platform makes that possible.
-fn explicit_chat(platform: String, chat_id: String, thread_id: Option<String>) -> ChatRef {
-    let chat_type = match (platform.as_str(), thread_id.is_some()) {
-        (_, true) => ChatType::Thread,
-        ("telegram", false) if chat_id.starts_with('-') => ChatType::Group,
-        ("slack", false) if chat_id.starts_with('D') => ChatType::Dm,
-        ("slack" | "discord", false) => ChatType::Channel,
-        ("signal", false) if chat_id.starts_with("group:") => ChatType::Group,
-        _ => ChatType::Dm,
-    };
-    ChatRef { platform, chat_id, chat_type, thread_id }
+    /// A chat named by id alone. Its type only tunes pacing (groups get the slower group rate),
+    /// so the platform reads it from the id's shape where it can (`Platform::chat_type_of`).
+    fn explicit_chat(&self, platform: String, chat_id: String, thread_id: Option<String>) -> ChatRef {
+        let chat_type = match (&thread_id, self.platforms.get(&platform)) {
+            (Some(_), _) => ChatType::Thread,
+            (None, Some(adapter)) => adapter.chat_type_of(&chat_id),
+            (None, None) => ChatType::Dm,
+        };
+        ChatRef { platform, chat_id, chat_type, thread_id }
+    }
 }
 
 #[cfg(test)]

@@ -60,15 +60,66 @@ async fn resolves_homes_from_store_then_env_and_refuses_what_it_cannot_reach() {
     assert!(targets.check("discord").is_err());
 }
 
-#[test]
-fn explicit_chats_get_a_type_from_their_id() {
-    assert_eq!(explicit_chat("telegram".into(), "-100".into(), None).chat_type, ChatType::Group);
-    assert_eq!(explicit_chat("telegram".into(), "42".into(), None).chat_type, ChatType::Dm);
-    assert_eq!(explicit_chat("slack".into(), "D1".into(), None).chat_type, ChatType::Dm);
-    assert_eq!(explicit_chat("discord".into(), "1".into(), Some("2".into())).chat_type, ChatType::Thread);
-    assert_eq!(explicit_chat("signal".into(), "group:R3JvdXA=".into(), None).chat_type, ChatType::Group);
-    assert_eq!(
-        explicit_chat("signal".into(), "a11ce000-0000-4000-8000-00000000000a".into(), None).chat_type,
-        ChatType::Dm
-    );
+/// A platform whose ids of groups start with `g`; everything else is `local`'s.
+struct Grouped(LocalPlatform);
+
+#[async_trait::async_trait]
+impl hermesd_platform::Platform for Grouped {
+    fn name(&self) -> &str {
+        "grouped"
+    }
+
+    fn capabilities(&self) -> hermesd_platform::Capabilities {
+        self.0.capabilities()
+    }
+
+    async fn run(
+        &self,
+        ctx: hermesd_platform::PlatformContext,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<(), hermesd_platform::PlatformError> {
+        self.0.run(ctx, cancel).await
+    }
+
+    async fn send(
+        &self,
+        message: &hermesd_platform::OutboundMessage,
+    ) -> Result<hermesd_platform::MessageRef, hermesd_platform::PlatformError> {
+        self.0.send(message).await
+    }
+
+    async fn edit(
+        &self,
+        message: &hermesd_platform::MessageRef,
+        text: &str,
+    ) -> Result<(), hermesd_platform::PlatformError> {
+        self.0.edit(message, text).await
+    }
+
+    async fn typing(&self, chat: &ChatRef) -> Result<(), hermesd_platform::PlatformError> {
+        self.0.typing(chat).await
+    }
+
+    fn chat_type_of(&self, chat_id: &str) -> ChatType {
+        if chat_id.starts_with('g') { ChatType::Group } else { ChatType::Dm }
+    }
+}
+
+#[tokio::test]
+async fn explicit_chats_get_their_type_from_the_platform() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
+    let mut platforms = PlatformRegistry::default();
+    platforms.insert(Arc::new(Grouped(LocalPlatform::new(dir.path().join("d")))));
+    let targets = Targets::new(store, platforms, &Env::from_map(HashMap::new()));
+    let chat_type = |chat_id: &str, thread: Option<&str>| {
+        targets.explicit_chat("grouped".into(), chat_id.into(), thread.map(str::to_owned)).chat_type
+    };
+    assert_eq!(chat_type("g1", None), ChatType::Group);
+    assert_eq!(chat_type("42", None), ChatType::Dm);
+    assert_eq!(chat_type("g1", Some("7")), ChatType::Thread);
+    let resolved = targets.resolve(&Target::parse("grouped:g9").unwrap(), None).await.unwrap();
+    assert_eq!(resolved.chat_type, ChatType::Group);
+    assert_eq!(targets.explicit_chat("gone".into(), "g1".into(), None).chat_type, ChatType::Dm);
 }

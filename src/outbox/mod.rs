@@ -50,6 +50,11 @@ impl PlatformRegistry {
     pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Platform>> {
         self.platforms.values()
     }
+
+    /// The character commands on `platform` start with (`/` for one not running).
+    pub fn command_prefix(&self, platform: &str) -> char {
+        self.get(platform).map_or('/', |p| p.command_prefix())
+    }
 }
 
 /// The outbox service.

@@ -159,7 +159,7 @@ impl Router {
                     &message.sender,
                     self.inner.settings.group_per_user,
                 );
-                let prefix = if message.chat.platform == "slack" { '!' } else { '/' };
+                let prefix = self.inner.runner.outbox().platforms().command_prefix(&message.chat.platform);
                 match commands::parse(&message.text, prefix) {
                     Parsed::Command(command) => self.control(seq, &key, &message, command, prefix).await,
                     Parsed::Invalid(error) => self.answer(seq, &message, &error).await,

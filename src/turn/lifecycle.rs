@@ -41,6 +41,11 @@ fn tells_resets(platform: &str) -> bool {
 }
 
 impl TurnRunner {
+    /// The command prefix of the key's platform (`!` on Slack).
+    fn command_prefix(&self, key: &SessionKey) -> char {
+        self.parts.outbox.platforms().command_prefix(&key.platform)
+    }
+
     /// The memory flush turn.
     pub fn flusher(&self) -> &Arc<Flusher> {
         &self.flusher
@@ -131,7 +136,7 @@ impl TurnRunner {
         if !tells_resets(&job.key.platform) {
             return;
         }
-        let text = reset_notice(reason, self.reset_policy(&job.key), command_prefix(&job.key));
+        let text = reset_notice(reason, self.reset_policy(&job.key), self.command_prefix(&job.key));
         let turn_id = format!("evt:{}:reset", job.seq);
         self.parts.outbox.notify(&job.message.chat, &text, Some(&job.message.message_id), &turn_id).await;
     }
@@ -141,7 +146,7 @@ impl TurnRunner {
         if !tells_resets(&key.platform) {
             return;
         }
-        let text = reset_notice(reason, self.reset_policy(key), command_prefix(key));
+        let text = reset_notice(reason, self.reset_policy(key), self.command_prefix(key));
         let chat = key_chat(key);
         let turn_id = format!("reset:{}", uuid::Uuid::now_v7());
         self.parts.outbox.notify(&chat, &text, None, &turn_id).await;
@@ -185,11 +190,6 @@ impl TurnRunner {
 /// The chat a session key talks in.
 fn key_chat(key: &SessionKey) -> ChatRef {
     ChatRef { thread_id: key.thread_id.clone(), ..ChatRef::new(&key.platform, &key.chat_id, key.chat_type) }
-}
-
-/// The command prefix of the key's platform (`!` on Slack).
-fn command_prefix(key: &SessionKey) -> char {
-    if key.platform == "slack" { '!' } else { '/' }
 }
 
 /// A flush target for a session whose turn `message` belongs to.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{ChatRef, InboundEvent, MessageRef, OutboundFile, OutboundMessage};
+use crate::model::{ChatRef, ChatType, InboundEvent, MessageRef, OutboundFile, OutboundMessage};
 
 /// How a platform counts message length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,6 +330,19 @@ pub trait Platform: Send + Sync {
     /// model to stream only then.
     fn wants_stream(&self, _reply_to: &str) -> bool {
         false
+    }
+
+    /// The character commands start with: `/`, or another where the platform keeps `/` for
+    /// commands of its own (Slack's slash commands never reach the bot as messages).
+    fn command_prefix(&self) -> char {
+        '/'
+    }
+
+    /// The kind of chat a chat id names when a delivery target gives only the id
+    /// (`telegram:-100…` is a group): read from the id's shape where the platform's ids show
+    /// it; a direct conversation otherwise. It only tunes pacing (groups get the group rate).
+    fn chat_type_of(&self, _chat_id: &str) -> ChatType {
+        ChatType::Dm
     }
 
     /// Whether `chat` can show a native draft of a message still being written (Telegram's

@@ -396,6 +396,12 @@ impl Platform for DiscordPlatform {
         NAME
     }
 
+    fn chat_type_of(&self, _chat_id: &str) -> hermesd_platform::ChatType {
+        // A bare id cannot tell a DM channel from a guild channel; channels are the common
+        // target, and their pacing is the stricter one.
+        hermesd_platform::ChatType::Channel
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_message_len: 2000,
@@ -487,6 +493,13 @@ impl Platform for DiscordPlatform {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_bare_chat_id_tells_its_chat_type() {
+        use hermesd_platform::{ChatType, Platform};
+        let platform = DiscordPlatform::new(DiscordSettings::default());
+        assert_eq!(platform.chat_type_of("123"), ChatType::Channel);
+    }
+
     use super::*;
 
     #[test]

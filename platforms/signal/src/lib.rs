@@ -165,6 +165,10 @@ impl Platform for SignalPlatform {
         NAME
     }
 
+    fn chat_type_of(&self, chat_id: &str) -> hermesd_platform::ChatType {
+        chat_type(chat_id)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_message_len: MAX_MESSAGE_CHARS,
@@ -220,5 +224,22 @@ impl Platform for SignalPlatform {
 
     fn health(&self) -> Option<PlatformHealth> {
         self.health.report()
+    }
+}
+
+/// The chat a bare id names: `group:<base64 id>` is a group, a number or UUID a person.
+fn chat_type(chat_id: &str) -> hermesd_platform::ChatType {
+    if chat_id.starts_with("group:") { hermesd_platform::ChatType::Group } else { hermesd_platform::ChatType::Dm }
+}
+
+#[cfg(test)]
+mod chat_type_tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_chat_id_tells_its_chat_type() {
+        use hermesd_platform::ChatType;
+        assert_eq!(chat_type("group:R3JvdXA="), ChatType::Group);
+        assert_eq!(chat_type("a11ce000-0000-4000-8000-00000000000a"), ChatType::Dm);
     }
 }

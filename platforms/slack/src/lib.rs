@@ -244,6 +244,16 @@ impl Platform for SlackPlatform {
         NAME
     }
 
+    fn command_prefix(&self) -> char {
+        // `/` is Slack's own: a `/status` never reaches the bot as a message.
+        '!'
+    }
+
+    fn chat_type_of(&self, chat_id: &str) -> ChatType {
+        // Conversation ids of DMs start with `D`; the rest are channels.
+        if chat_id.starts_with('D') { ChatType::Dm } else { ChatType::Channel }
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_message_len: MAX_MESSAGE_CHARS,
@@ -335,4 +345,18 @@ impl Platform for SlackPlatform {
 fn unix_now() -> i64 {
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod chat_type_tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_chat_id_tells_its_chat_type() {
+        use hermesd_platform::{ChatType, Platform};
+        let platform = SlackPlatform::new(SlackSettings::default());
+        assert_eq!(platform.chat_type_of("D01"), ChatType::Dm);
+        assert_eq!(platform.chat_type_of("C01"), ChatType::Channel);
+        assert_eq!(platform.command_prefix(), '!');
+    }
 }

@@ -193,6 +193,11 @@ impl Platform for TelegramPlatform {
         NAME
     }
 
+    fn chat_type_of(&self, chat_id: &str) -> hermesd_platform::ChatType {
+        // Groups and channels have negative ids.
+        if chat_id.starts_with('-') { hermesd_platform::ChatType::Group } else { hermesd_platform::ChatType::Dm }
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_message_len: 4096,
@@ -267,5 +272,18 @@ impl Platform for TelegramPlatform {
 
     fn health(&self) -> Option<PlatformHealth> {
         self.health.report()
+    }
+}
+
+#[cfg(test)]
+mod chat_type_tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_chat_id_tells_its_chat_type() {
+        use hermesd_platform::{ChatType, Platform};
+        let platform = TelegramPlatform::new(TelegramSettings::default());
+        assert_eq!(platform.chat_type_of("-100123"), ChatType::Group);
+        assert_eq!(platform.chat_type_of("42"), ChatType::Dm);
     }
 }

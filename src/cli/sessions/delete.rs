@@ -16,6 +16,7 @@ use crate::agent::tools::send_file::stage::OUTBOUND_DIR;
 use crate::agent::tools::todo::todo_path;
 use crate::delivery::turns::{CRON_OUTPUT_DIR, job_output_dir};
 use crate::store::{PersonStore, StoreResult};
+use crate::vocab::origin::Origin;
 
 /// The media folder under `HERMESD_HOME`.
 const MEDIA_DIR: &str = "media";
@@ -81,7 +82,7 @@ pub(crate) async fn erase(
     let mut folders: Vec<PathBuf> = vec![person_dir(&home.join(MEMORY_DIR), platform, user), own, tmp];
     let media = home.join(MEDIA_DIR).join(sanitise(platform));
     folders.extend(done.sessions.iter().filter(|s| s.dm).map(|s| media.join(sanitise(&s.chat_id))));
-    if platform != "api" {
+    if Origin::of(platform) != Origin::Api {
         // A DM's chat id is the user's id on Telegram; their media outlives pruned sessions.
         folders.push(media.join(sanitise(user)));
     }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{Target, parse_entries, render};
 use crate::agent::tools::place::{Whose, person_dir};
 use crate::config::{MemoryConfig, MemoryScope};
+use crate::vocab::origin::Origin;
 
 /// The folder under `HERMESD_HOME` that holds the memory files.
 pub const MEMORY_DIR: &str = "memory";
@@ -83,7 +84,7 @@ const SHARED_HEADING: &str = "Shared memory (the operator's notes for every conv
 /// Why a turn without a person of its own has no personal memory, for the model.
 fn refusal(whose: Option<&Whose>) -> &'static str {
     match whose {
-        Some(Whose::Chat { platform, .. }) if platform == "api" => {
+        Some(Whose::Chat { platform, .. }) if Origin::of(platform) == Origin::Api => {
             "an API request without `user` has no personal memory (send `user` to keep memory); \
              nothing was read or saved"
         }
