@@ -18,7 +18,7 @@ mod key;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use hermesd_platform::{ChatType, Sender};
+use hermesd_platform::{AccessRules, ChatType, Sender};
 use rand::Rng;
 
 use crate::clock::now_ms;
@@ -79,9 +79,11 @@ pub struct Access {
     key: PairingKey,
     /// Strangers given a pairing reply, by (platform, user id), with when (Unix ms).
     answered: Mutex<HashMap<(String, String), i64>>,
-    /// Platforms whose unknown senders are ignored instead of paired (e-mail by default: a
-    /// pairing reply to a forged sender address is backscatter).
+    /// Platforms whose unknown senders are ignored instead of paired (those whose adapter says
+    /// so, and e-mail by default: a pairing reply to a forged sender address is backscatter).
     no_pairing: HashSet<String>,
+    /// Platforms whose user ids are phone numbers without the `+` (`AccessRules`).
+    phone_ids: HashSet<String>,
 }
 
 /// Comma-separated ids; e-mail addresses (`local@domain`) are lowercased, as the e-mail adapter
@@ -96,10 +98,10 @@ fn parse_bool(value: Option<String>) -> bool {
     value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
 
-/// Whether `ids` (an allowlist or admin list) names `user_id` on `platform`. WhatsApp ids are
-/// E.164 numbers without the `+` (`wa_id`), and operators write them either way.
-fn holds(ids: &HashSet<String>, platform: &str, user_id: &str) -> bool {
-    ids.contains(user_id) || (platform == "whatsapp" && ids.contains(&format!("+{user_id}")))
+/// Whether `ids` (an allowlist or admin list) names `user_id`; where ids are phone numbers
+/// without the `+` (`phone_ids`), operators write them either way.
+fn holds(ids: &HashSet<String>, phone_ids: bool, user_id: &str) -> bool {
+    ids.contains(user_id) || (phone_ids && ids.contains(&format!("+{user_id}")))
 }
 
 /// A phone number (`+` and digits) a platform reports among a sender's `roles` (Signal, whose
@@ -115,18 +117,10 @@ fn trusted(platform: &str) -> bool {
     Origin::of(platform).authenticates_itself()
 }
 
-/// The prefix of a platform's access variables: Home Assistant's are `HASS_*` (Hermes' names).
-fn env_prefix(platform: &str) -> String {
-    match platform {
-        "homeassistant" => "HASS".to_owned(),
-        other => other.to_ascii_uppercase(),
-    }
-}
-
-/// Platforms where an unknown sender gets no pairing code: Home Assistant requests come from
-/// automations, and HA user ids are listed by the operator (`HASS_ALLOWED_USERS`).
-fn no_pairing(platform: &str) -> bool {
-    platform == "homeassistant"
+/// The prefix of a platform's access variables: the adapter's (`HASS` for Home Assistant,
+/// Hermes' names), else the platform's name in capitals.
+fn env_prefix(platform: &str, rules: AccessRules) -> String {
+    rules.env_prefix.map_or_else(|| platform.to_ascii_uppercase(), str::to_owned)
 }
 
 fn rule(env: &Env, prefix: &str) -> Rule {
@@ -168,35 +162,37 @@ fn describe_admins(gateway: &Rule, platform_rule: Option<&Rule>, platform: &str)
 }
 
 /// One line per platform naming its admins (`hermesd check`).
-pub fn admin_report<'a>(env: &Env, platforms: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+pub fn admin_report<'a>(env: &Env, platforms: impl IntoIterator<Item = (&'a str, AccessRules)>) -> Vec<String> {
     let gateway = rule(env, "GATEWAY");
     platforms
         .into_iter()
-        .map(|p| {
-            let platform_rule = rule(env, &env_prefix(p));
+        .map(|(p, rules)| {
+            let platform_rule = rule(env, &env_prefix(p, rules));
             format!("{p}: {}", describe_admins(&gateway, Some(&platform_rule), p))
         })
         .collect()
 }
 
 impl Access {
-    /// Read the allowlists and admins for `platforms` from `env`; pairing codes are hashed
-    /// with `key`.
+    /// Read the allowlists and admins for `platforms` (each with its adapter's `AccessRules`)
+    /// from `env`; pairing codes are hashed with `key`.
     pub fn from_env<'a>(
         env: &Env,
-        platforms: impl IntoIterator<Item = &'a str>,
+        platforms: impl IntoIterator<Item = (&'a str, AccessRules)>,
         store: Arc<dyn Store>,
         key: PairingKey,
     ) -> Self {
-        let rules = platforms.into_iter().map(|p| (p.to_owned(), rule(env, &env_prefix(p)))).collect();
-        Self {
-            rules,
-            gateway: rule(env, "GATEWAY"),
-            store,
-            key,
-            answered: Mutex::default(),
-            no_pairing: HashSet::new(),
+        let (mut rules, mut no_pairing, mut phone_ids) = (HashMap::new(), HashSet::new(), HashSet::new());
+        for (platform, access) in platforms {
+            rules.insert(platform.to_owned(), rule(env, &env_prefix(platform, access)));
+            if !access.pairs_strangers {
+                no_pairing.insert(platform.to_owned());
+            }
+            if access.phone_number_ids {
+                phone_ids.insert(platform.to_owned());
+            }
         }
+        Self { rules, gateway: rule(env, "GATEWAY"), store, key, answered: Mutex::default(), no_pairing, phone_ids }
     }
 
     /// Unknown senders on `platforms` are ignored without a pairing reply.
@@ -217,7 +213,6 @@ impl Access {
             return Ok(Decision::Allow);
         }
         if chat_type != ChatType::Dm
-            || no_pairing(platform)
             || self.no_pairing.contains(platform)
             || !self.first_reply_in_window(platform, &sender.id)
         {
@@ -250,9 +245,10 @@ impl Access {
         }
         let platform_rule = self.rules.get(platform);
         let explicit = !self.gateway.admins.is_empty() || platform_rule.is_some_and(|r| !r.admins.is_empty());
+        let phone = self.phone_ids.contains(platform);
         let held = |pick: fn(&Rule) -> &HashSet<String>| {
-            holds(pick(&self.gateway), platform, sender_id)
-                || platform_rule.is_some_and(|r| holds(pick(r), platform, sender_id))
+            holds(pick(&self.gateway), phone, sender_id)
+                || platform_rule.is_some_and(|r| holds(pick(r), phone, sender_id))
         };
         if explicit { held(|r| &r.admins) } else { held(|r| &r.users) }
     }
@@ -261,17 +257,19 @@ impl Access {
     /// terminal's operator): unlike `is_admin`, never true merely for being allowlisted while no
     /// admin list is set. `[limits]` exempts these.
     pub fn is_named_admin(&self, platform: &str, sender_id: &str) -> bool {
+        let phone = self.phone_ids.contains(platform);
         Origin::of(platform).fixed_admin().unwrap_or_else(|| {
-            holds(&self.gateway.admins, platform, sender_id)
-                || self.rules.get(platform).is_some_and(|r| holds(&r.admins, platform, sender_id))
+            holds(&self.gateway.admins, phone, sender_id)
+                || self.rules.get(platform).is_some_and(|r| holds(&r.admins, phone, sender_id))
         })
     }
 
     /// Whether allowlists (not approvals) admit the user, by id or by a role they hold.
     fn listed(&self, platform: &str, sender: &Sender) -> bool {
+        let phone = self.phone_ids.contains(platform);
         let admits = |rule: &Rule| {
             rule.all
-                || holds(&rule.users, platform, &sender.id)
+                || holds(&rule.users, phone, &sender.id)
                 || sender.roles.iter().any(|r| rule.roles.contains(r) || (is_number(r) && rule.users.contains(r)))
         };
         admits(&self.gateway) || self.rules.get(platform).is_some_and(admits)
@@ -335,7 +333,9 @@ mod tests {
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
         let env = Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
-        (Access::from_env(&env, ["telegram", "slack", "whatsapp"], store.clone(), key()), store, dir)
+        let phones = AccessRules { phone_number_ids: true, ..AccessRules::DEFAULT };
+        let platforms = [("telegram", AccessRules::DEFAULT), ("slack", AccessRules::DEFAULT), ("whatsapp", phones)];
+        (Access::from_env(&env, platforms, store.clone(), key()), store, dir)
     }
 
     fn key() -> PairingKey {
@@ -347,6 +347,20 @@ mod tests {
             .find(|w| w.len() == CODE_LEN && w.chars().all(|c| ALPHABET.contains(&(c as u8))))
             .unwrap()
             .to_owned()
+    }
+
+    #[tokio::test]
+    async fn an_adapters_rules_name_its_variables_and_whether_strangers_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
+        let env = Env::from_map(HashMap::from([("HASS_ALLOWED_USERS".to_owned(), "u1".to_owned())]));
+        let rules = AccessRules { env_prefix: Some("HASS"), phone_number_ids: false, pairs_strangers: false };
+        let access = Access::from_env(&env, [("homeassistant", rules)], store, key());
+        assert_eq!(access.check("homeassistant", "c", ChatType::Dm, &sender("u1")).await.unwrap(), Decision::Allow);
+        assert_eq!(access.check("homeassistant", "c", ChatType::Dm, &sender("u2")).await.unwrap(), Decision::Ignore);
+        let report = admin_report(&env, [("homeassistant", rules)]);
+        assert!(report[0].contains("u1"), "{report:?}");
     }
 
     #[tokio::test]
@@ -418,7 +432,7 @@ mod tests {
         assert_eq!(access.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap(), Decision::Ignore);
         // A fresh daemon (nothing remembered) answers once that a code is already out.
         let (env, fresh) = (Env::from_map(HashMap::new()), store.clone());
-        let restarted = Access::from_env(&env, ["telegram"], fresh, key());
+        let restarted = Access::from_env(&env, [("telegram", AccessRules::DEFAULT)], fresh, key());
         let Decision::Pair(again) = restarted.check("telegram", "c7", ChatType::Dm, &sender("7")).await.unwrap() else {
             panic!()
         };
@@ -512,7 +526,8 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         );
-        let report = admin_report(&env, ["telegram", "slack", "discord", "terminal"]);
+        let report =
+            admin_report(&env, ["telegram", "slack", "discord", "terminal"].map(|p| (p, AccessRules::DEFAULT)));
         assert!(report[0].starts_with("telegram: 1 (listed by id"), "{report:?}");
         assert!(report[1].starts_with("slack: s0, s1 (from SLACK_ADMIN_USERS"), "{report:?}");
         assert!(report[2].starts_with("discord: nobody"), "{report:?}");
@@ -541,7 +556,8 @@ mod tests {
             Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
         let vars = [("EMAIL_ALLOWED_USERS", " Ann@Example.ORG , bob@example.org")];
         let env = Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
-        let access = Access::from_env(&env, ["email", "telegram"], store, key()).without_pairing(["email"]);
+        let platforms = [("email", AccessRules::DEFAULT), ("telegram", AccessRules::DEFAULT)];
+        let access = Access::from_env(&env, platforms, store, key()).without_pairing(["email"]);
         let check = |p: &'static str, id: &'static str| {
             let access = &access;
             async move { access.check(p, "c", ChatType::Dm, &sender(id)).await.unwrap() }

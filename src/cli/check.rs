@@ -34,7 +34,8 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
             format!("embedded defaults ({} not found)", loaded.paths.config.display())
         };
         println!("configuration OK: {source}");
-        for line in crate::access::admin_report(&loaded.env, chat_platforms(&loaded.config)) {
+        let platforms = chat_platforms(&loaded.config).into_iter().map(|p| (p, crate::platforms::access_rules(p)));
+        for line in crate::access::admin_report(&loaded.env, platforms) {
             println!("admins {line}");
         }
         let sandbox = crate::sandbox::Sandbox::new(loaded.config.tools.terminal.sandbox, None);

@@ -236,7 +236,8 @@ pub(super) fn access(ground: Ground<'_>, platforms: &PlatformRegistry) -> anyhow
     let local_key = Secret::new(pairing_key.local_api_key());
     let unpaired = (!config.platforms.email.pairing).then_some("email");
     let access =
-        Access::from_env(env, platforms.all().map(|p| p.name()), store.clone(), pairing_key).without_pairing(unpaired);
+        Access::from_env(env, platforms.all().map(|p| (p.name(), p.access_rules())), store.clone(), pairing_key)
+            .without_pairing(unpaired);
     Ok((Arc::new(access), local_key))
 }
 

@@ -19,3 +19,15 @@ pub mod terminal;
 
 #[cfg(feature = "whatsapp")]
 pub mod whatsapp;
+
+/// The access rules of the adapter named `platform`, for when no adapter runs (`hermesd
+/// check`); a running adapter answers `Platform::access_rules` itself.
+pub fn access_rules(platform: &str) -> hermesd_platform::AccessRules {
+    match platform {
+        #[cfg(feature = "homeassistant")]
+        hermesd_homeassistant::NAME => hermesd_homeassistant::ACCESS_RULES,
+        #[cfg(feature = "whatsapp")]
+        hermesd_whatsapp::NAME => hermesd_whatsapp::ACCESS_RULES,
+        _ => hermesd_platform::AccessRules::DEFAULT,
+    }
+}

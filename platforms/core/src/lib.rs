@@ -24,8 +24,8 @@ pub use model::{
     MessageRef, OutboundFile, OutboundKind, OutboundMessage, ReplyContext, Sender,
 };
 pub use platform::{
-    Accepted, Admission, Capabilities, DeliveryStatus, FileLimits, Ingress, IngressError, LengthUnit, MAX_RETRY_AFTER,
-    MarkdownDialect, Platform, PlatformContext, PlatformError, PlatformHealth, WebhookRequest, WebhookResponse,
-    clamp_retry_after,
+    Accepted, AccessRules, Admission, Capabilities, DeliveryStatus, FileLimits, Ingress, IngressError, LengthUnit,
+    MAX_RETRY_AFTER, MarkdownDialect, Platform, PlatformContext, PlatformError, PlatformHealth, WebhookRequest,
+    WebhookResponse, clamp_retry_after,
 };
 pub use redact::Redactor;

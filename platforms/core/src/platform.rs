@@ -67,6 +67,32 @@ pub struct Capabilities {
     pub global_rate: f64,
 }
 
+/// How the host's access lists name people on a platform, declared by the adapter so the host
+/// needs no list of platforms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessRules {
+    /// Prefix of the access variables (`<PREFIX>_ALLOWED_USERS`, `_ADMIN_USERS`, …); `None`:
+    /// the platform's name in capitals.
+    pub env_prefix: Option<&'static str>,
+    /// User ids are phone numbers without their `+` (WhatsApp's `wa_id`): a list may write them
+    /// either way.
+    pub phone_number_ids: bool,
+    /// An unknown sender in a direct conversation is offered a pairing code.
+    pub pairs_strangers: bool,
+}
+
+impl AccessRules {
+    /// The rules of most platforms: variables named after the platform, ids as they come,
+    /// strangers paired.
+    pub const DEFAULT: AccessRules = AccessRules { env_prefix: None, phone_number_ids: false, pairs_strangers: true };
+}
+
+impl Default for AccessRules {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// The largest files a platform takes from a bot, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileLimits {
@@ -330,6 +356,11 @@ pub trait Platform: Send + Sync {
     /// model to stream only then.
     fn wants_stream(&self, _reply_to: &str) -> bool {
         false
+    }
+
+    /// How the host's access lists name people here.
+    fn access_rules(&self) -> AccessRules {
+        AccessRules::DEFAULT
     }
 
     /// The character commands start with: `/`, or another where the platform keeps `/` for

@@ -86,10 +86,19 @@ impl HassPlatform {
     }
 }
 
+/// Home Assistant's access variables are `HASS_*` (Hermes' names); its requests come from
+/// automations, so an unknown user id is never paired: the operator lists HA users by id.
+pub const ACCESS_RULES: hermesd_platform::AccessRules =
+    hermesd_platform::AccessRules { env_prefix: Some("HASS"), phone_number_ids: false, pairs_strangers: false };
+
 #[async_trait]
 impl Platform for HassPlatform {
     fn name(&self) -> &str {
         NAME
+    }
+
+    fn access_rules(&self) -> hermesd_platform::AccessRules {
+        ACCESS_RULES
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -202,10 +202,18 @@ impl WhatsAppPlatform {
     }
 }
 
+/// WhatsApp ids are E.164 numbers without the `+` (`wa_id`); operators write them either way.
+pub const ACCESS_RULES: hermesd_platform::AccessRules =
+    hermesd_platform::AccessRules { phone_number_ids: true, ..hermesd_platform::AccessRules::DEFAULT };
+
 #[async_trait]
 impl Platform for WhatsAppPlatform {
     fn name(&self) -> &str {
         NAME
+    }
+
+    fn access_rules(&self) -> hermesd_platform::AccessRules {
+        ACCESS_RULES
     }
 
     fn capabilities(&self) -> Capabilities {
