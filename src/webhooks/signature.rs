@@ -2,10 +2,7 @@
 //! and a generic HMAC-SHA256 over `"{timestamp}.{body}"` with a ±300 s window. Every comparison
 //! of secret material is constant-time; nothing here does IO or reads the clock.
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
-
-type HmacSha256 = Hmac<Sha256>;
+use hermesd_platform::hmac_sha256;
 
 /// How far the generic scheme's timestamp may be from now, either way, in seconds.
 pub const MAX_SKEW_SECS: i64 = 300;
@@ -19,8 +16,6 @@ const GITHUB_SIGNATURE: &str = "x-hub-signature-256";
 const GITLAB_TOKEN: &str = "x-gitlab-token";
 const GENERIC_SIGNATURE: &str = "x-webhook-signature";
 const GENERIC_TIMESTAMP: &str = "x-webhook-timestamp";
-/// The length of an HMAC-SHA256 tag in bytes.
-const TAG_LEN: usize = 32;
 
 /// How a route's sender proves it knows the secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,27 +74,25 @@ pub fn verify(
                 .trim()
                 .strip_prefix("sha256=")
                 .ok_or(SignatureError::Malformed("x-hub-signature-256: expected sha256=<hex>"))?;
-            let tag =
-                decode_tag(hex).ok_or(SignatureError::Malformed("x-hub-signature-256: expected 64 hex digits"))?;
-            let mut mac = keyed(secret);
-            mac.update(body);
-            mac.verify_slice(&tag).map_err(|_| SignatureError::Mismatch)
+            let tag = hmac_sha256::decode_hex(hex)
+                .ok_or(SignatureError::Malformed("x-hub-signature-256: expected 64 hex digits"))?;
+            hmac_sha256::verify(secret, &[body], &tag).then_some(()).ok_or(SignatureError::Mismatch)
         }
         Scheme::GitLab => {
             let token = header(GITLAB_TOKEN)?;
-            // Comparing tags of both values under a fixed key is constant-time (verify_slice)
-            // and, unlike a byte compare, does not reveal the secret's length.
-            let mut mac = keyed(b"hermesd gitlab token");
-            mac.update(token.as_bytes());
-            mac.verify_slice(&tag_of(b"hermesd gitlab token", secret)).map_err(|_| SignatureError::Mismatch)
+            // Comparing tags of both values under a fixed key is constant-time and, unlike a
+            // byte compare, does not reveal the secret's length.
+            let key = b"hermesd gitlab token";
+            let expected = hmac_sha256::tag(key, &[secret]);
+            hmac_sha256::verify(key, &[token.as_bytes()], &expected).then_some(()).ok_or(SignatureError::Mismatch)
         }
         Scheme::Generic => {
             let value = header(GENERIC_SIGNATURE)?;
             let timestamp = header(GENERIC_TIMESTAMP)?;
             let hex = value.trim();
             let hex = hex.strip_prefix("sha256=").unwrap_or(hex);
-            let tag =
-                decode_tag(hex).ok_or(SignatureError::Malformed("x-webhook-signature: expected 64 hex digits"))?;
+            let tag = hmac_sha256::decode_hex(hex)
+                .ok_or(SignatureError::Malformed("x-webhook-signature: expected 64 hex digits"))?;
             let timestamp = timestamp.trim();
             let sent: i64 = timestamp
                 .parse()
@@ -109,65 +102,22 @@ pub fn verify(
                 return Err(SignatureError::Stale { skew_secs });
             }
             // The timestamp is signed as sent, so a sender's formatting is its own business.
-            let mut mac = keyed(secret);
-            mac.update(timestamp.as_bytes());
-            mac.update(b".");
-            mac.update(body);
-            mac.verify_slice(&tag).map_err(|_| SignatureError::Mismatch)
+            hmac_sha256::verify(secret, &[timestamp.as_bytes(), b".", body], &tag)
+                .then_some(())
+                .ok_or(SignatureError::Mismatch)
         }
     }
 }
 
 /// The `X-Hub-Signature-256` value GitHub would send: `sha256=<hex>`.
 pub fn sign_github(secret: &[u8], body: &[u8]) -> String {
-    format!("sha256={}", encode_hex(&tag_of(secret, body)))
+    format!("sha256={}", hmac_sha256::encode_hex(&hmac_sha256::tag(secret, &[body])))
 }
 
 /// The `X-Webhook-Signature` value for the generic scheme: lowercase hex of
 /// HMAC-SHA256(secret, "{timestamp}.{body}").
 pub fn sign_generic(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
-    let mut mac = keyed(secret);
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    encode_hex(&mac.finalize().into_bytes())
-}
-
-fn keyed(key: &[u8]) -> HmacSha256 {
-    HmacSha256::new_from_slice(key).expect("HMAC accepts keys of any length")
-}
-
-fn tag_of(key: &[u8], message: &[u8]) -> [u8; TAG_LEN] {
-    let mut mac = keyed(key);
-    mac.update(message);
-    mac.finalize().into_bytes().into()
-}
-
-/// Decodes exactly 64 hex digits (either case) into a tag.
-fn decode_tag(hex: &str) -> Option<[u8; TAG_LEN]> {
-    let bytes = hex.as_bytes();
-    if bytes.len() != 2 * TAG_LEN {
-        return None;
-    }
-    let mut tag = [0u8; TAG_LEN];
-    for (out, pair) in tag.iter_mut().zip(bytes.chunks_exact(2)) {
-        *out = nibble(pair[0])? << 4 | nibble(pair[1])?;
-    }
-    Some(tag)
-}
-
-fn nibble(digit: u8) -> Option<u8> {
-    match digit {
-        b'0'..=b'9' => Some(digit - b'0'),
-        b'a'..=b'f' => Some(digit - b'a' + 10),
-        b'A'..=b'F' => Some(digit - b'A' + 10),
-        _ => None,
-    }
-}
-
-fn encode_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    bytes.iter().flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0xf)]]).map(char::from).collect()
+    hmac_sha256::encode_hex(&hmac_sha256::tag(secret, &[timestamp.to_string().as_bytes(), b".", body]))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod corpus;
 /// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
 #[cfg(any(fuzzing, test))]
 pub mod fuzzing;
+pub mod hmac_sha256;
 mod http_pool;
 pub mod media;
 mod model;

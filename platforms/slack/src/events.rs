@@ -6,9 +6,7 @@
 //! after its event was accepted; anything else makes Slack deliver it again, and its retries
 //! (`x-slack-retry-num`) carry the same message, so they deduplicate by event id.
 
-use hermesd_platform::{PlatformContext, WebhookRequest, WebhookResponse};
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+use hermesd_platform::{PlatformContext, WebhookRequest, WebhookResponse, hmac_sha256};
 
 use crate::inbound::{Callback, Interaction, normalise_interaction};
 use crate::{NAME, SlackPlatform};
@@ -45,33 +43,19 @@ pub(crate) fn verify(secret: &str, request: &WebhookRequest, now: i64) -> Result
     if (now - sent).abs() > MAX_SKEW_SECS {
         return Err(Refused::Stale);
     }
-    let tag = signature.trim().strip_prefix("v0=").and_then(decode_hex).ok_or(Refused::Malformed)?;
-    let mut mac = keyed(secret);
-    mac.update(format!("v0:{}:", timestamp.trim()).as_bytes());
-    mac.update(&request.body);
-    // verify_slice compares in constant time.
-    mac.verify_slice(&tag).map_err(|_| Refused::Mismatch)
+    let tag = signature.trim().strip_prefix("v0=").and_then(hmac_sha256::decode_hex).ok_or(Refused::Malformed)?;
+    let base = format!("v0:{}:", timestamp.trim());
+    // Compared in constant time.
+    hmac_sha256::verify(secret.as_bytes(), &[base.as_bytes(), &request.body], &tag)
+        .then_some(())
+        .ok_or(Refused::Mismatch)
 }
 
 /// The `x-slack-signature` value Slack would send for `body` at `timestamp`.
 #[cfg(any(fuzzing, test))]
 pub(crate) fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
-    let mut mac = keyed(secret);
-    mac.update(format!("v0:{timestamp}:").as_bytes());
-    mac.update(body);
-    let tag = mac.finalize().into_bytes();
-    format!("v0={}", tag.iter().map(|b| format!("{b:02x}")).collect::<String>())
-}
-
-fn keyed(secret: &str) -> Hmac<Sha256> {
-    Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC accepts keys of any length")
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() != 64 || !hex.is_ascii() {
-        return None;
-    }
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok()).collect()
+    let base = format!("v0:{timestamp}:");
+    format!("v0={}", hmac_sha256::encode_hex(&hmac_sha256::tag(secret.as_bytes(), &[base.as_bytes(), body])))
 }
 
 /// Verifies, parses, normalises and accepts one Events API request.
