@@ -12,6 +12,18 @@
 //! Admins: `<PLATFORM>_ADMIN_USERS` and `GATEWAY_ADMIN_USERS`; when neither is set for a
 //! platform, the users listed by id in its allowlists (never `*_ALLOW_ALL_USERS`, roles or
 //! paired users). The terminal user is always an admin; cron and webhook turns never are.
+//!
+//! `Access` holds the policy. Pairing codes are stored as HMACs under the per-home key (`key.rs`);
+//! a stranger gets one code and one request per ten minutes, at most 64 codes wait per platform (so
+//! a few accounts cannot use up pairing for everyone: `LIMITS`), wrong approvals lock the
+//! platform's approvals for a while, and a bounded memo remembers strangers answered this window. A
+//! `+`-number among a sender's `roles` (Signal's way of giving a UUID-identified person's number)
+//! matches the user allowlists too; e-mail addresses in the lists are lowercased. `without_pairing`
+//! ignores strangers on a platform instead of pairing them (e-mail, unless
+//! `platforms.email.pairing`; Home Assistant never pairs). `is_admin` answers the admin rule above;
+//! `is_named_admin` only the explicit lists (which `[limits]` exempts); `admin_report` is what
+//! `hermesd check` prints. Adapters ask through `Ingress::admit`; the router asks again before
+//! commands and turns.
 
 mod key;
 

@@ -12,6 +12,19 @@
 //! `store.max_page_count=value(64)`); `@N` fires first at the N-th hit (default 1), `*M` fires on
 //! M hits (default: every hit from N on). Loopback `POST /admin/failpoints` re-arms them at run
 //! time in such builds.
+//!
+//! `hermesd --version` says `(failpoints)` when they are compiled in. The durable path's places, in
+//! order: `ingress.accepted` (event committed, platform not acknowledged), `router.batched`,
+//! `turn.start` (dispatched, turn not begun), `turn.begun` (event running, user message stored),
+//! `turn.answered` (model replied, nothing stored), `turn.stored` (`finish_turn` committed the
+//! reply, the event's end and its outbox rows in one transaction — there is no step between them),
+//! `outbox.send` (row taken, before the platform call), `outbox.sent` (the platform took it,
+//! receipt not committed), `outbox.receipt` (after the receipt). At the store, `store.write` fails
+//! a write attempt with an I/O error and `store.max_page_count=value(N)` caps the writer's pages
+//! (`SQLITE_FULL`); the sandbox reads `sandbox.namespaces`, `sandbox.landlock_abi` and
+//! `sandbox.proxy_test_port`. `tests/crash_points.rs` aborts the real binary at each durable place,
+//! `tests/store_faults.rs` injects the store faults; both judge with `tests/support/checker.rs`.
+//! `failpoint/armed.rs` holds the armed table; `http/failpoints.rs` the route.
 
 #[cfg(feature = "failpoints")]
 mod armed;

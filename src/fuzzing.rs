@@ -1,6 +1,9 @@
 //! Entry points for the fuzz targets in tests/fuzz (built by cargo-afl with `--cfg fuzzing`, and
 //! by the tests). Each takes the fuzzer's raw bytes and panics when a promise is broken; nothing
 //! here is used by the daemon itself.
+//!
+//! The checks: `sse` (through `agent::provider::fuzz`), `tool_arguments` (argument repair) and
+//! `webhook` (signatures and templates).
 
 use serde_json::Value;
 

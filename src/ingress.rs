@@ -7,6 +7,12 @@
 //! the platform afterwards can never lose it (a power cut included, unless the platform's
 //! acknowledgement is the answer itself: `Outbox::outlive`); a replay answers `Duplicate` and
 //! runs nothing.
+//!
+//! `HostIngress` is the implementation. A stranger in a DM gets one pairing reply per window, sent
+//! through the outbox; nothing else of theirs is stored. `accept_idempotent` does what `accept`
+//! does with an `Idempotency-Key` claim in the same transaction (the API, signed webhooks).
+//! `delivery_status` and `last_inbound_at` reach the `ReceiptStore`. `with_fence` sets the home
+//! lease's `Fence` that every cursor write is checked against.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,10 @@
 //! Metric names and a small Prometheus-text registry passed around explicitly (no global
 //! recorder). Labels are bounded by construction: platform names, outcomes and error kinds,
 //! never chat or user ids.
+//!
+//! Some gauges are read at render time: `hermesd_tasks` from the tokio runtime, `hermesd_pacers`
+//! through a probe the outbox registers, `hermesd_allocator_bytes{kind}` from jemalloc's statistics
+//! in the default build.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

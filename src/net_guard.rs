@@ -3,6 +3,10 @@
 //! IPv6 special-purpose address registries is refused, and so is every IPv6 form that embeds an
 //! IPv4 address (mapped, compatible, NAT64, 6to4, Teredo), naming the inner address when that
 //! one is special too. This module only classifies; it never resolves or connects.
+//!
+//! `classify` names an address's special block; `AddressPolicy::check` applies a caller's policy:
+//! private-use networks only when `allow_private` (`tools.web_allow_private`; the commands' egress
+//! proxy never), loopback only through a test-only constructor that configuration cannot reach.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -4,6 +4,12 @@
 //! longer decodes is quarantined by the store, logged and counted here, and start-up goes on.
 //! A stream preview a crash left half-written is edited to a short note; the answer still
 //! comes once, from the rerun.
+//!
+//! The limits: an event older than the freshness window, one that ran `max_attempts` times, or one
+//! whose session's turns stopped the daemon `max_session_restarts` times in a row (the session is
+//! then suspended until `/new`). Quarantined rows are logged once and counted in
+//! `hermesd_quarantined_rows_total{table}`. A turn persisted by a graceful shutdown is rerun the
+//! same way.
 
 use std::sync::Arc;
 

@@ -5,6 +5,11 @@
 //! secret read late (at the first request, say) is masked everywhere from then on.
 //!
 //! It must never log, store or return a secret it was given.
+//!
+//! Values shorter than 8 characters are not masked. The users: the tool executor (every result),
+//! the outbox (composed chunks and progress edits), `StreamMask` (streamed answers, masked on the
+//! accumulated text while the unfinished last word is held back, so a token split across deltas is
+//! caught) and `RedactingWriter` (every log line, `cli::init_logging`).
 
 use std::io::{self, Write};
 use std::sync::{Arc, RwLock};

@@ -1,9 +1,21 @@
 //! `[retention]` at run time: one background task that, every `retention.interval`, deletes
 //! what is past its age — finished inbound events, sent outbound rows, archived messages, media
-//! files, cron output files and daily usage rows older than `USAGE_DAYS` — in small batches, then gives freed pages back to the file system.
+//! files, cron output files and daily usage rows older than `USAGE_DAYS` — in small batches,
+//! then gives freed pages back to the file system.
 //!
 //! Batches are small and the task yields between them, so the store's one writer is never held
 //! for long; a failure is logged and retried at the next round, never fatal.
+//!
+//! Rows go in batches of `BATCH` (500) through the `RetentionStore`, oldest first by primary key
+//! (archived messages found through a partial index). Files: old files under `media/` and
+//! `cron/output/`, and stale folders left empty; a sent copy under `media/outbound/` goes no later
+//! than its outbound row, and idempotency records no later than their events, so what ties a record
+//! to its person outlives it for `sessions delete --user`. Daily usage rows go after `USAGE_DAYS`
+//! (90). Freed pages are returned by an incremental vacuum, after a bounded share of an incremental
+//! FTS5 merge: FTS5 keeps a deleted row's entries as delete markers until segments merge, so
+//! without it the index would grow with every message ever pruned. An unfinished event or a pending
+//! delivery is never pruned, whatever its age. Counted in `hermesd_retention_pruned_total{kind}`;
+//! `benches/retention.rs` shows the database levelling off.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

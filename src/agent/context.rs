@@ -6,6 +6,12 @@
 //! line, quotes are capped and every quoted line is marked, and the session facts never carry
 //! anything that changes from one message to the next (the system prompt must stay
 //! byte-identical across a session's turns).
+//!
+//! `SessionFacts` are the session's facts (and whether several people write there). `framed_text`
+//! is a user message's text: `[Speaker] ` first in shared sessions (not DMs, not groups isolated
+//! per user; the name cleaned to one short line, the id when there is none), then the message it
+//! replies to as a capped quote with every line marked `> `, then the message itself. So neither a
+//! name nor a quote can pass as the sender's own words or as another speaker.
 
 use hermesd_platform::{ChatType, InboundMessage, ReplyContext, Sender};
 

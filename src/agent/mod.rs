@@ -1,5 +1,8 @@
-//! The agent runtime: the internal message format, LLM providers, tools, the loop, and the
-//! gateway-side turn runner with approvals and heartbeats.
+//! The agent runtime: LLM providers, tools, skills, media understanding, what the model is told
+//! about a message's context, and the loop (`runtime`) that runs one turn's model calls and tool
+//! batches. The internal message format is the vocabulary floor's (`crate::vocab::message`); the
+//! gateway side of a turn (its session, approvals, heartbeats, the reply) is the turn floor's
+//! (`crate::turn`), which stands above this one.
 
 pub mod auxiliary;
 pub mod context;

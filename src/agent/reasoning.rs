@@ -2,6 +2,11 @@
 //! short quoted block before the answer, built from the reasoning stored with the turn's
 //! assistant messages. Never shown when off (the default), and never on the API, which streams
 //! reasoning apart as `reasoning_content`.
+//!
+//! The quote is capped. Reasoning is stored with the assistant message that followed it and never
+//! rewritten: `/reasoning on|off` only changes what later replies show. `ReasoningStream` masks
+//! streamed reasoning as answer text is masked before a platform gets it
+//! (`Platform::stream_reasoning`).
 
 use std::sync::Mutex;
 

@@ -2,6 +2,8 @@
 //! for state files other local users can read.
 //!
 //! Never changes anything on disk: it says which `chmod` to run instead.
+//!
+//! It also prints who the admins are (`access::admin_report`) and the sandbox's state.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,10 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills | mcp
 //! | backup | store`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
+//!
+//! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
+//! `mcp-shim` before the config is read. `init_logging` writes every log line through the daemon's
+//! redaction.
 
 mod backup;
 mod check;

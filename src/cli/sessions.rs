@@ -1,5 +1,7 @@
 //! `hermesd sessions list | show | search | export | prune | delete`: read the store directly
 //! (works while the daemon runs; SQLite WAL lets readers and the daemon's writer coexist).
+//!
+//! `export` writes jsonl (one JSON object per message) or md; `delete --user` is `delete.rs`.
 
 mod delete;
 

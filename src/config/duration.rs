@@ -1,6 +1,8 @@
 //! Human durations in config ("90s", "3m", "1h", "250ms", "2d"), parsed into `std::time::Duration`.
 //!
 //! Parsing only; it never reads the clock.
+//!
+//! `HumanDuration` is the config type.
 
 use std::fmt;
 use std::time::Duration;

@@ -1,5 +1,9 @@
 //! Checks of `[http]` and `[retention]`: pure problems (what makes the config invalid) and advice
 //! (what `hermesd check` suggests without refusing the config). Nothing here reads the network.
+//!
+//! The `[http]` keys checked are the browser and connection ones (allowed hosts and origins,
+//! timeouts, connection caps). Advice, for example: `http.allowed_hosts` for a keyless API that
+//! listens beyond loopback or sits behind a proxy.
 
 use std::net::SocketAddr;
 

@@ -1,6 +1,6 @@
 //! `[limits]`: optional daily caps on what one user or one chat may use (tokens, cost, turns),
-//! and the price keys of model entries they are measured with. Pure data and validation; the
-//! check before a turn lives in `crate::usage`.
+//! and the price keys of model entries they are measured with (`ModelPrices`). Pure data and
+//! validation; the check before a turn lives in `crate::usage`.
 
 use serde::{Deserialize, Serialize};
 

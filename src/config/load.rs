@@ -6,6 +6,9 @@
 //! into `Config`; each error is located in the document by its span, recorded, and the offending
 //! entry removed before the next attempt, so the next error surfaces. This never keeps a second
 //! list of keys: whatever fields the structs grow are checked the same way.
+//!
+//! `ConfigFile` is the result: the config, every problem as `file:line: key.path: problem`, and a
+//! `Locator`, which gives the problems `validate` finds later their line.
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;

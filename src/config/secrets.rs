@@ -1,5 +1,5 @@
-//! Where secrets come from: the process environment, `$HERMESD_HOME/.env`, `NAME_FILE` files and
-//! systemd credentials (`$CREDENTIALS_DIRECTORY/NAME`).
+//! Where secrets come from (`Env`), in this order: the process environment, `$HERMESD_HOME/.env`,
+//! `NAME_FILE` files and systemd credentials (`$CREDENTIALS_DIRECTORY/NAME`).
 //!
 //! Secret values are wrapped in `Secret`, whose `Debug` and `Display` never show the value, so a
 //! secret cannot reach a log line by accident. Every name asked for and every file read is kept

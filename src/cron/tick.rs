@@ -5,6 +5,9 @@
 //!
 //! Never runs a job twice for one occurrence, and never fires a backlog: a missed run within its
 //! grace window fires once, otherwise it is skipped to the next occurrence.
+//!
+//! `Scheduler` is the tick: `File::try_lock` on the lock file, then `claim_due_jobs`; each run is
+//! one session.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::PathBuf;

@@ -3,9 +3,9 @@
 //! `home` lease in the store (`LeaseStore`: who holds it, for status, and a fencing token that
 //! grows with each holder). A second `hermesd run` on the same home stands by — no adapter,
 //! recovery, turn or cron; `/healthz` and `/readyz` ("standby: held by PID …") when its listen
-//! address is free — and takes over as soon as the lock is free: within `POLL` after the holder
-//! stops or is killed (`kill -9` included, since the kernel drops a dead process's locks), with
-//! no expiry to wait out and no periodic write to keep it.
+//! address is free — and takes over as soon as the lock is free: within `POLL` (half a second)
+//! after the holder stops or is killed (`kill -9` included, since the kernel drops a dead process's
+//! locks), with no expiry to wait out and no periodic write to keep it.
 //!
 //! A shared store (several machines) gives each single-consumer account a lease of its own with
 //! an expiry renewed by its holder (`acquire_lease` / `renew_lease`). Either way the holding's

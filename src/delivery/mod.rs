@@ -4,6 +4,10 @@
 //! every delivery goes through the outbox and that chat's pacer like any reply.
 //!
 //! Never guesses where a message should go: an unresolvable target is an error the user sees.
+//!
+//! `Targets` resolves a `vocab::target::Target` against the running platforms: a platform's home
+//! channel is the one `/sethome` stored, else `<PLATFORM>_HOME_CHANNEL`. Deliveries to targets are
+//! outbound messages like any reply: stored, paced per chat, receipted.
 
 pub mod local;
 pub mod send;

@@ -4,6 +4,11 @@
 //!
 //! A target that cannot be resolved never loses the output: it goes to `local` with the reason,
 //! and the run is recorded as failed with that reason.
+//!
+//! `Routing` does it. A watched Home Assistant change (`TurnOrigin::HassWatch`) goes the same way,
+//! to `platforms.homeassistant.watch_target` (else `local`) with a header, its tools cut like a
+//! cron run's. A cron run's answer of just `[SILENT]` (`SILENT`) sends nothing; its output is saved
+//! under `cron/output/` and the run recorded.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

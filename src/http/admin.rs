@@ -1,7 +1,8 @@
 //! `POST /admin/send` — what `hermesd send` calls on a running daemon: `{"target", "text"}` is
 //! delivered through this daemon's outbox. Needs a bearer: `API_SERVER_KEY`, or the home's local
-//! key (`PairingKey::local_api_key`, which `hermesd send` derives from the home), so a keyless
-//! API on loopback no longer lets any local process post as the bot.
+//! key (`PairingKey::local_api_key`, which `hermesd send` derives from the home's `pairing.key`;
+//! sandboxed commands cannot read it), so a keyless API on loopback no longer lets any local
+//! process post as the bot: loopback alone is no credential.
 
 use std::time::Duration;
 

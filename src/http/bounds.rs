@@ -4,6 +4,10 @@
 //! request body must arrive whole within `http.body_timeout` of its headers.
 //!
 //! Nothing here parses HTTP; it only counts requests and wraps bodies.
+//!
+//! `Activity` counts a connection's requests until their responses end, and closes the connection
+//! when none has been in progress for too long; `Deadline` fails a request body not received in
+//! time.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,9 @@
 //! `GET /v1/files/{id}/{name}`: a file the agent sent to an API client, served from the copy in
-//! `media/outbound/` under the API key (the API delivers files as links). It must never serve
-//! anything but such a copy: the id is a bare hex id and the name a plain file name. A copy is
-//! streamed from disk in pieces of [`PIECE`] bytes, never read whole into memory: files run to
-//! tens of megabytes and several clients may download at once.
+//! `media/outbound/` under the API key (the API delivers files as links,
+//! `platforms::api::file_link`). It must never serve anything but such a copy: the id is a bare hex
+//! id and the name a plain file name. A copy is streamed from disk in pieces of [`PIECE`] bytes (64
+//! KiB) with its `Content-Length`, never read whole into memory: files run to tens of megabytes and
+//! several clients may download at once.
 
 use axum::body::Body;
 use axum::extract::{Path, State};

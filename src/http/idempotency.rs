@@ -4,6 +4,9 @@
 //! `stream: true` retry), and the background pruning of expired records.
 //!
 //! Only hashes reach the store: never the API key, never the body.
+//!
+//! A retry while the first request runs gets 409, another body under the same key 422; the response
+//! is stored before the client sees it (`platforms::api`), so a retry replays it.
 
 use std::convert::Infallible;
 use std::sync::Arc;

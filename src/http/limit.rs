@@ -3,6 +3,8 @@
 //!
 //! The keyed state is bounded: idle keys are dropped every so often, and when the table is
 //! still full, new clients share one overflow bucket rather than growing it.
+//!
+//! `ApiRateLimit` is the limiter.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;

@@ -1,6 +1,14 @@
 //! The one HTTP server (axum): health, readiness, metrics, the OpenAI-compatible API, `/admin/*`,
 //! and the signed webhook routes; they all enter through the ingress. Routes a browser could
 //! drive (`/v1/*`, `/admin/*`) sit behind the browser guard; signed routes do not.
+//!
+//! Routes with a bearer key (`/v1/*`, `/admin/*`) check it, and `/webhooks/*` the presence of a
+//! signature, before reading the body. The files: `serve.rs` and `bounds.rs` (connections and their
+//! time bounds), `guard.rs` and `limit.rs` (what a browser or a greedy client may do), `api.rs`,
+//! `api_media.rs`, `files.rs` and `idempotency.rs` (the OpenAI-compatible API; SSE answers carry
+//! keepalives), `admin.rs` and `failpoints.rs` (`/admin/*`), `health.rs`, and `webhook.rs` (adapter
+//! webhook routes such as `/telegram/webhook`); the `/webhooks/{route}` handler lives in
+//! `crate::webhooks`.
 
 mod admin;
 mod api;

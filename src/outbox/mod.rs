@@ -4,6 +4,20 @@
 //! Invariant: every outbound call to a chat goes through its pacer, and a stored chunk is sent
 //! until the platform returns a message id (or it fails permanently). Nothing here builds
 //! platform JSON.
+//!
+//! `Outbox` composes chunks by the platform's capabilities after masking secrets (`compose`),
+//! delivers them in ordered per-chat lanes — chunks of one turn in order, turns of one chat in the
+//! order they finished — retries by error kind, and records receipts. A row with a file is sent
+//! with `Platform::send_file` and the bytes of its stored copy, read from the data dir at each
+//! attempt (never into a preview), after the answer's text, through the same lane and pacer.
+//!
+//! `Outbox::outlive` is the one place that decides which accepted events and send receipts must
+//! outlive a power cut (`store::Outlive`): a platform that answers per request
+//! (`Capabilities::request_response`: the API, Home Assistant requests) asks only `Outlive::Crash`,
+//! because its caller holds the request open until the answer and, after a power cut, retries a
+//! failed request whatever the disk kept; every other platform, webhooks and any name not
+//! registered included, asks `PowerCut`, because it was told "taken" before the turn ran.
+//! `answers_per_request` tells the router and the turn which chats those are.
 
 mod pacer;
 mod stream;

@@ -7,6 +7,16 @@
 //! editing the preview, whose id becomes the chunk's receipt). A sent preview's id is stored at
 //! once, so after a crash mid-stream recovery edits it to a short note. Nothing here is retried
 //! and nothing decides the final answer; a failed update is simply superseded by the next.
+//!
+//! `Preview` is one streamed turn's task, for platforms with `streaming = true`: at most one update
+//! per second or 1.5 / the chat's rate, the latest masked text (`StreamMask`) winning; the text
+//! stops growing at the platform's limit and restarts with each model call. Telegram private chats
+//! get a native draft (`Platform::send_draft`), others a message sent then edited, its id stored at
+//! once (`PreviewStore`, migration 0009). The reply's first stored chunk is delivered into the
+//! preview (`Platform::fill_preview`, its id the receipt, the preview forgotten in the same
+//! transaction), the rest as new messages; a preview no longer editable gives way to a new message.
+//! At start, `note_interrupted_previews` edits a preview whose turn has no reply pending to a short
+//! note.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

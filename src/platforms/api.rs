@@ -5,6 +5,13 @@
 //! `send` is also where an `Idempotency-Key` request's response is stored, before the waiting
 //! client sees it (a retry right after the answer must replay it, not get 409) and even when no
 //! client waits any more (it hung up, or the turn ran again after a restart).
+//!
+//! A streaming request gets the model's deltas as SSE, reasoning as `reasoning_content`. The
+//! `usage` field is the turn's sum over its model calls (`usage_json`, with `cached_tokens` when
+//! reported), taken from the `UsageBoard`; with `stream_options.include_usage` a last chunk with
+//! `choices: []` carries it. A stored response (`completion`) is rendered with the `ReplyMeta`
+//! fixed at the request's arrival. Files reach an API client as links: `file_link` makes them,
+//! `is_file_link` checks a request's id and name (served by `http/files.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

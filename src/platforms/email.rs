@@ -1,5 +1,7 @@
 //! Builds the e-mail adapter from `[platforms.email]` and the environment. The adapter itself
 //! lives in `platforms/email` (crate `hermesd-email`).
+//!
+//! The password comes from `EMAIL_PASSWORD`.
 
 use std::path::Path;
 use std::sync::Arc;

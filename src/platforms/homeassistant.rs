@@ -1,6 +1,10 @@
 //! Builds the Home Assistant adapter from `[platforms.homeassistant]` and the environment, and
 //! the `homeassistant` tools over its connection. The adapter itself lives in
 //! `platforms/homeassistant` (crate `hermesd-homeassistant`).
+//!
+//! The token comes from `HASS_TOKEN`, and `HASS_URL` may replace `url`. `daemon::build_all`
+//! registers the tools only when the platform is enabled. Watched changes arrive on the
+//! `homeassistant_watch` pseudo-platform (`Origin::HASS_WATCH`).
 
 use std::sync::Arc;
 use std::time::Duration;

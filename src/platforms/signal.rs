@@ -1,5 +1,8 @@
 //! Builds the Signal adapter from `[platforms.signal]` and the environment (`SIGNAL_HTTP_URL`,
 //! `SIGNAL_ACCOUNT`). The adapter itself lives in `platforms/signal` (crate `hermesd-signal`).
+//!
+//! The settings are `config/signal.rs`'s: every problem reported as `platforms.signal…`, and a
+//! `stream_deadline` below signal-cli's 15 s keepalive a `check` note.
 
 use std::path::Path;
 use std::sync::Arc;

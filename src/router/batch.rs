@@ -6,6 +6,14 @@
 //! Never for the API, webhooks, cron or local deliveries (each request or run is its own turn),
 //! never for commands (they take the control lane before the mailbox), and never for a message
 //! that arrived while a turn ran (that one follows the busy policy).
+//!
+//! A message that finds its session idle waits up to `agent.batch_window` for the next one from the
+//! same sender; those that came run as one turn, at most `MAX_BATCH` (16) within `MAX_SPAN_WINDOWS`
+//! (8) windows. Without batching, a message arriving while an earlier one still waits for its turn
+//! to start also follows the busy policy. After a crash the batch's events are all unfinished, so
+//! recovery dispatches them again and they batch again: the batch reruns once. The mailbox's jobs
+//! (`Queued`) say what they run (`Work`: a turn, `/compress`, or a session command that must wait
+//! for its session).
 
 use std::time::Duration;
 

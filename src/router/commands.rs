@@ -1,5 +1,7 @@
 //! In-chat commands, one clap-derived enum parsed from message text. The doc comment of each
 //! variant is its `/help` line. Control commands run on the control lane: never behind a turn.
+//!
+//! The enum is `ChatCommand`.
 
 use clap::{CommandFactory, Parser, Subcommand};
 

@@ -1,9 +1,18 @@
-//! The control lane: chat commands answered at once, never queued behind a running turn, and
-//! never a model call or a wait for one in the adapter's receive loop (`/compress` becomes a job
-//! in the session's mailbox, and so do `/model`, `/title` and `/reasoning` when their session
-//! expired or is being flushed). Commands that change the transcript (`/retry`, `/undo`, `/compress`) refuse while a
-//! turn runs and say so; `/queue` and `/steer` turn their text into a turn of their own. Commands
-//! that change what every chat shares (`/sethome`, switching with `/model`) need an admin.
+//! The control lane: chat commands answered at once, never queued behind a running turn, and never
+//! a model call or a wait for one in the adapter's receive loop. `/compress` becomes a
+//! `Work::Compress` job in the session's mailbox, run by the actor under a worker permit and
+//! `/stop`-able; `/model`, `/title` and `/reasoning` act on the session at once when
+//! `TurnRunner::current_session` has it, and become a `Work::Command` job when the session expired
+//! or is being flushed. Commands that change the transcript (`/retry`, `/undo`, `/compress`) refuse
+//! while a turn runs and say so; `/queue` and `/steer` turn their text into a turn of their own.
+//! Commands that change what every chat shares (`/sethome`, switching with `/model <name>`) need an
+//! admin.
+//!
+//! The commands: `/new`, `/stop`, `/status`, `/compress`, `/approve`, `/deny`, `/retry`, `/undo`,
+//! `/model`, `/title`, `/sessions`, `/resume`, `/sethome`, `/queue`, `/steer`, `/usage`,
+//! `/reasoning on|off` (per session, stored), `/skills` and `/help`. Answers to approvals and
+//! questions (`/approve`, `/deny`, a button) travel here too, so they never wait behind the turn
+//! that asked.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;

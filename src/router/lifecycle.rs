@@ -2,6 +2,9 @@
 //! and flushes the old one's memory in the background — the key's next turn waits for that
 //! flush, so nothing races), `/sessions` (this chat's recent sessions) and `/resume` (back to
 //! one of them). A session left behind is never deleted: it stays listed and resumable.
+//!
+//! `/new` repoints the key at once and runs the old session's flush in the background holding the
+//! key's flush gate. `/resume` takes a number from `/sessions` or words of a title.
 
 use std::sync::Arc;
 use std::time::Duration;

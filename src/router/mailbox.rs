@@ -7,6 +7,8 @@
 //! nearly all the time, so this one is a lock around a `VecDeque` (which allocates only when a
 //! job waits, and gives its memory back once empty again) and a `Notify`, inside the actor's
 //! state.
+//!
+//! The jobs are boxed (`batch::Mail`) and the mailbox lives in the actor's `ActorState`.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};

@@ -3,6 +3,18 @@
 //!
 //! Invariant: one turn at a time per session (one actor per session key, FIFO mailbox);
 //! sessions run in parallel, bounded by the worker pool; idle actors exit so memory stays flat.
+//!
+//! `Router` maps a session key to its actor (`actor.rs`) and shrinks the actors map once it is
+//! under a quarter full. A message that finds its session busy follows the busy policy (queue,
+//! steer or interrupt); a full mailbox gets an explicit reply, never a silent drop. The files:
+//! `mailbox.rs` and `batch.rs` (what waits, and quick messages merged), `control.rs` and
+//! `commands.rs` (the control lane), `lifecycle.rs` and `sweep.rs` (sessions ending and resuming),
+//! `usage.rs` and `skills.rs` (their chat commands).
+//!
+//! A request answered by one response (`Capabilities::request_response`: the API, Home Assistant's
+//! `hermesd_request`) is never folded into another request's turn: under `steer` it queues instead,
+//! without a "queued" notice; under `interrupt` the interrupted request's answer says it was
+//! interrupted.
 
 mod actor;
 mod batch;

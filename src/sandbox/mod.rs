@@ -53,6 +53,17 @@
 //! Arguments, environment, working directory and stdio set on the returned `Command` reach the
 //! program unchanged (the helper execs it in place). Do not put it in a process group: the
 //! helper's `setsid` makes it lead one, and a group leader cannot start a session.
+//!
+//! Entry points: `Sandbox::command` wraps any child (the terminal tool) and denies the files the
+//! daemon read secrets from (`with_secrets`, `config::SecretTrail`); `confine_current_process`
+//! applies the same rules to the calling process (the MCP shim, which must keep its children);
+//! `harden_daemon` makes the daemon non-dumpable. `Policy::resolve` resolves a policy's paths once
+//! (`policy.rs`); the helper (`helper.rs`) enters the namespaces, binds the forwarder, drops the
+//! capabilities and applies Landlock (`rules.rs`, whose probe `hermesd check`, the start-up log and
+//! `/readyz` report). Where Landlock is missing, commands are refused and those three say why;
+//! where commands could reach the host's loopback (`reaches_loopback`: no namespaces and no
+//! Landlock ABI 4) the daemon does not start with a keyless API. `[tools.terminal]` is
+//! `config/terminal.rs`.
 
 pub mod beneath;
 mod caps;

@@ -4,6 +4,11 @@
 //! gives each single-consumer account a lease of its own under the same contract.
 //!
 //! Domain words only; no SQL leaves `sqlite/`.
+//!
+//! `LeaseStore`: `acquire_lease`, `take_lease` (for a caller that knows the previous holder is
+//! gone), `renew_lease`, `release_lease` and `lease` (who holds it). A `Fence` (a lease and its
+//! token) gates `InboundStore::save_cursor`: one statement checks the token, so a holder whose
+//! lease changed hands cannot move a cursor under the new holder.
 
 use async_trait::async_trait;
 

@@ -3,6 +3,15 @@
 //!
 //! The trait is split by concern so each backend file stays small; `Store` is all of them.
 //! A PostgreSQL backend for scale-out is a second implementation of the same traits.
+//!
+//! The capabilities: `InboundStore` (events, dedup, cursors), `SessionStore` (routes, transcripts,
+//! turns), `OutboxStore`, `AccessStore`, `ExtrasStore` (titles, the per-session model, `/undo`,
+//! home channels, a turn's receipts), `CronStore`, `UsageStore`, `PersonStore`, `ReceiptStore`,
+//! `IdempotencyStore`, `SearchStore`, `LifecycleStore`, `PreviewStore`, `RetentionStore`,
+//! `HealthStore` and `LeaseStore`, most in a file of their own beside this one.
+//!
+//! `Outlive` is what a write on the durable path must survive: `Crash` (the WAL has it) or
+//! `PowerCut` (its commit is synced). The caller picks by what its acknowledgement promised.
 
 mod cron;
 pub mod health;

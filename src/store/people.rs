@@ -2,6 +2,11 @@
 //! person's sessions with everything stored about them (`hermesd sessions delete --user`).
 //!
 //! Domain words only; no SQL leaves `sqlite/`.
+//!
+//! `sessions.person_id` is noted on a person's turns. The erasure covers sessions with their
+//! messages, routes, events, reply chunks, previews, stored API responses (`idempotency_keys` by
+//! request id), their cron jobs and each run's session, in one transaction; the sent files' paths
+//! and the jobs' ids come back so the caller removes the files.
 
 use async_trait::async_trait;
 

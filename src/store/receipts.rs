@@ -1,5 +1,8 @@
 //! The store capability behind platforms' later reports on sent messages (delivered, read,
 //! failed after acceptance) and the last inbound time of a chat (WhatsApp's 24-hour window).
+//!
+//! A report is found by the platform's message id; a `failed` report marks the outbound row failed.
+//! Migration 0015 indexes both lookups.
 
 use async_trait::async_trait;
 

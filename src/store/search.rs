@@ -3,6 +3,13 @@
 //!
 //! The scope is part of the SQL, never a filter applied to a global result: on a busy gateway a
 //! global "best N" would be filled by other people's messages and the caller's own hit lost.
+//!
+//! A `SearchScope` is every session of one session key plus, in a private chat only, the person's
+//! own per-user group sessions on that platform. `search_scoped` tries words, then trigram
+//! substrings, and for one- or two-character queries a plain substring test over the scope; ranking
+//! is bounded (bm25 over the newest 200 matches in scope, snippets only for the best).
+//! `messages_around` gives a summary its context. Indexing is batched off the write path
+//! (`sqlite/fts.rs`): `index_in_background` runs `index_pending` every `INDEX_INTERVAL` (500 ms).
 
 use async_trait::async_trait;
 use serde::Serialize;

@@ -1,6 +1,8 @@
 //! The store capability behind usage accounting: a turn's tokens and cost added to its session
 //! and to the day's rows of its user and its chat, sums over days for `/usage` and the
 //! `[limits]` caps, and pruning of old daily rows.
+//!
+//! `UsageSum` is the sums' word, read by `crate::usage` and `/usage`.
 
 use async_trait::async_trait;
 

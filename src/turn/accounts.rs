@@ -1,5 +1,10 @@
 //! A turn's accounts and addressing: the daily-cap refusal, the usage record of its model calls,
 //! and the reply's route with its `MEDIA:` files.
+//!
+//! `refused_by_limits` answers with the cap's message and runs no model call; `account` records the
+//! turn's usage before its end is stored (a crash after the calls still spent that money) and posts
+//! it for the API; `route_with_media` routes the reply, `MEDIA:` lines becoming file messages after
+//! the text.
 
 use hermesd_platform::OutboundKind;
 

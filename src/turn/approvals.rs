@@ -9,6 +9,9 @@
 //! A waiter lives only as long as the wait that registered it: when the turn that asked is gone
 //! (answered, timed out, stopped, crashed), its waiter is removed, and one whose receiver is gone
 //! answers nothing, so the user's next message is never swallowed by a question nobody awaits.
+//!
+//! `Approvals` is the broker; `ChatHuman` is the `Human` the tools ask. A parked turn rejoins the
+//! pool (`Human::rejoin`) after each tool batch.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,6 +5,16 @@
 //! It must never write to the transcript, never take longer than `[memory] flush_timeout`, and
 //! never show the user anything but the optional "💾 memory updated". A session is flushed once
 //! per new user message (`LifecycleStore::set_flushed`).
+//!
+//! `Flusher` gives the model the session's transcript and system prompt plus an instruction, and
+//! only the `memory` tool, run through the registry, so per-person memory applies; at most
+//! `MAX_CALLS` (3) model calls within `memory.flush_timeout`. It is skipped when flushing is off,
+//! when the platform has no `memory` toolset, or when no user message came since the last flush
+//! (`flushed_through`). `FlushGate` knows the flushes running per key, and the key's next turn
+//! waits for its flush, so a flush and a turn of one key never overlap. Flushes are counted in
+//! `hermesd_memory_flushes_total{outcome}`, resets in `hermesd_session_resets_total{reason,by}`.
+//! `FlushBeforeCompaction` is what the runtime's compressor is told before it summarises stored
+//! history (`BeforeCompaction`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;

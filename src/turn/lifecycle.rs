@@ -5,6 +5,11 @@
 //!
 //! It never delays a turn longer than the flush deadline, and never tells a reset where nobody
 //! reads chat (API, cron, webhooks).
+//!
+//! `resolve_with_reset` waits for the key's flush, takes the sweep's reset reason, or — when the
+//! sweep has not come by — flushes and resets an expired session itself. The reset notice comes
+//! before the answer. A title comes from the summary model (`[auxiliary.summary]`), else from the
+//! first message, never over one set with `/title`; notices and titles are for chat platforms only.
 
 use std::sync::Arc;
 

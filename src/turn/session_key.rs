@@ -1,5 +1,8 @@
 //! Session keys as Hermes forms them, and the reset policy that decides when a key gets a fresh
 //! session. Pure functions: no store, no clock.
+//!
+//! `session_key` forms a key; `expired_by` names the cause of an expiry, and `stale_bound` the last
+//! activity below which any of the policies may have expired (what the sweep looks for).
 
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use hermesd_platform::{ChatRef, ChatType, Sender};

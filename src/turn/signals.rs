@@ -1,4 +1,8 @@
 //! A running turn's controls: its stop switch and the box messages steering it wait in.
+//!
+//! `StopSignal` carries the stop reason (stop, interrupt, inactivity) and the turn's worker permit
+//! (`StopSignal::worker`); `SteerBox` holds the steering messages, which are closed with the turn
+//! that took them.
 
 use std::sync::{Arc, Mutex};
 

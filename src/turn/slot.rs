@@ -6,6 +6,12 @@
 //! Invariant: at most `max_concurrent_turns` turns hold a worker permit and at most
 //! `max_parked_turns` wait without one (for a person, or for a permit after the answer). A turn
 //! that would park beyond that cap keeps its permit while it waits.
+//!
+//! `WorkerPool` is the bounded pool of worker permits plus the parking lot of
+//! `agent.max_parked_turns`; `WorkerSlot` is one turn's permit: `park` gives it back around a wait
+//! for a person and queues for it again, `ensure` takes it again after a wait cut off while parked.
+//! A wait beyond the cap is warned once and counted. Gauges: `hermesd_turns_running`,
+//! `hermesd_turns_parked`.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

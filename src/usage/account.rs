@@ -6,6 +6,11 @@
 //! of the operator and webhook deliveries are recorded under their own pseudo-platform and
 //! never capped. Caps are per UTC day and checked before the turn: a turn that starts under a
 //! cap runs to its end, so a day can pass a cap by at most the turns already running.
+//!
+//! `Payer` is whom a turn is charged to; `refusal` is the `[limits]` check before a turn (the
+//! message naming the limit and when it resets, 00:00 UTC); `record` runs after the loop and before
+//! the turn's end is stored; `caps_line` is `/usage`'s line on the caps that bind. Named admins
+//! (`Access::is_named_admin`) are exempt.
 
 use std::sync::Arc;
 

@@ -5,6 +5,13 @@
 //!
 //! `account.rs` records a turn's usage per session, user and chat and checks the `[limits]`
 //! caps before a turn runs; `board.rs` hands a turn's usage to the API's `usage` field.
+//!
+//! The words: `Usage` (one call's tokens as a provider reports them, cache reads and writes
+//! included), `Prices` (a model entry's prices as integer picodollars per token; cache prices
+//! default to the input price), `Cost` (the priced sum, plus the calls at unknown prices),
+//! `TurnUsage` (a turn's calls, tokens and cost, which `ChainState::turn_usage` sums), UTC days and
+//! `format_usd`. The stored sums (`UsageSum`) are the store's word (`store/usage.rs`). Metrics
+//! carry token and cost totals without user or chat labels.
 
 pub mod account;
 pub mod board;

@@ -1,5 +1,13 @@
 //! The one internal message format (OpenAI-style role/content/tool_calls). Provider adapters
 //! translate to and from their dialect at the edge; everything else speaks this.
+//!
+//! `Message` has a `Role`, text, `ToolCall`s and, on assistant messages, `Reasoning`: readable text
+//! plus opaque provider items to send back. An `ImageRef` is an image by path and MIME type, stored
+//! as `messages.images`; its `data:` URL is built per call and never stored, and `model_path` gives
+//! the `media/<file>` name the model sees. `Message::tool_images_after` gives the images a run of
+//! tool results returned, which chat completions and Responses show in one user message after the
+//! run (Anthropic inside its `tool_result`). `SUMMARY_PREFIX` marks a compaction's summary in a
+//! transcript.
 
 use serde::{Deserialize, Serialize};
 

@@ -4,6 +4,10 @@
 //! platforms are defined here and nowhere else, and every floor asks `Origin` what they mean
 //! (trusted or checked, one-shot or conversational, whether a person stands behind it) instead
 //! of keeping a list of names.
+//!
+//! `Origin::of` reads a chat's platform name; access, batching, the session lifecycle and memory
+//! placement ask `authenticates_itself`, `fixed_admin`, `one_shot`, `read_by_people` and
+//! `answered_alone`.
 
 /// Where a turn comes from, read off its chat's platform name (`Origin::of`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

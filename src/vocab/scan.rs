@@ -1,6 +1,8 @@
-//! Prompt scanner for cron jobs (DESIGN.md §8): refuses prompts that try to override the agent's
-//! instructions, read credential files, send secrets out, or hide text in invisible characters.
-//! Run at create time and again at run time. A tripwire for the obvious, not a sandbox; pure.
+//! Prompt scanner (`scan_prompt`, refusing with a `ScanRefusal`), first for cron jobs (DESIGN.md
+//! §8): refuses prompts that try to override the agent's instructions, read credential files,
+//! send secrets out, or hide text in invisible characters. Cron prompts pass it at create time
+//! and again at run time; skills pass it when changed, and `SOUL.md` and the workdir's context
+//! files before they enter a prompt. A tripwire for the obvious, not a sandbox; pure.
 
 /// Why a prompt was refused. Each variant names the offending text so the user can fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,6 +1,10 @@
 //! Job schedules: parse what a user typed (`30m`, `every 30m`, a cron expression, an ISO-8601
 //! time), compute next runs, and decide what to do about runs missed while the daemon was down.
 //! Pure: the current time is always passed in, never read here.
+//!
+//! Written as a delay, `every <interval>`, a cron expression in a time zone or an ISO time; a
+//! missed run fires once within its grace window (`grace`, `catch_up`), never as a burst. Cron, the
+//! `cronjob` tool and the CLI all parse with it.
 
 use std::time::Duration;
 

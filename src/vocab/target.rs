@@ -1,6 +1,8 @@
 //! A delivery target as written (DESIGN.md §8): `origin`, `local`, `<platform>` (its home channel)
 //! or `<platform>:<chat_id>[:<thread_id>]`. Parsing and printing only; resolving one against the
-//! running platforms is the delivery floor's (`delivery::Targets`).
+//! running platforms is the delivery floor's (`delivery::Targets`). `Target` parses and prints;
+//! `TargetError` says why a text is none. Config validation checks a target with it, without
+//! reaching up to the delivery floor.
 
 use std::fmt;
 

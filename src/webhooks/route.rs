@@ -1,6 +1,9 @@
 //! Webhook routes at run time: each `[[webhooks]]` table with its secret read from the
 //! environment, its per-route rate limit, and the rules that pick the signature scheme and the
 //! delivery id from a request's headers. No IO besides reading the secret at build time.
+//!
+//! A route's rate limit is a sliding minute. `replay_key` is the hash of what a request's signature
+//! covers, the handler's replay guard.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;

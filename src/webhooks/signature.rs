@@ -1,6 +1,11 @@
 //! Webhook authentication (DESIGN.md §7): GitHub's `X-Hub-Signature-256`, GitLab's shared token,
 //! and a generic HMAC-SHA256 over `"{timestamp}.{body}"` with a ±300 s window. Every comparison
 //! of secret material is constant-time; nothing here does IO or reads the clock.
+//!
+//! `retention.inbound_events` keeps a delivery's records for at least an hour, twice the generic
+//! scheme's ±300 s window (a compile-time assertion), so a generic replay is refused by its
+//! timestamp once its records are gone. GitHub and GitLab sign no time: their replays after pruning
+//! cannot be told apart (README, Security).
 
 use hermesd_platform::hmac_sha256;
 

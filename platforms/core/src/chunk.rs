@@ -2,6 +2,10 @@
 //!
 //! It must never split a grapheme cluster (unless one cluster alone exceeds the limit), never
 //! leave a code fence open across a message boundary, and never panic or loop on any input.
+//!
+//! `chunk` and `measure` count a platform's limit in chars or UTF-16 units (`LengthUnit`), prefer
+//! to split at blank lines, then newlines, then spaces, and close a code fence at the end of a
+//! chunk and reopen it at the start of the next.
 
 use unicode_segmentation::GraphemeCursor;
 

@@ -1,6 +1,9 @@
 //! The conformance kit: shared checks every platform adapter runs from its own tests, so all
 //! adapters are held to one contract. The checks panic on a broken contract, so they must never
 //! be called outside tests.
+//!
+//! `RecordingIngress` records accepts and admissions, and `refuse(sender)` plays a stranger; the
+//! checks cover cancel promptness, chunked sends, normaliser tables and rate-limit reporting.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

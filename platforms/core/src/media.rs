@@ -4,6 +4,9 @@
 //! says what is missing instead.
 //!
 //! Never writes outside the media dir, whatever a chat id or file name holds.
+//!
+//! `MediaDir` is one adapter's media dir (`media/<platform>`) and size cap; `record` puts a fetch's
+//! outcome (`Fetched`) into the message: the attachment, or a note for a file too large or failed.
 
 use std::path::{Path, PathBuf};
 

@@ -2,6 +2,11 @@
 //!
 //! Nothing here may carry a platform's own JSON: an adapter translates into these types and the
 //! host never looks further.
+//!
+//! The types: `InboundEvent` (closed: `Message`, a user's message, or `Action`, a button press),
+//! `InboundMessage`, `ChatRef`, `ChatType`, `Sender`, `Attachment`, `OutboundMessage` (with an
+//! optional `OutboundFile`: a copy under `media/outbound/` sent as a document or photo),
+//! `OutboundKind` and `MessageRef`, the platform's id of a sent message.
 
 use serde::{Deserialize, Serialize};
 

@@ -2,6 +2,18 @@
 //!
 //! Adapters are thin translators: allowlists, pairing, deduplication, retries, pacing and
 //! chunking belong to the host, never here.
+//!
+//! `Platform`: `run`, `send`, `edit`, `typing` and `capabilities` (`Capabilities`); `send_keyed`,
+//! the outbox's send of a stored chunk with a key that is the same on every attempt (by default
+//! `send`); for streamed answers `fill_preview`, `supports_drafts` and `send_draft`; for platforms
+//! that send files `file_limits` (`FileLimits`) and `send_file`; all but the first five have
+//! defaults. `PlatformError` is `RateLimited { retry_after }`, `Unauthorized`, `Transient` or
+//! `Permanent` (`kind()` names the variant), and `clamp_retry_after` is every adapter's and the
+//! pacer's bound on a wait (`MAX_RETRY_AFTER`, one hour).
+//!
+//! `Ingress`: `admit` (the host's access decision, `Admission`: `Admit`, `Pairing`, `Ignored`)
+//! comes before any download, thread or accept; then `accept`, and the durable platform cursors
+//! (`load_cursor`, `save_cursor`).
 
 use std::sync::Arc;
 use std::time::Duration;

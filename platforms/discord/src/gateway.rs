@@ -4,6 +4,10 @@
 //! serenity resumes a dropped session by itself (RESUME with the last sequence number; Discord
 //! replays what was missed) and tears the old socket down before opening the next. This module
 //! never runs two clients for one token: the old shard manager is shut down and awaited first.
+//!
+//! Intents: `GUILDS`, `GUILD_MESSAGES`, `DIRECT_MESSAGES`, `MESSAGE_CONTENT`. A raw event handler
+//! feeds a bounded queue (`QUEUE`); what is queued together is put back in message-id order, which
+//! is Discord's creation order. Health comes from dispatches and acknowledged heartbeats.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,6 +4,14 @@
 //! Where a message was (DM, text channel, thread) is resolved by the adapter first and passed in
 //! as a `Place`; files are only described here (`FileRequest`), `media.rs` downloads them. Nothing
 //! here decides who may talk to the bot: allowlists and pairing belong to the host.
+//!
+//! DMs; text channels, where a mention of the bot's user or one of its roles, or a reply to the
+//! bot, addresses it; threads and forum posts as `Thread` chats keyed by the thread id (one the bot
+//! opened needs no mention); with `auto_thread` a mention in a channel asks for a thread on the
+//! message, which the adapter opens before accept; channel allow and ignore lists; member roles
+//! into `Sender.roles`. The event id is the message id (`ia:<id>` for a button press), never the
+//! gateway's sequence number, so a dispatch replayed after RESUME, dispatched twice or read back
+//! over REST is one event.
 
 use hermesd_platform::{
     AttachmentKind, ChatRef, ChatType, InboundAction, InboundEvent, InboundMessage, ReplyContext, Sender,

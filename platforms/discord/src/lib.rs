@@ -3,6 +3,10 @@
 //! A thin translator: it normalises dispatches, hands them to the host's ingress and sends what
 //! the host gives it. Allowlists, pairing, dedup, pacing and chunking are the host's; serenity
 //! stays behind `rest.rs` and `gateway.rs`; the bot token never appears in a log line or an error.
+//!
+//! An interaction (a button press) is acknowledged only after its action was accepted; a stranger's
+//! is left unacknowledged. The Discord cursor advances only past accepted or ignored messages
+//! (`backfill.rs`).
 
 mod backfill;
 mod config;

@@ -3,6 +3,11 @@
 //!
 //! No retries or pacing here (the host owns both). Every body carries `allowed_mentions` so the
 //! bot can never ping `@everyone`, `@here` or a role, whatever the model writes.
+//!
+//! Replies carry a message reference, buttons go in action rows, typing is throttled to one call
+//! per 8 s per channel, and a keyed send (`Platform::send_keyed`) carries a `nonce` — 24 hex digits
+//! of the SHA-256 of the host's key — with `enforce_nonce`, so a resend after a crash returns the
+//! message Discord already created instead of a second one (for a few minutes).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};

@@ -4,6 +4,10 @@
 //! serenity builds each request (route, token header, proxy base URL); this module executes it so
 //! a 429 keeps its `retry_after` and `global` flag. No retries here (the host owns them), and no
 //! error text may carry the bot token or an interaction token.
+//!
+//! Requests are built against the configured `api_url`; every call is bounded (`CALL_TIMEOUT`,
+//! 30 s). A 429 with `global: true` holds every call
+//! until its wait is over, without asking Discord.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};

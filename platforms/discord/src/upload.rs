@@ -1,6 +1,6 @@
 //! Files to Discord: one attachment per message, sent as multipart with the file in `files[0]`
 //! and the message JSON in `payload_json` (which names the attachment), with the same reply
-//! reference and users-only `allowed_mentions` as text.
+//! reference and users-only `allowed_mentions` as text. At most 10 MiB per file.
 
 use hermesd_platform::{FileLimits, OutboundFile, OutboundMessage, PlatformError};
 use serde_json::{Value, json};

@@ -3,6 +3,9 @@
 //! / `smtp://…?tls=required` (STARTTLS), and plain `imap://` / `smtp://` to a loopback host only.
 //!
 //! The password never appears in `Debug` output, a log line or an error.
+//!
+//! `EmailSettings` holds the settings, `Endpoint` a parsed server URL; `problems()` is what the
+//! host's `validate` lists.
 
 use std::fmt;
 use std::net::IpAddr;

@@ -3,6 +3,11 @@
 //!
 //! Only an `Authentication-Results` header carrying our own server's authserv-id is believed:
 //! anyone can write such a header into a message, so all others are ignored.
+//!
+//! Never answered: `Auto-Submitted` (other than `no`), `X-Autoreply`/`X-Autorespond`, an empty
+//! Return-Path, `multipart/report`, mailer-daemon or postmaster, `Precedence: bulk|list|junk`,
+//! `List-Id`/`List-Unsubscribe`, no-reply senders and our own address. Authentication is the DMARC
+//! verdict of the topmost `Authentication-Results` header carrying our `authserv_id`.
 
 /// Why a message gets no turn.
 #[derive(Debug, Clone, PartialEq, Eq)]

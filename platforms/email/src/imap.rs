@@ -3,6 +3,9 @@
 //!
 //! The password goes to the server's LOGIN command and nowhere else; errors name the server and
 //! the step, never the credentials.
+//!
+//! `MailStream` is the connection, plain or TLS; connecting reads the greeting, sends LOGIN and
+//! asks CAPABILITY (whether the server has IDLE).
 
 use std::pin::Pin;
 use std::sync::Arc;

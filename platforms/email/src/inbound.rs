@@ -3,6 +3,11 @@
 //! Order matters: loop checks and sender authentication come first, so an auto-reply, a bounce or
 //! a spoofed sender never reaches the host's access check (and never costs a pairing reply).
 //! The event id is the Message-ID, so the host's dedup also covers a mailbox whose UIDs changed.
+//!
+//! The chat is the sender's address, lowercase; the thread is the root Message-ID (the first of
+//! References, else In-Reply-To, else the message's own). The text is the trimmed body (`text.rs`),
+//! led by the subject when the mail starts a thread; attachments are kept under the size cap.
+//! Sender authentication asks for `dmarc=pass` (`headers.rs`) unless `require_auth = false`.
 
 use hermesd_platform::{ChatRef, ChatType, InboundEvent, InboundMessage, Sender};
 use mail_parser::{HeaderValue, Message, MessageParser, MimeHeaders};

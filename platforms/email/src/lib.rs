@@ -5,6 +5,9 @@
 //! bulk and list mail, no-reply senders, our own) and mail whose sender our own server did not
 //! authenticate never reaches the host. Allowlists, pairing, dedup and pacing are the host's;
 //! the password never appears in a log line or an error.
+//!
+//! An unknown sender gets no pairing reply by mail unless `platforms.email.pairing` is set (a
+//! pairing reply to a forged address would be backscatter).
 
 mod config;
 mod cursor;

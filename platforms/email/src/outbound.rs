@@ -3,6 +3,9 @@
 //!
 //! SMTP 4xx is transient (the host's outbox retries), 5xx permanent (the receipt records the
 //! failure), a refused login unauthorised. Errors never carry the password.
+//!
+//! `Mailer` sends; a file makes the mail multipart/mixed around the alternative part. An SMTP 4xx
+//! whose text speaks of throttling is `RateLimited`; 530, 534 and 535 are `Unauthorized`.
 
 use std::time::Duration;
 

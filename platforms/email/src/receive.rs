@@ -5,6 +5,10 @@
 //! A message is taken in this order: normalise → admit → save attachments → accept → `\Seen` →
 //! cursor. Nothing is marked or skipped past before the host has stored it, so a crash at any
 //! point re-reads the message and the host's dedup drops the second copy.
+//!
+//! New mail is found with `UID SEARCH UID n:*` past the cursor. A message is marked
+//! `+FLAGS.SILENT (\Seen)` once accepted; the cursor moves past it only once it was accepted or
+//! skipped (a loop, an unauthenticated sender, no access).
 
 use futures_util::TryStreamExt;
 use hermesd_platform::{Backoff, IngressError, PlatformContext};

@@ -5,6 +5,11 @@
 //! is `context.user_id`, the event id `context.id`. A request's chat is the HA user; its
 //! conversation id, when given, is the thread, so each conversation is its own session and no
 //! user can continue another's.
+//!
+//! A request is a DM-typed message; without a `context.user_id` the user is `automation`. A
+//! `state_changed` becomes a rendered prompt (every value one line, capped; attribute-only changes
+//! skipped) on the `homeassistant_watch` pseudo-platform, the entity the chat and the change id the
+//! thread, so each change is its own session.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

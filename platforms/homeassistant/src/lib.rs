@@ -5,6 +5,10 @@
 //!
 //! Allowlists, deduplication, pacing and chunking belong to the host; the token never leaves
 //! the `auth` frame.
+//!
+//! `wss` goes through rustls on ring. A request's event id is its `context.id`, so a request fired
+//! twice runs once; requests are accepted only from users in the Home Assistant allowlists (no
+//! pairing code is ever sent), and the answer names that id. One websocket at a time.
 
 pub mod config;
 /// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.

@@ -1,6 +1,9 @@
 //! The one connection to Home Assistant, shared by the receive loop, sends and tools: ids
 //! increasing per connection, a bounded map of commands waiting for their `result`, each with a
 //! timeout. A command issued while no connection is up fails at once (the outbox retries sends).
+//!
+//! A dropped socket fails every command waiting on it as disconnected. `HassClient` (in `lib.rs`)
+//! is the handle the host gives the `homeassistant` tools.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -2,6 +2,9 @@
 //! request's conversation id and event id); a chat `notify.<service>` is a notify service call.
 //! HA has no rate limits on its websocket API; refusals and connection trouble map to the
 //! host's error kinds.
+//!
+//! The `hermesd_response` event carries the conversation id, the request id, the message's kind and
+//! whether it is the final piece.
 
 use hermesd_platform::{OutboundKind, OutboundMessage, PlatformError};
 use serde_json::{Value, json};

@@ -4,6 +4,10 @@
 //!
 //! HA keeps no backlog for websocket subscribers: events fired while the connection is down
 //! are not delivered later (README: the automation should check for a response).
+//!
+//! The handshake is `auth_required` → `auth` → `auth_ok`; an `auth_invalid` ends `run` as
+//! `Unauthorized`, never retried in a loop. It then subscribes to `hermesd_request` and, when
+//! watching, `state_changed`, and reconnects with the core `Backoff`.
 
 use std::time::Duration;
 

@@ -1,6 +1,9 @@
 //! Entry points for the fuzz targets in tests/fuzz (built by cargo-afl with `--cfg fuzzing`, and
 //! by the tests). Each takes the fuzzer's raw bytes and panics when a promise is broken; nothing
 //! here is used by the adapter itself.
+//!
+//! `envelope` and `stream` are the checks of the `signal_envelope` and `signal_stream` targets; the
+//! `props` modules beside the normaliser and the SSE decoder test the same promises.
 
 use hermesd_platform::{ChatType, InboundEvent};
 use serde_json::Value;

@@ -3,6 +3,8 @@
 //! Alive means bytes or a keepalive comment arrived, or a `receive` call completed, never that a
 //! socket is open: a stream that wedges while its connection stays up turns unhealthy once the
 //! deadline passes, and `/readyz` and `hermesd_platform_seconds_since_progress` say how long ago.
+//!
+//! It also counts the streams replaced for silence.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};

@@ -6,6 +6,11 @@
 //! sender's ACI UUID (`sourceUuid`; numbers can be hidden or change); their number rides along
 //! in `Sender.roles` so an allowlist may name either. The event id is Signal's message identity,
 //! `<sourceUuid>:<timestamp>`, and doubles as the message id a reply quotes.
+//!
+//! A DM's chat is the sender's UUID, a group's `group:<groupId>`. In a group (with
+//! `require_mention`) a message addresses the bot by a `mentions[]` entry naming the account, a
+//! quote of the bot, a leading `/`, or one of `mention_patterns`. Signal's U+FFFC mention marks are
+//! spelled out as `@<number or uuid>`, and a quote becomes `reply_to`.
 
 use hermesd_platform::{AttachmentKind, ChatRef, ChatType, InboundEvent, InboundMessage, ReplyContext, Sender};
 use serde_json::Value;

@@ -2,6 +2,9 @@
 //! signal-cli's own files) into the media dir, under the size cap, after the sender was admitted.
 //!
 //! A file that cannot be fetched never drops its message: the text says what is missing instead.
+//!
+//! The file is capped by `max_file_mb`, and the JSON-RPC answer carrying it by the base64 size of
+//! that cap.
 
 use base64::Engine;
 use hermesd_platform::media::{self, Fetched, MediaDir};

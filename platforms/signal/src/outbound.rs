@@ -3,6 +3,10 @@
 //!
 //! Signal has no buttons: approvals arrive as the host's text ("Reply /approve or /deny"), and
 //! the buttons of a message are dropped here. The id of a sent message is its `timestamp`.
+//!
+//! A send goes to `recipient` or `groupId`; the first piece of a reply carries `quoteTimestamp` and
+//! `quoteAuthor`. Files go as `data:<mime>;filename=<name>;base64,…` URIs. Reactions are
+//! `SignalPlatform::react`. There are no edits (Signal allows few).
 
 use base64::Engine;
 use hermesd_platform::{ChatRef, FileLimits, MessageRef, OutboundFile, OutboundMessage, PlatformError};

@@ -4,6 +4,10 @@
 //! Rate limits arrive as JSON-RPC error `-5` (`RateLimitErrorException`), not as HTTP 429; the
 //! wait comes from the send results in `error.data.response.results[].retryAfterSeconds`.
 //! Every call is bounded by a timeout; nothing here logs.
+//!
+//! Calls are bounded by `api_timeout` and answers capped in size. The map: `-5` (or `-1` saying
+//! "rate limit") → `RateLimited`, the wait from the results, else 30 s; `-3`, `-32603`, 5xx and
+//! transport errors → `Transient`; `-4`, `-6`, any other code and other HTTP errors → `Permanent`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

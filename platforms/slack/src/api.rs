@@ -3,6 +3,12 @@
 //!
 //! No retries here (the host owns them; slack-morphism's own rate control stays off). Tokens go
 //! in the `Authorization` header only, and no token may reach an error text.
+//!
+//! The client uses ring-only TLS and a 10 s connect timeout. Every Web API call is bounded by
+//! `api_timeout` through `within`: no answer in time is `Transient`, so the outbox retries it.
+//! Uploads get `CALLS_PER_FILE` (6) of those limits, downloads `api_timeout` per stalled piece and
+//! `DOWNLOAD_SPAN` (10) in all; lookups on the receive path (names, thread context) fall back to
+//! none.
 
 use std::time::Duration;
 

@@ -5,6 +5,9 @@
 //! `v0:{timestamp}:{body}`, at most 300 s old; 401 otherwise). A request is answered 200 only
 //! after its event was accepted; anything else makes Slack deliver it again, and its retries
 //! (`x-slack-retry-num`) carry the same message, so they deduplicate by event id.
+//!
+//! Besides event callbacks it answers Slack's `url_verification` challenge and takes interactivity
+//! requests (a button press posted as a `payload=<json>` form).
 
 use hermesd_platform::{PlatformContext, WebhookRequest, WebhookResponse, hmac_sha256};
 

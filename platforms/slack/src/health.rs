@@ -2,6 +2,9 @@
 //!
 //! Judged by inbound progress (a Socket Mode envelope or hello, an Events API request), never by
 //! socket state: a socket can stay open while Slack feeds another connection.
+//!
+//! A hello's `num_connections` above one means another consumer shares the app token (Slack then
+//! splits events between them); `/readyz` says so.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};

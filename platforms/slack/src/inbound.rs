@@ -4,6 +4,15 @@
 //! adds, renames or omits elsewhere can never make an envelope unreadable (and so lost). Files
 //! are only described (`FileRequest`); `media.rs` downloads them. Nothing here may decide who is
 //! allowed to talk to the bot: allowlists and pairing belong to the host.
+//!
+//! Chats: `im` is a DM; channels, private channels and group DMs (`mpim`) are answered in
+//! threads: a top-level channel message becomes a thread keyed by its `ts`, so each conversation
+//! in a channel is its own session. There a message addresses the bot by a mention, an
+//! `app_mention` or being in a thread the bot takes part in (the caller finds out: its cache, then
+//! `conversations.replies`); a leading `<@bot>` is stripped from the text. Bots, the bot itself,
+//! deletes and (unless `edited_messages`) edits are dropped; `block_actions` become an `Action`.
+//! The event id is `{channel}:{ts}` (an edit adds `:e<edit ts>`), so redeliveries and retries
+//! deduplicate.
 
 use hermesd_platform::{AttachmentKind, ChatRef, ChatType, InboundAction, InboundEvent, InboundMessage, Sender};
 use serde::Deserialize;

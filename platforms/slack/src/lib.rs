@@ -3,6 +3,10 @@
 //! A thin translator over slack-morphism's Web API client: it normalises events, hands them to the
 //! host's ingress and sends what the host gives it. Allowlists, pairing, dedup, pacing and
 //! chunking are the host's; no token or signing secret ever appears in a log line or an error.
+//!
+//! After admission, a mention inside a thread the bot is not in yet gets the thread's first message
+//! as its reply context (`conversations.replies`), and a sender without a profile gets a display
+//! name from `users.info` (`names.rs`).
 
 mod api;
 mod config;

@@ -6,6 +6,9 @@
 //! `disconnect` envelope or when Slack stops feeding a socket that still answers pings, health
 //! judged by envelopes, and prompt cancellation. slack-morphism still opens the connection.
 //!
+//! A socket is replaced on a `disconnect` envelope, on pings left unanswered, or when no envelope
+//! or hello came for `socket_idle_reconnect`; a failed one is opened again with `Backoff`.
+//!
 //! Invariant: an envelope is acknowledged only after its event was accepted (new or duplicate)
 //! or ignored; a refused accept leaves it unacknowledged, so Slack delivers it again.
 

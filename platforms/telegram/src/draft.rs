@@ -4,6 +4,9 @@
 //!
 //! A draft is ephemeral (Telegram shows it for about 30 s after its last update) and has no
 //! message id; the final answer is still sent with `sendMessage`. Nothing here paces or retries.
+//!
+//! Drafts are offered only in private chats, and given up for good (streaming by edits from then
+//! on) once Telegram refuses the method.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

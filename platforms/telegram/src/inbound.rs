@@ -2,6 +2,10 @@
 //!
 //! Files are only described here (`FileRequest`); `media.rs` downloads them. Nothing here may
 //! decide who is allowed to talk to the bot: allowlists and pairing belong to the host.
+//!
+//! It covers chat types (forum topics become threads), mention gating in groups, commands addressed
+//! to the bot, callback queries (button presses) and albums (`normalise_album`), and carries the
+//! replied-to message's text and author and the chat's title.
 
 use hermesd_platform::{
     AttachmentKind, ChatRef, ChatType, InboundAction, InboundEvent, InboundMessage, ReplyContext, Sender,

@@ -3,6 +3,9 @@
 //! A thin translator over teloxide's Bot API client: it normalises updates, hands them to the
 //! host's ingress and sends what the host gives it. Allowlists, pairing, dedup, pacing and
 //! chunking are the host's; the bot token never appears in a log line or an error.
+//!
+//! Calls use teloxide's own client settings (5 s to connect, 17 s per request) with the shared
+//! idle-connection policy.
 
 mod config;
 mod draft;

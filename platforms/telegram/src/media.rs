@@ -1,6 +1,8 @@
 //! Downloads a message's files into the media dir, with a size cap, before the event is accepted.
 //!
 //! A file that cannot be fetched never drops its message: the text says what is missing instead.
+//!
+//! A file is located with `getFile`, then downloaded.
 
 use std::io;
 use std::path::Path;

@@ -2,6 +2,8 @@
 //!
 //! No retries or pacing here (the host owns both), with one exception: text whose HTML Telegram
 //! cannot parse is sent once more as plain text. Error texts must never carry the bot token.
+//!
+//! Covers `send`, `edit` and `typing`; a 429's `retry_after` becomes `RateLimited`.
 
 use hermesd_platform::{Button, ChatRef, MessageRef, OutboundMessage, PlatformError, Redactor, clamp_retry_after};
 use teloxide::prelude::*;

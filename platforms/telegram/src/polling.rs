@@ -5,7 +5,10 @@
 //!
 //! An album (updates sharing a `media_group_id`) becomes one event. When an album ends a batch,
 //! its later parts may come with the next poll, so it is held — the cursor stays before it and
-//! the same updates are polled again — for up to `ALBUM_HOLD` before it is delivered as it is.
+//! the same updates are polled again — for up to `ALBUM_HOLD` (1 s) before it is delivered as it
+//! is. The album's event carries every part's files; the caption's part decides text and
+//! addressing, and the first part's id is the event id, so a re-polled album is a duplicate. In
+//! webhook mode each part arrives alone and the router's batching joins them.
 
 use std::time::Duration;
 

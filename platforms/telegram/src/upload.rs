@@ -1,6 +1,7 @@
 //! Files to Telegram: `sendPhoto` for pictures Telegram shows as photos (JPEG, PNG, WebP up to
 //! 10 MB), `sendDocument` for everything else and for a photo Telegram refuses; multipart uploads
-//! built by teloxide. The caption goes as HTML, as plain text if Telegram cannot parse it.
+//! built by teloxide, documents up to 50 MB. The caption goes as HTML, as plain text if Telegram
+//! cannot parse it.
 
 use hermesd_platform::{FileLimits, MessageRef, OutboundFile, OutboundMessage, PlatformError, Redactor};
 use teloxide::payloads::{SendDocumentSetters, SendPhotoSetters};

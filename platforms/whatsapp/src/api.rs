@@ -5,6 +5,9 @@
 //! app) become `RateLimited` with Graph's `Retry-After` when it sends one, else a per-code
 //! default; a refused token (190, HTTP 401) `Unauthorized`; 5xx and Graph's "try again" codes
 //! `Transient`; everything else `Permanent`, with the code in the text.
+//!
+//! 131047 (a free-form message outside the 24-hour window) is `Permanent`, its text naming the
+//! window.
 
 use std::time::Duration;
 

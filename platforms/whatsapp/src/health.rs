@@ -2,6 +2,8 @@
 //! of the token against the Graph API proves we can answer. A quiet number is not a broken one:
 //! without traffic the token check alone keeps it healthy; a refused token makes it unhealthy at
 //! once, whatever arrives.
+//!
+//! `run` checks the token every `token_check_interval` (`GET /{version}/{phone-number-id}`).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};

@@ -4,6 +4,9 @@
 //! through `/{phone-number-id}/messages`. A thin translator: allowlists, pairing, dedup (by
 //! wamid), pacing and chunking are the host's. No token or secret ever appears in a log line or
 //! an error.
+//!
+//! Statuses go to the host (`Ingress::delivery_status`): a send Meta accepted and later reported
+//! `failed` is recorded failed on its receipt, never left as delivered.
 
 mod api;
 mod config;

@@ -4,6 +4,8 @@
 //!
 //! A file that cannot be fetched never drops its message: the text says what is missing. The
 //! token goes only in the `Authorization` header, never into a log line or an error.
+//!
+//! A size Meta announces over the cap is refused before any download.
 
 use std::path::{Path, PathBuf};
 

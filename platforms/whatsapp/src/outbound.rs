@@ -3,6 +3,10 @@
 //! choices, the re-engagement template, and the typing indicator with mark-as-read.
 //!
 //! Only payloads are built here (pure, table-tested); `lib.rs` sends them.
+//!
+//! A reply carries `context.message_id`; the typing indicator is a `status: read` with
+//! `typing_indicator`. The model's markdown becomes WhatsApp's own formatting (`*bold*`,
+//! `~strike~`, headings as bold lines, links as `text (url)`).
 
 use hermesd_platform::{Button, OutboundMessage};
 use serde_json::{Value, json};

@@ -5,6 +5,12 @@
 //! otherwise) and answered 200 only after every message in it was accepted (or refused as a
 //! stranger's) and every status recorded; anything else answers 503 so Meta delivers the whole
 //! body again, and what was already accepted deduplicates by its wamid.
+//!
+//! The GET handshake (`Platform::webhook_get`) echoes `hub.challenge` only for `hub.mode=subscribe`
+//! with the right `hub.verify_token`, compared in constant time. POST bodies over `max_body_bytes`
+//! are refused before the signature is checked. A `failed` status for a message this process just
+//! sent, whose receipt the host has not stored yet, also answers 503, so Meta delivers it again
+//! once the receipt is there.
 
 use hermesd_platform::hmac_sha256;
 use hermesd_platform::{PlatformContext, WebhookRequest, WebhookResponse};

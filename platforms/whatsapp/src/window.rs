@@ -4,6 +4,11 @@
 //! The adapter remembers each chat's last inbound time and message id in a capped map (the id
 //! is what the typing indicator and mark-as-read refer to); after a restart, or for a chat the
 //! map has dropped, the host's durable record answers (`Ingress::last_inbound_at`).
+//!
+//! The window is measured from the user's last message and taken 5 minutes short (`MARGIN`).
+//! Outside it no free-form message is sent: the re-engagement template goes out instead, once per
+//! lapsed window, and the message fails permanently with a reason naming the window; without a
+//! template it fails the same way and nothing is sent (`check_window` in `lib.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};

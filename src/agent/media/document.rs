@@ -1,6 +1,7 @@
-//! Documents for the model: text-like files inlined up to a cap, PDFs turned into text by
-//! pdf-extract off the async threads — under a page cap, a time limit and a size cap, with its
-//! panics caught, because malformed PDFs are common. Never runs a parser on the async threads.
+//! Documents for the model: text-like files inlined up to a cap (`MAX_TEXT_CHARS`, 20 000), PDFs
+//! turned into text by pdf-extract off the async threads (`spawn_blocking`) — under a page cap
+//! (50), a time limit (20 s) and a size cap (20 MB), with its panics caught (`catch_unwind`),
+//! because malformed PDFs are common. Never runs a parser on the async threads.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -5,6 +5,12 @@
 //! named by the path the file tools open (`media/<file>`, the session's chat folder).
 //!
 //! Never fails a turn: a helper that is missing, slow or broken becomes a note in the text.
+//!
+//! `Media::user_message` is the one call the turn makes; `load_images` loads the newest
+//! `MAX_IMAGES_PER_CALL` (8) images for each model call. The helpers: `image.rs` (5 MB cap, type
+//! sniffed), `describe.rs` (`[auxiliary.vision]`), `transcribe.rs` and `document.rs`. Images are
+//! stored as references (path, MIME type) and encoded only for the call that sends them, so
+//! attachments never bloat the store. Helper keys come only from their `api_key_env`.
 
 mod describe;
 pub mod document;

@@ -1,6 +1,8 @@
 //! Voice notes and audio to text through an OpenAI-compatible `POST /audio/transcriptions`
 //! (multipart `file` + `model`, JSON `{"text": ...}` back). One attempt under a timeout: a
 //! failure becomes a note in the turn, never a failed turn. The key is sent, never logged.
+//!
+//! The file is capped in size before it is sent.
 
 use std::path::Path;
 use std::time::Duration;

@@ -2,6 +2,9 @@
 //!
 //! Translates the internal message format at the edge, marks the stable prefix for prompt caching
 //! and classifies failures into `ProviderError` kinds; it never retries and never logs the key.
+//!
+//! Thinking is kept as the message's reasoning; signed and redacted thinking blocks are returned
+//! first in the assistant turn they led to.
 
 pub(crate) mod cache;
 mod request;

@@ -2,6 +2,9 @@
 //!
 //! Translates the internal message format at the edge and classifies HTTP failures into
 //! `ProviderError` kinds; it never retries and never logs the key.
+//!
+//! Streams over SSE, tool-call deltas assembled (`stream.rs`); `cache.rs` marks `cache_control`
+//! content parts for Claude models behind routers.
 
 mod cache;
 mod stream;

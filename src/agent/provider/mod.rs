@@ -1,6 +1,15 @@
 //! The `Provider` boundary: one LLM API dialect each, speaking the internal message format.
 //!
 //! Providers do not retry; the runtime owns retries, fallback and deadlines.
+//!
+//! `Provider`: `complete(request, deltas)` streams deltas to the sink and reports `Usage`, cache
+//! read and write tokens included; `context_length`; `vision()`. The dialects: `ChatCompletions`,
+//! `AnthropicMessages`, `Responses`, and `NotConfigured`; `sse.rs` is the shared decoder. With
+//! vision, image parts go as `image_url` data URLs (chat completions), `input_image` parts
+//! (Responses) or base64 `image` blocks (Anthropic, also inside `tool_result`); without it, a note
+//! naming the path. Opaque reasoning items go back only to the dialect that made them (Responses
+//! `reasoning` items, Anthropic's signed thinking); chat-completions models never get reasoning
+//! back.
 
 mod anthropic;
 mod chat_completions;

@@ -8,6 +8,11 @@
 //! A turn that falls back stays on the fallback; the next turn starts on the primary again
 //! (each turn gets a fresh `ChainState`). Each answered call is priced with the prices of the
 //! entry that served it.
+//!
+//! `ProviderChain` holds the providers and their `Prices`; `ChainState` is one turn's place in it:
+//! the model time spent (`agent.model_deadline` is its budget), the calls, their `Usage` summed and
+//! their `cost` (`turn_usage` gives the `TurnUsage`). A dropped stream is retried without repeating
+//! the deltas already sent. Every answered call is counted in the token and cost metrics.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

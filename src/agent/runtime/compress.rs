@@ -9,6 +9,15 @@
 //!
 //! Before stored history is summarised away the compressor tells whoever runs the turn
 //! (`BeforeCompaction`): the gateway's turn saves memory there; the runtime knows no more.
+//!
+//! `Compressor::compact` writes the summary (updating an earlier one) and compacts in place via
+//! `Store::compact`. `compact_live` and `plan_live` do the live case: the summary becomes the text
+//! of the first kept tool-calling assistant message, and the cut always falls before such a
+//! message, so no call is separated from its results.
+//!
+//! The agent loop compresses before a call would cross the threshold, and once more after a
+//! context-overflow error (`ProviderError::ContextTooLong`): the stored history first, then the
+//! turn's own live steps with `tight` set, keeping only the last calls.
 
 use std::sync::Arc;
 

@@ -2,6 +2,14 @@
 //! the skill index), context (the session's facts, project files from the workdir), volatile
 //! (memory, today's date) — built once per session and stored, so it is byte-identical across the
 //! session's turns until a compaction rebuilds it. Nothing that changes per message belongs here.
+//!
+//! `PromptBuilder` builds it. `SOUL.md` (`$HERMESD_HOME`, capped) is the operator's persona and
+//! replaces the built-in identity; the skill index is the one for the session's platform; the
+//! context files (`CONTEXT_FILES`: `AGENTS.md` and friends) come from the workdir's root. The
+//! memory part is the session's own (`for_whose`): the operator's shared file, plus a person's
+//! `MEMORY.md` / `USER.md` only in that person's own session (`tools::memory::MemoryPlace`).
+//! `SOUL.md` and the context files pass the injection scanner's override and hidden-character
+//! checks, else they are left out with a note.
 
 use std::path::{Path, PathBuf};
 

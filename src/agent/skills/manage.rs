@@ -4,6 +4,10 @@
 //! A change is prepared first (name, size caps, front matter, the injection scanner), shown to
 //! whoever approves it, then applied only if the files are still as they were when prepared.
 //! Writes are atomic (temp file + rename); nothing is ever written outside the skills folder.
+//!
+//! For the agent: `prepare` → approval → `apply`, for create, edit, patch, write_file and delete;
+//! size caps, names and the prompt injection scanner are checked in `prepare`. For the CLI:
+//! `install` and `remove`.
 
 use std::path::{Path, PathBuf};
 

@@ -5,6 +5,12 @@
 //! Everything is read from disk on demand (progressive disclosure): the index for a new
 //! session's prompt, `skills_list`, `skill_view` and `/<name>` each look again, so a new or
 //! edited skill is usable at once. Nothing here ever reads outside a skill's own folder.
+//!
+//! `Skills` decides visibility (`[skills] disabled`, `platform_disabled`, and a skill's `platforms`
+//! naming operating systems or chat platforms), builds the capped index and serves `view` (a body,
+//! or a file confined to the skill's folder: no `..`, absolute paths or symlinks out). The index is
+//! part of the prompt stored at a session's first turn, so skills never change a running session's
+//! system prompt.
 
 mod front_matter;
 mod manage;

@@ -5,6 +5,9 @@
 //! the platform is enabled); the token never reaches the model. A service call first resolves
 //! the entities it would touch (`resolve.rs`) and asks a person when any is sensitive; nothing
 //! is called before that answer, and where nobody can answer the call is refused.
+//!
+//! `ha_list_entities` filters by domain and area and lists at most `MAX_LISTED` (100). `HASS_TOKEN`
+//! never reaches a tool result, a log line or `/readyz`.
 
 pub mod resolve;
 

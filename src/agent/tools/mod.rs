@@ -3,6 +3,17 @@
 //! tools live in the files beside this one.
 //!
 //! Tools never talk to platforms directly: anything that needs a human goes through `Human`.
+//!
+//! `Tool::call` returns text; `call_output` a `ToolOutput`, which may carry images. The `Registry`
+//! holds the toolsets; each `ToolEntry` keeps its spec, its provider schema (shared JSON) and its
+//! token estimate, built once at registration, so a turn copies no schemas. `Registry::allowed`
+//! takes a `ToolPolicy` and merges the run-time `ToolSource`s (MCP) into a per-turn snapshot,
+//! sorted by name: a turn's tool list is fixed when it starts and changes between turns only when a
+//! server's tools change. `builtin.rs` assembles the built-ins; `place.rs` says whose folder a turn
+//! works in.
+//!
+//! The images of a `ToolOutput` stay with the tool result and are loaded at once for a model with
+//! vision (the agent loop's `media`).
 
 mod builtin;
 pub mod clarify;

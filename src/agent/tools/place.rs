@@ -3,6 +3,12 @@
 //! the folder beneath the tools' workdir each of them works in. Folder names come from
 //! `fs_name`, which is injective and never yields `.`, `..` or a `/`, so no id can reach another
 //! person's folder nor leave the tree.
+//!
+//! `Whose` is `Person` or `Chat`. A person works in `users/<platform>/<user>/`, a chat in
+//! `chats/<platform>/<chat>[/<thread>]/`; a cron run works in its creator's or creating chat's
+//! folder (never with the creator's memory), a job the operator made in `chats/cron/<job>/`, a
+//! webhook route in `chats/webhook/<route>/`. `fs_name` percent-encodes ids. The turn sets
+//! `ToolContext::workdir` to the folder, and `MEDIA:` lines resolve beneath it.
 
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,8 @@
 //! A policy starts from a platform's configured toolsets and can only narrow: a delegated child
 //! gets at most its parent's, a cron job created from a chat at most that chat's platform's.
 //! It must never widen, and it must never be bypassed by registering tools elsewhere.
+//!
+//! The toolset name `mcp` admits every MCP server's toolset, `mcp:<server>` exactly that one.
 
 use std::fmt;
 

@@ -5,6 +5,9 @@
 //! A message to any chat other than the one the turn answers (or the operator's `local` file)
 //! needs an admin's turn or the user's approval, so content the model read (a web page, a file)
 //! cannot make it post elsewhere; where nobody can approve it is refused.
+//!
+//! That rule is `authorise_elsewhere`, which the `cronjob` tool applies too when a job is created
+//! or retargeted to deliver elsewhere.
 
 use std::time::Duration;
 

@@ -7,6 +7,11 @@
 //! a private chat's content from inside a group. With `[auxiliary.summary]` the hits are
 //! summarised per session by that model; without it, or when it fails or is slow, the matching
 //! snippets are returned as they are.
+//!
+//! Hits come from `SearchStore::search_scoped`, grouped per conversation with date and title
+//! (`render.rs`). With the summary model, the first `SUMMARISED_SESSIONS` (5) conversations are
+//! summarised concurrently from their hits and the messages around them, capped, within
+//! `SUMMARY_WAIT` (20 s).
 
 mod render;
 

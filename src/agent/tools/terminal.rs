@@ -4,6 +4,14 @@
 //! (the environment is scrubbed), never run a dangerous command without a human's approval (the
 //! UX on top of the sandbox, `danger.rs`), and never leave the command's process group running
 //! after a timeout or a stopped turn.
+//!
+//! A command may write only in the turn's own folder; the rest of the workdir root (other people's
+//! and chats' folders) is unreadable to it (`beneath_root`). The process group is killed on a
+//! timeout or a stop.
+//!
+//! The scrubbed environment has no secret variable, no `_FILE` twin of one, no name the config gave
+//! a secret, no `HERMESD_*` and no `CREDENTIALS_DIRECTORY`; `HOME` is the turn's workdir. The
+//! command runs in a session of its own (no controlling terminal).
 
 mod danger;
 

@@ -3,6 +3,10 @@
 //! special-purpose registries name (loopback, private, link-local, NAT64, 6to4, Teredo, …), nor
 //! let a second DNS answer replace the checked one, nor use a proxy from the environment, nor read
 //! an unbounded body, nor follow more than `MAX_REDIRECTS` redirects, each of which is checked.
+//!
+//! IP literals are checked before the request; redirects are followed by hand, every hop checked.
+//! Private-use networks are reachable only with `tools.web_allow_private`; loopback never, but
+//! through a test-only constructor that configuration cannot reach.
 
 mod resolve;
 

@@ -5,6 +5,10 @@
 //! WAL reader sees every committed transaction up to its start and nothing after), so neither the
 //! daemon's writer nor its readers are stopped. Every copy is written under a `.part` name, checked
 //! with `PRAGMA quick_check` and only then renamed into place.
+//!
+//! A schema migration never runs on a database without a copy of it: the database is snapshotted
+//! under `backups/` first (the newest `SNAPSHOTS_KEPT`, 3, are kept), and the log says where. A
+//! backup opens the database read-only and never migrates it.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

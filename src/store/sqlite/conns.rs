@@ -7,6 +7,9 @@
 //!
 //! Connections open on first use. `close` closes them (checkpointing the WAL on the last one);
 //! a use after it fails like a closed pool.
+//!
+//! Statements of one write that need no answer in between go to the connection's thread as one
+//! command, so such a write is one round trip, not several.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

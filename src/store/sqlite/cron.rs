@@ -2,6 +2,8 @@
 //! serialises it against every other writer of the file, daemons in other processes included;
 //! and each job's advance is one compare-and-set statement on the occurrence it read, so a run
 //! row is written only by the claim that moved `next_run_at` past it, whatever the isolation.
+//!
+//! A run's `(job_id, scheduled_at)` is unique besides (migration 0004).
 
 use async_trait::async_trait;
 use sqlx::Row;

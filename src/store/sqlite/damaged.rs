@@ -13,6 +13,8 @@
 //! that still holds exactly the values the read saw (a row changed or gone since is left to the
 //! next read). If it fails, the read is not kept (`load_transcript`), so the next turn's read
 //! finds the damage again and tries again; the turn itself goes on with what decoded.
+//!
+//! Invariant: a stored row that no longer decodes never stops the daemon or a session.
 
 use std::sync::Arc;
 

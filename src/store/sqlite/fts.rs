@@ -7,6 +7,11 @@
 //! The delete and update triggers (migrations/0019) keep the external-content tables exact for
 //! rows still queued. Every search drains the queue first, so nothing written before a search is
 //! missing from it.
+//!
+//! Invariant: a search sees every message written before it. A queued row is never removed from the
+//! FTS tables (it was never added), and FTS5's `integrity-check` against the messages table holds
+//! whenever the queue is empty. Pruned messages leave the index too; the retention round's
+//! incremental FTS5 optimize merges their delete markers away.
 
 use super::SqliteStore;
 use crate::store::StoreResult;

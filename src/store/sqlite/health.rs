@@ -4,6 +4,12 @@
 //!
 //! A write that runs out of patience returns its error: nothing is acknowledged that was not
 //! stored (adapters leave the event at the platform), and nothing stored is lost.
+//!
+//! Patience per fault: a lock held elsewhere up to 2 min; a full disk or I/O errors 30 s. Each
+//! episode is recorded in the store's `WriteHealth` (`store/health.rs`), which `/readyz` reports
+//! as, say, "store: disk full for 12 s; writes wait and retry"; the first write that goes through
+//! clears it. A write that gives up fails, so the adapter leaves the event unacknowledged at the
+//! platform: a store fault never loses an event.
 
 use std::future::Future;
 use std::time::Instant;

@@ -30,6 +30,12 @@
 //!   the sqlx writer's thread (its automatic ones, and `checkpoint_if_dirty`).
 //! - Errors come back as `sqlx::Error::Database` with SQLite's extended code, so fault handling
 //!   (`health::classify`) is the same for both connections.
+//!
+//! Durability per write: a batch holding a write that must outlive a power cut
+//! (`Outlive::PowerCut`: an accepted event, a send receipt) commits with `synchronous = FULL`;
+//! every other batch keeps `NORMAL`. The lane switches between batches, so group commit shares one
+//! sync among all the batch's writes, and since the WAL keeps commits in order, a synced commit
+//! also makes every unsynced one before it durable.
 
 use std::borrow::Cow;
 use std::path::PathBuf;

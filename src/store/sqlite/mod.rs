@@ -3,6 +3,23 @@
 //! when another process holds the write lock.
 //!
 //! Only this folder writes SQL. Schema changes go through `migrations/`, never ad hoc DDL here.
+//!
+//! Connections: the writer and `store.readers` readers behind async mutexes (`conns.rs`, no sqlx
+//! pool), plus the lanes (`lane.rs`). Every connection sets `journal_size_limit` (8 MB): after a
+//! burst, the next writer to start the WAL over cuts the file back instead of it keeping its
+//! largest size for good. Writes ride out faults in `health.rs`; caches go back when quiet
+//! (`idle.rs`); full-text indexing is batched (`fts.rs`); live transcripts are kept decoded
+//! (`transcripts.rs`).
+//!
+//! The migrations in `migrations/` are embedded; a database with a newer schema is refused
+//! (`SchemaTooNew`), and before a migration runs a snapshot is kept (`backup.rs`). New databases
+//! use incremental auto-vacuum.
+//!
+//! An inbound or pending outbound row whose payload no longer decodes is set to `quarantined` while
+//! loading (kept for inspection, never run, retried or sent), so the rows around it still run and
+//! send; a damaged transcript row is set aside by `damaged.rs`. The full history (`hermesd sessions
+//! show`/`export`) shows what decodes and writes nothing. `inbound_count` (`access.rs`) lets tests
+//! see that strangers' events never reach the store.
 
 mod access;
 pub(crate) mod backup;

@@ -14,8 +14,11 @@
 //! again. Compaction, `/undo`, pruned sessions and a person's deletion in this process also drop
 //! every copy as they commit, so deleted text does not stay in memory either.
 //!
-//! Bounded: at most `MAX_SESSIONS` sessions and about `MAX_BYTES` of message text; the least
-//! recently used go first.
+//! Bounded: at most `MAX_SESSIONS` (256) sessions and about `MAX_BYTES` (16 MiB) of message text;
+//! the least recently used go first.
+//!
+//! Invariant: a kept transcript is never used unchecked, so a row archived or deleted by anyone
+//! never reaches a model from a kept copy.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

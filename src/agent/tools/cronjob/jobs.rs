@@ -1,6 +1,9 @@
 //! Creating and changing jobs, shared by the `cronjob` tool and `hermesd cron`: the schedule is
 //! parsed in the configured zone, the prompt scanned, the delivery target checked. Every refusal
 //! is a sentence the user can act on.
+//!
+//! `JobSpec` is what is asked for, `JobRules` what it is held to, and `prepare` turns one into a
+//! `NewJob` or a refusal.
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;

@@ -4,6 +4,16 @@
 //! HA's registries and states, groups expanded to their members, before the call is made; a
 //! target that cannot be resolved (floors, labels) counts as sensitive, so a call never slips
 //! past approval by naming its entities indirectly.
+//!
+//! Resolved: `entity_id` and `all` (lower-cased, as HA reads them), areas by id or name with their
+//! devices' entities, devices, and group members; the tool moves target keys out of the service
+//! data first (`TARGET_KEYS`), so what is resolved is what is sent. `Sensitivity::reason` asks for
+//! approval when the call's domain is sensitive (configured, or always: `script`, `scene`,
+//! `automation`, `shell_command`, `rest_command`, `hassio`, `backup`), when it is
+//! `homeassistant.stop|restart` or `recorder.purge|purge_entities|disable`, when any entity it
+//! touches is in a sensitive domain or listed as sensitive, when part of its target cannot be
+//! resolved (floors, labels), or when it resolves to no entity and its domain is not in
+//! `harmless_domains` (default deny).
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -5,6 +5,10 @@
 //! keeps one sorted snapshot of all their tools that turns take at their start (`ToolSource`),
 //! and reports each server's state and counters to `/readyz`, `/metrics` and `hermesd mcp`.
 //! It must never let one server's failure delay or break another, nor leave a process behind.
+//!
+//! An HTTP server's bearer and header values (`bearer_env`, `headers_env`) come only from the
+//! environment. No stdio server process, nor anything it started, outlives the daemon (`spawn.rs`,
+//! `shim.rs`).
 
 pub mod client;
 mod naming;

@@ -1,5 +1,7 @@
 //! The rmcp implementation of `McpConnector` / `McpSession`: stdio through the shim (pipes from
 //! `Spawner`) and Streamable HTTP on ring-only reqwest. The only file that names rmcp types.
+//!
+//! A server's stderr is logged under its name, rate-limited.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,11 +1,16 @@
 //! `hermesd mcp-shim` (hidden): the process between the daemon and one stdio MCP server.
 //!
-//! It starts a new session (no controlling terminal; the shim leads the session's process
-//! group), sets its own parent-death signal, re-checks that its parent is still the daemon,
-//! applies the sandbox, and runs the server inside its process group. When the daemon goes — a SIGTERM from the daemon, the parent-death
-//! signal, or a changed parent pid — or the server exits, it kills the whole group, including
-//! grandchildren that launchers such as `uvx` and `npx` start. It never writes to stdout: that
-//! is the server's MCP channel.
+//! It starts a new session (no controlling terminal; the shim leads the session's process group),
+//! sets its own parent-death signal, re-checks that its parent is still the daemon, applies the
+//! sandbox, and runs the server inside its process group. When the daemon goes — a SIGTERM from the
+//! daemon, the parent-death signal, or a changed parent pid — or the server exits, it kills the
+//! whole group, including grandchildren that launchers such as `uvx` and `npx` start. It never
+//! writes to stdout: that is the server's MCP channel.
+//!
+//! `confine` puts the shim (and so the server) in a Landlock domain unless the server says
+//! `sandbox = "none"`: reads everywhere but the data dir, the credentials directory, the terminal's
+//! private temp root, the files secrets were read from and `/dev`; writes only to its own temp dir,
+//! the launchers' caches and the server's `write_paths`. MCP servers keep the host's network.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -6,6 +6,9 @@
 //! the *thread* that spawned the child exits, so every shim is spawned from one long-lived
 //! thread (`Spawner`). Each running group is recorded under `$HERMESD_HOME/mcp/run/` together
 //! with the daemon's pid; `reap_stale` kills the groups a previous daemon left when it died.
+//!
+//! Only the server's configured `env`, plus `PASSED_ENV` (PATH, HOME, LANG) and its own TMPDIR,
+//! reaches a stdio server; the shim starts with a cleared environment.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -1,7 +1,7 @@
-//! One MCP server tool as a hermesd `Tool`: approval when the server asks for it, the call on
-//! the server's current session, and the result mapped to tool output (text joined, images
-//! saved in the chat's media folder and returned as image references, resources by URI and
-//! text, `isError` as a tool error).
+//! One MCP server tool as a hermesd `Tool`: approval when the server asks for it, the call on the
+//! server's current session, and the result mapped to tool output (text joined, images saved in the
+//! chat's media folder as `mcp_<server>_<id>.<ext>` and returned as image references, resources by
+//! URI and text, `isError` as a tool error).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

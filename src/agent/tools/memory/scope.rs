@@ -3,6 +3,10 @@
 //! `memory/users/<platform>/<user>/` and reach only prompts of that person's own sessions; the
 //! operator's shared file reaches every prompt and is never edited by the model. It must never
 //! put one person's files into a prompt another person's turn sees.
+//!
+//! In `"user"` scope, where a turn has no person of its own (a shared chat, a cron run, a
+//! webhook, an API request without `user`), the tool refuses an edit with a clear reason. With
+//! `scope = "shared"` there is one pair of files for everyone, which the tool edits.
 
 use std::path::{Path, PathBuf};
 

@@ -3,6 +3,9 @@
 //! before the message naming it is stored, so the stored row always references bytes that exist
 //! and a resend after a crash sends the same bytes. Workdir paths go through the file tools'
 //! confined resolver: nothing outside the workdir, nothing secret-looking, is ever copied.
+//!
+//! `split_media_lines` takes an answer's `MEDIA:<path>` lines apart from its text (lines inside
+//! code fences stay text).
 
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;

@@ -7,6 +7,9 @@
 //! environment are ignored. The endpoint may be a private or loopback address (a self-hosted
 //! SearXNG), because the operator chose it; no model-chosen URL ever gets that trust. The key
 //! never appears in a result or an error.
+//!
+//! The backends are a SearXNG instance's JSON API and Brave Search (`backends.rs` holds their wire
+//! formats); the key goes only to the configured endpoint, as a header.
 
 mod backends;
 
