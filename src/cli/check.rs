@@ -71,7 +71,7 @@ fn chat_platforms(config: &Config) -> Vec<&'static str> {
     if p.signal.enabled {
         names.push("signal");
     }
-    names.push("terminal");
+    names.push(crate::platforms::terminal::NAME);
     names
 }
 

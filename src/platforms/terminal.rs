@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::now_ms;
 
 /// The platform name.
-pub const NAME: &str = "terminal";
+pub const NAME: &str = crate::vocab::origin::Origin::TERMINAL;
 
 /// Reads stdin, prints replies.
 pub struct TerminalPlatform {

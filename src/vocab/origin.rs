@@ -59,12 +59,6 @@ impl Origin {
         Self::NAMED.iter().find(|(_, name)| *name == platform).map_or(Origin::Chat, |(origin, _)| *origin)
     }
 
-    /// The platform name turns of this origin carry; `None` for chat platforms, which name
-    /// themselves.
-    pub fn platform(self) -> Option<&'static str> {
-        Self::NAMED.iter().find(|(origin, _)| *origin == self).map(|(_, name)| *name)
-    }
-
     /// Whether its sessions are one run or one delivery each, owned by nobody in particular:
     /// the session lifecycle (resets, flushes, titles) leaves them alone, and their memory and
     /// files are the chat's, not a person's.
@@ -109,12 +103,11 @@ mod tests {
     #[test]
     fn every_name_reads_back_as_its_origin() {
         for (origin, name) in Origin::NAMED {
-            assert_eq!((Origin::of(name), origin.platform()), (origin, Some(name)));
+            assert_eq!(Origin::of(name), origin, "{name}");
         }
         for chat in ["telegram", "slack", "homeassistant", "email", ""] {
             assert_eq!(Origin::of(chat), Origin::Chat, "{chat}");
         }
-        assert_eq!(Origin::Chat.platform(), None);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
 }
 
 /// `tests/fuzz/corpus` of the workspace the running test belongs to.
-pub fn folder() -> PathBuf {
+fn folder() -> PathBuf {
     let start = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from("."), PathBuf::from);
     start
         .ancestors()
