@@ -18,8 +18,8 @@
 //! a few accounts cannot use up pairing for everyone: `LIMITS`), wrong approvals lock the
 //! platform's approvals for a while, and a bounded memo remembers strangers answered this window. A
 //! `+`-number among a sender's `roles` (Signal's way of giving a UUID-identified person's number)
-//! matches the user allowlists too; e-mail addresses in the lists are lowercased. `without_pairing`
-//! ignores strangers on a platform instead of pairing them (e-mail, unless
+//! matches the user allowlists too; e-mail addresses in the lists are lowercased. A platform whose
+//! `AccessRules` say it pairs no strangers has them ignored instead (e-mail, unless
 //! `platforms.email.pairing`; Home Assistant never pairs). `is_admin` answers the admin rule above;
 //! `is_named_admin` only the explicit lists (which `[limits]` exempts); `admin_report` is what
 //! `hermesd check` prints. Adapters ask through `Ingress::admit`; the router asks again before
@@ -205,12 +205,6 @@ impl Access {
             }
         }
         Self { rules, gateway: rule(env, "GATEWAY"), store, key, answered: Mutex::default(), no_pairing, phone_ids }
-    }
-
-    /// Unknown senders on `platforms` are ignored without a pairing reply.
-    pub fn without_pairing<'a>(mut self, platforms: impl IntoIterator<Item = &'a str>) -> Self {
-        self.no_pairing.extend(platforms.into_iter().map(str::to_owned));
-        self
     }
 
     /// Decide for a message from `sender` in a chat of `chat_type` on `platform`.
@@ -568,8 +562,9 @@ mod tests {
             Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
         let vars = [("EMAIL_ALLOWED_USERS", " Ann@Example.ORG , bob@example.org")];
         let env = Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>());
-        let platforms = [("email", AccessRules::DEFAULT), ("telegram", AccessRules::DEFAULT)];
-        let access = Access::from_env(&env, platforms, store, key()).without_pairing(["email"]);
+        let unpaired = AccessRules { pairs_strangers: false, ..AccessRules::DEFAULT };
+        let platforms = [("email", unpaired), ("telegram", AccessRules::DEFAULT)];
+        let access = Access::from_env(&env, platforms, store, key());
         let check = |p: &'static str, id: &'static str| {
             let access = &access;
             async move { access.check(p, "c", ChatType::Dm, &sender(id)).await.unwrap() }

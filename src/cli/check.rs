@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{EXIT_CONFIG, Loaded};
+use hermesd_platform::AccessRules;
+
 use crate::config::{Config, Paths};
+use crate::vocab::origin::Origin;
 
 /// Validate the loaded config and report open permissions; exit 78 listing every problem.
 pub(super) fn check(loaded: &Loaded) -> ExitCode {
@@ -21,8 +24,7 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
     for note in loaded.config.advice(&loaded.env) {
         println!("note: {note}");
     }
-    #[cfg(feature = "signal")]
-    for note in loaded.config.platforms.signal.advice(&loaded.env) {
+    for note in loaded.config.platforms.sections().iter().flat_map(|s| s.advice(&loaded.env)) {
         println!("note: {note}");
     }
     let workdir = loaded.paths.workdir(&loaded.config.tools);
@@ -36,8 +38,7 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
             format!("embedded defaults ({} not found)", loaded.paths.config.display())
         };
         println!("configuration OK: {source}");
-        let platforms = chat_platforms(&loaded.config).into_iter().map(|p| (p, crate::platforms::access_rules(p)));
-        for line in crate::access::admin_report(&loaded.env, platforms) {
+        for line in crate::access::admin_report(&loaded.env, chat_platforms(&loaded.config)) {
             println!("admins {line}");
         }
         let sandbox = crate::sandbox::Sandbox::new(loaded.config.tools.terminal.sandbox, None);
@@ -58,21 +59,12 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
     }
 }
 
-/// The enabled platforms people talk through, for the admin report.
-fn chat_platforms(config: &Config) -> Vec<&'static str> {
-    let p = &config.platforms;
-    let enabled = [("api", p.api.enabled), ("telegram", p.telegram.enabled), ("discord", p.discord.enabled)];
-    let mut names: Vec<&str> = enabled
-        .into_iter()
-        .chain([("slack", p.slack.enabled), ("whatsapp", p.whatsapp.enabled)])
-        .filter(|(_, on)| *on)
-        .map(|(n, _)| n)
-        .collect();
-    if p.signal.enabled {
-        names.push("signal");
-    }
-    names.push(crate::platforms::terminal::NAME);
-    names
+/// The enabled platforms people talk through, each with its access rules, for the admin report.
+fn chat_platforms(config: &Config) -> Vec<(&'static str, AccessRules)> {
+    let api = config.platforms.api.enabled.then_some((Origin::API, AccessRules::DEFAULT));
+    let sections =
+        config.platforms.sections().into_iter().filter(|s| s.enabled()).map(|s| (s.name(), s.access_rules()));
+    api.into_iter().chain(sections).chain([(Origin::TERMINAL, AccessRules::DEFAULT)]).collect()
 }
 
 /// Print configuration problems, one a line, to stderr.

@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 
-use super::{Config, Env, ReceiveMode};
+use super::{Config, Env};
 
 /// The shortest age `[retention]` keeps records and files for (but `idempotency`), seconds. Signed
 /// webhooks rely on it: their deduplication records outlive the signature's timestamp window.
@@ -94,19 +94,16 @@ impl Config {
         }
         let keyed = matches!(env.secret("API_SERVER_KEY"), Ok(Some(_)));
         let public = self.http.listen.parse::<SocketAddr>().is_ok_and(|a| !a.ip().is_loopback());
-        let platforms = &self.platforms;
-        let mut signed = Vec::new();
-        if platforms.telegram.enabled && platforms.telegram.mode == ReceiveMode::Webhook {
-            signed.push("platforms.telegram (webhook mode)");
-        }
-        if platforms.slack.enabled && platforms.slack.mode == ReceiveMode::Events {
-            signed.push("platforms.slack (events mode)");
-        }
-        if platforms.whatsapp.enabled {
-            signed.push("platforms.whatsapp");
+        let mut signed: Vec<String> = Vec::new();
+        for section in self.platforms.sections().into_iter().filter(|s| s.enabled()) {
+            match section.signed_requests() {
+                Some("") => signed.push(format!("platforms.{}", section.name())),
+                Some(mode) => signed.push(format!("platforms.{} ({mode})", section.name())),
+                None => {}
+            }
         }
         if !self.webhooks.is_empty() {
-            signed.push("[[webhooks]]");
+            signed.push("[[webhooks]]".into());
         }
         if public {
             let rule = if keyed { "any Host is accepted with the bearer key; " } else { "" };

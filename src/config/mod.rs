@@ -5,8 +5,6 @@
 //! structs: only the names of the variables that hold them.
 
 mod auxiliary;
-mod duration;
-mod homeassistant;
 mod http;
 mod limits;
 mod load;
@@ -16,7 +14,6 @@ mod model;
 mod platforms;
 mod secrets;
 mod sessions;
-mod signal;
 mod terminal;
 mod validate;
 mod web_search;
@@ -26,23 +23,18 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use auxiliary::{AuxiliaryConfig, TranscriptionConfig};
-pub use duration::{HumanDuration, parse_duration};
-pub use homeassistant::{DEFAULT_SENSITIVE_DOMAINS, HomeAssistantConfig};
+pub use hermesd_platform::duration::{HumanDuration, parse_duration};
 pub use http::{MIN_RETENTION_SECS, normalize_origin};
 pub use limits::{LimitsConfig, ModelPrices};
 pub use load::{ConfigFile, Locator};
 pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFilter};
 pub use memory::{MemoryConfig, MemoryScope};
 pub use model::{AgentConfig, BusyPolicy, CompressionConfig, ModelConfig, ProviderKind};
-pub use platforms::{
-    ApiPlatformConfig, DiscordConfig, EmailConfig, PlatformsConfig, ReceiveMode, SlackConfig, TelegramConfig,
-    WhatsAppConfig,
-};
+pub use platforms::{ApiPlatformConfig, NotBuilt, PlatformsConfig};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail};
 pub use sessions::{
     RecoveryConfig, ResetMode, ResetOverride, ResetPolicy, RetentionConfig, SessionsConfig, StoreConfig,
 };
-pub use signal::{DEFAULT_SIGNAL_URL, SignalConfig};
 pub use terminal::{SandboxMode, TerminalConfig};
 pub use web_search::{
     BRAVE_URL as BRAVE_SEARCH_URL, MAX_RESULTS_LIMIT as WEB_SEARCH_MAX_RESULTS, SearchBackend, WebSearchConfig,

@@ -7,7 +7,6 @@
 //! Nothing here reads the config file.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -36,33 +35,7 @@ impl EnvSource for HashMap<String, String> {
     }
 }
 
-/// A secret value; it prints as `[redacted]`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wrap a value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The value, for the one place that must send it (an Authorization header).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
+pub use hermesd_platform::Secret;
 
 /// Where the daemon's secrets came from: the names it asked for (set or not, since a name the
 /// config gives is a secret's name either way) and the files it read them from. Shared: clones
@@ -193,6 +166,16 @@ impl Env {
     /// A secret that must be set (an adapter's token); its value, or why it is missing.
     pub fn required_secret(&self, name: &str) -> Result<String, String> {
         self.secret(name)?.map(|s| s.expose().to_owned()).ok_or_else(|| format!("{name} is not set"))
+    }
+}
+
+impl hermesd_platform::Environment for Env {
+    fn var(&self, name: &str) -> Option<String> {
+        Env::var(self, name)
+    }
+
+    fn secret(&self, name: &str) -> Result<Option<Secret>, String> {
+        Env::secret(self, name)
     }
 }
 

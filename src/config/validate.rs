@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use super::{Config, Env, ModelConfig, ReceiveMode, ResetMode};
+use super::{Config, Env, ModelConfig, ResetMode};
 
 impl Config {
     /// List every problem, checking the secrets this config needs against `env`. Empty: valid.
@@ -90,7 +90,7 @@ impl Config {
         if !(0.1..=0.99).contains(&threshold) {
             problems.push(format!("compression.threshold: {threshold} is not between 0.1 and 0.99"));
         }
-        check_platforms(self, env, &mut problems);
+        check_platforms(self, env, extra, &mut problems);
         check_webhooks(self, env, extra, &mut problems);
         problems.extend(self.mcp.problems());
         if self.cron.tick.get().as_millis() < 1000 {
@@ -147,116 +147,19 @@ fn check_model(at: &str, model: &ModelConfig, env: &Env, problems: &mut Vec<Stri
     }
 }
 
-fn check_platforms(config: &Config, env: &Env, problems: &mut Vec<String>) {
-    let platforms = &config.platforms;
-    // Adapters not compiled into this build (or not written yet): say so rather than start
-    // without them.
-    let built = |name: &str| {
-        (name == "telegram" && cfg!(feature = "telegram"))
-            || (name == "slack" && cfg!(feature = "slack"))
-            || (name == "discord" && cfg!(feature = "discord"))
-            || (name == "homeassistant" && cfg!(feature = "homeassistant"))
-            || (name == "whatsapp" && cfg!(feature = "whatsapp"))
-            || (name == "signal" && cfg!(feature = "signal"))
-            || (name == "email" && cfg!(feature = "email"))
-    };
-    for (name, enabled) in [
-        ("telegram", platforms.telegram.enabled),
-        ("discord", platforms.discord.enabled),
-        ("slack", platforms.slack.enabled),
-        ("homeassistant", platforms.homeassistant.enabled),
-        ("whatsapp", platforms.whatsapp.enabled),
-        ("signal", platforms.signal.enabled),
-        ("email", platforms.email.enabled),
-    ] {
-        if enabled && !built(name) {
+/// Every registered platform's table checks itself (and each of its accounts); a platform this
+/// build has no adapter for must not be enabled.
+fn check_platforms(config: &Config, env: &Env, extra: &[&str], problems: &mut Vec<String>) {
+    for (name, enabled) in config.platforms.not_built() {
+        if enabled {
             problems.push(format!(
                 "platforms.{name}.enabled: this build of hermesd has no {name} adapter; set enabled = false"
             ));
         }
     }
-    let telegram = &platforms.telegram;
-    if telegram.enabled && built("telegram") {
-        let mut need = vec!["TELEGRAM_BOT_TOKEN"];
-        if telegram.mode == ReceiveMode::Webhook {
-            need.push("TELEGRAM_WEBHOOK_SECRET");
-        }
-        for var in need {
-            match env.secret(var) {
-                Ok(Some(_)) => {}
-                Ok(None) => problems.push(format!("platforms.telegram: {var} is not set")),
-                Err(e) => problems.push(format!("platforms.telegram: {e}")),
-            }
-        }
-        if !(telegram.api_url.starts_with("http://") || telegram.api_url.starts_with("https://")) {
-            problems.push(format!("platforms.telegram.api_url: {:?} is not an http(s) URL", telegram.api_url));
-        }
-        if !(1..=15).contains(&telegram.poll_timeout.get().as_secs()) {
-            problems.push("platforms.telegram.poll_timeout: must be between 1s and 15s".into());
-        }
-    }
-    if platforms.discord.enabled && built("discord") {
-        check_discord(&platforms.discord, env, problems);
-    }
-    let hass = &platforms.homeassistant;
-    if hass.enabled && built("homeassistant") {
-        problems.extend(hass.problems(env));
-        if let Some(target) = &hass.watch_target
-            && let Err(e) = config.check_target_with(target, false, &[])
-        {
-            problems.push(format!("platforms.homeassistant.watch_target: {e}"));
-        }
-    }
-    if platforms.whatsapp.enabled && built("whatsapp") {
-        check_whatsapp(&platforms.whatsapp, env, problems);
-    }
-    #[cfg(feature = "signal")]
-    if platforms.signal.enabled {
-        platforms.signal.check(env, problems);
-    }
-    #[cfg(feature = "email")]
-    if platforms.email.enabled {
-        check_email(&platforms.email, env, problems);
-    }
-    if !matches!(platforms.telegram.mode, ReceiveMode::Polling | ReceiveMode::Webhook) {
-        problems.push("platforms.telegram.mode: must be \"polling\" or \"webhook\"".into());
-    }
-    if !matches!(platforms.slack.mode, ReceiveMode::Socket | ReceiveMode::Events) {
-        problems.push("platforms.slack.mode: must be \"socket\" or \"events\"".into());
-    }
-    let slack = &platforms.slack;
-    if slack.enabled && built("slack") {
-        let second = if slack.mode == ReceiveMode::Events { "SLACK_SIGNING_SECRET" } else { "SLACK_APP_TOKEN" };
-        for var in ["SLACK_BOT_TOKEN", second] {
-            // Slack's token kinds are told apart by prefix; a user token in place of the bot
-            // token, or a bot token in place of the app token, fails only at the first call.
-            let prefix = match var {
-                "SLACK_BOT_TOKEN" => Some("xoxb-"),
-                "SLACK_APP_TOKEN" => Some("xapp-"),
-                _ => None,
-            };
-            match env.secret(var) {
-                Ok(Some(value)) => {
-                    if let Some(prefix) = prefix.filter(|p| !value.expose().starts_with(p)) {
-                        problems.push(format!("platforms.slack: {var} must start with {prefix}"));
-                    }
-                }
-                Ok(None) => problems.push(format!("platforms.slack: {var} is not set")),
-                Err(e) => problems.push(format!("platforms.slack: {e}")),
-            }
-        }
-        if !(slack.api_url.starts_with("http://") || slack.api_url.starts_with("https://")) {
-            problems.push(format!("platforms.slack.api_url: {:?} is not an http(s) URL", slack.api_url));
-        }
-        if slack.max_file_mb == 0 {
-            problems.push("platforms.slack.max_file_mb: must be positive".into());
-        }
-        if slack.allowed_channels.iter().any(|c| c.trim().is_empty()) {
-            problems.push("platforms.slack.allowed_channels: blank entries are not allowed".into());
-        }
-        if slack.socket_idle_reconnect.get() < std::time::Duration::from_secs(60) {
-            problems.push("platforms.slack.socket_idle_reconnect: must be at least 1m".into());
-        }
+    let targets = |target: &str| config.check_target_with(target, false, extra);
+    for section in config.platforms.sections() {
+        problems.extend(section.problems(&format!("platforms.{}", section.name()), env, &targets));
     }
 }
 
@@ -314,95 +217,9 @@ impl Config {
                 p.as_str()
             }
         };
-        let enabled = match platform {
-            "telegram" => self.platforms.telegram.enabled,
-            "discord" => self.platforms.discord.enabled,
-            "slack" => self.platforms.slack.enabled,
-            "homeassistant" => self.platforms.homeassistant.enabled,
-            "whatsapp" => self.platforms.whatsapp.enabled,
-            "signal" => self.platforms.signal.enabled,
-            "email" => self.platforms.email.enabled,
-            "local" => true,
-            other => extra.contains(&other),
-        };
+        let enabled = self.platforms.enabled(platform) || extra.contains(&platform);
         if enabled { Ok(()) } else { Err(format!("{text}: platform {platform:?} is not enabled in this config")) }
     }
-}
-
-fn check_whatsapp(whatsapp: &super::WhatsAppConfig, env: &Env, problems: &mut Vec<String>) {
-    for var in ["WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"] {
-        match env.secret(var) {
-            Ok(Some(_)) => {}
-            Ok(None) => problems.push(format!("platforms.whatsapp: {var} is not set")),
-            Err(e) => problems.push(format!("platforms.whatsapp: {e}")),
-        }
-    }
-    if whatsapp.phone_number_id.is_empty() || !whatsapp.phone_number_id.chars().all(|c| c.is_ascii_digit()) {
-        problems.push(format!(
-            "platforms.whatsapp.phone_number_id: {:?} must be the numeric id of the business number",
-            whatsapp.phone_number_id
-        ));
-    }
-    if !(whatsapp.api_url.starts_with("http://") || whatsapp.api_url.starts_with("https://")) {
-        problems.push(format!("platforms.whatsapp.api_url: {:?} is not an http(s) URL", whatsapp.api_url));
-    }
-    let version = whatsapp.api_version.strip_prefix('v').and_then(|v| v.split_once('.'));
-    let numeric = |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit());
-    if !version.is_some_and(|(major, minor)| numeric(major) && numeric(minor)) {
-        problems.push(format!("platforms.whatsapp.api_version: {:?} must look like \"v26.0\"", whatsapp.api_version));
-    }
-    if whatsapp.max_file_mb == 0 {
-        problems.push("platforms.whatsapp.max_file_mb: must be positive".into());
-    }
-    if !whatsapp.reengage_template.is_empty() && whatsapp.reengage_language.trim().is_empty() {
-        problems.push("platforms.whatsapp.reengage_language: must be set with reengage_template".into());
-    }
-    if whatsapp.token_check_interval.get() < std::time::Duration::from_secs(10) {
-        problems.push("platforms.whatsapp.token_check_interval: must be at least 10s".into());
-    }
-}
-
-/// `[platforms.email]`: the adapter's own checks (URLs, plain only to loopback, address,
-/// durations, `authserv_id` unless `require_auth = false`) plus the password.
-#[cfg(feature = "email")]
-fn check_email(email: &super::EmailConfig, env: &Env, problems: &mut Vec<String>) {
-    match env.secret("EMAIL_PASSWORD") {
-        Ok(Some(_)) => {}
-        Ok(None) => problems.push("platforms.email: EMAIL_PASSWORD is not set".into()),
-        Err(e) => problems.push(format!("platforms.email: {e}")),
-    }
-    let settings = email.settings(String::new(), std::path::Path::new(""));
-    problems.extend(settings.problems().into_iter().map(|p| format!("platforms.email.{p}")));
-}
-
-fn check_discord(discord: &super::DiscordConfig, env: &Env, problems: &mut Vec<String>) {
-    match env.secret("DISCORD_BOT_TOKEN") {
-        Ok(Some(_)) => {}
-        Ok(None) => problems.push("platforms.discord: DISCORD_BOT_TOKEN is not set".into()),
-        Err(e) => problems.push(format!("platforms.discord: {e}")),
-    }
-    if !(discord.api_url.starts_with("http://") || discord.api_url.starts_with("https://")) {
-        problems.push(format!("platforms.discord.api_url: {:?} is not an http(s) URL", discord.api_url));
-    }
-    if discord.max_file_mb == 0 {
-        problems.push("platforms.discord.max_file_mb: must be positive".into());
-    }
-    let is_id = |id: &str| id.trim().parse::<u64>().is_ok_and(|n| n > 0);
-    for (key, listed) in [
-        ("platforms.discord.allowed_channels", discord.allowed_channels.clone()),
-        ("platforms.discord.ignored_channels", discord.ignored_channels.clone()),
-        ("DISCORD_ALLOWED_CHANNELS", env_ids(env.var("DISCORD_ALLOWED_CHANNELS"))),
-        ("DISCORD_IGNORED_CHANNELS", env_ids(env.var("DISCORD_IGNORED_CHANNELS"))),
-    ] {
-        if let Some(bad) = listed.iter().find(|id| !is_id(id)) {
-            problems.push(format!("{key}: {bad:?} is not a channel id"));
-        }
-    }
-}
-
-/// A comma-separated id list from the environment.
-fn env_ids(value: Option<String>) -> Vec<String> {
-    value.unwrap_or_default().split(',').map(str::trim).filter(|id| !id.is_empty()).map(str::to_owned).collect()
 }
 
 /// `[skills]`: caps in a sane range and names that a skill folder could have.

@@ -162,8 +162,9 @@ impl AgentParts {
         std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
         let webhooks = Arc::new(WebhookRoutes::build(&config.webhooks, env).map_err(|e| anyhow::anyhow!(e))?);
         let targets = Targets::new(store.clone(), adapters.platforms.clone(), env);
-        let routing = Routing::new(store.clone(), targets.clone(), &config.webhooks, &paths.home)
-            .with_hass_watch(config.platforms.homeassistant.watch_target.clone());
+        let hass_watch = crate::platforms::hass::watch_target(&config.platforms);
+        let routing =
+            Routing::new(store.clone(), targets.clone(), &config.webhooks, &paths.home).with_hass_watch(hass_watch);
         let skills =
             crate::agent::skills::Skills::new(paths.skills(), config.skills.clone(), crate::router::commands::names());
         let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone())
@@ -231,13 +232,11 @@ fn sandbox(
 
 /// Access (allowlists, pairing under the per-home key) and the home's local API key.
 pub(super) fn access(ground: Ground<'_>, platforms: &PlatformRegistry) -> anyhow::Result<(Arc<Access>, Secret)> {
-    let Ground { config, env, paths, store, .. } = ground;
+    let Ground { env, paths, store, .. } = ground;
     let pairing_key = crate::access::PairingKey::load_or_create(&paths.home).map_err(|e| anyhow::anyhow!(e))?;
     let local_key = Secret::new(pairing_key.local_api_key());
-    let unpaired = (!config.platforms.email.pairing).then_some("email");
     let access =
-        Access::from_env(env, platforms.all().map(|p| (p.name(), p.access_rules())), store.clone(), pairing_key)
-            .without_pairing(unpaired);
+        Access::from_env(env, platforms.all().map(|p| (p.name(), p.access_rules())), store.clone(), pairing_key);
     Ok((Arc::new(access), local_key))
 }
 
@@ -449,71 +448,20 @@ pub fn build_platforms(config: &Config, env: &Env, paths: &Paths) -> anyhow::Res
     build_all(config, env, paths).map(|(platforms, _)| platforms)
 }
 
-/// The platforms, plus the `homeassistant` tools over that adapter's connection when it runs.
-#[cfg_attr(
-    not(any(
-        feature = "telegram",
-        feature = "slack",
-        feature = "discord",
-        feature = "whatsapp",
-        feature = "homeassistant",
-        feature = "signal",
-        feature = "email"
-    )),
-    allow(unused_variables)
-)]
+/// Every registered platform the config enables (each account its own adapter), plus the
+/// `homeassistant` tools over that adapter's connection when it runs, and the `local` target.
 fn build_all(
     config: &Config,
     env: &Env,
     paths: &Paths,
 ) -> anyhow::Result<(PlatformRegistry, Option<tools::homeassistant::HassTools>)> {
     let mut platforms = PlatformRegistry::default();
-    #[allow(unused_mut)]
-    let mut hass_tools = None;
-    #[cfg(feature = "homeassistant")]
-    if config.platforms.homeassistant.enabled {
-        let approval = config.tools.approval_timeout.get();
-        let (hass, tools) = crate::platforms::homeassistant::build(&config.platforms.homeassistant, env, approval)
-            .map_err(|e| anyhow::anyhow!("homeassistant: {e}"))?;
-        platforms.insert(hass);
-        hass_tools = Some(tools);
+    for section in config.platforms.sections() {
+        for platform in section.build_all(env, &paths.home).map_err(|e| anyhow::anyhow!(e))? {
+            platforms.insert(platform);
+        }
     }
-    #[cfg(feature = "telegram")]
-    if config.platforms.telegram.enabled {
-        let telegram = crate::platforms::telegram::build(&config.platforms.telegram, env, &paths.home)
-            .map_err(|e| anyhow::anyhow!("telegram: {e}"))?;
-        platforms.insert(telegram);
-    }
-    #[cfg(feature = "slack")]
-    if config.platforms.slack.enabled {
-        let slack = crate::platforms::slack::build(&config.platforms.slack, env, &paths.home)
-            .map_err(|e| anyhow::anyhow!("slack: {e}"))?;
-        platforms.insert(slack);
-    }
-    #[cfg(feature = "discord")]
-    if config.platforms.discord.enabled {
-        let discord = crate::platforms::discord::build(&config.platforms.discord, env, &paths.home)
-            .map_err(|e| anyhow::anyhow!("discord: {e}"))?;
-        platforms.insert(discord);
-    }
-    #[cfg(feature = "whatsapp")]
-    if config.platforms.whatsapp.enabled {
-        let whatsapp = crate::platforms::whatsapp::build(&config.platforms.whatsapp, env, &paths.home)
-            .map_err(|e| anyhow::anyhow!("whatsapp: {e}"))?;
-        platforms.insert(whatsapp);
-    }
-    #[cfg(feature = "signal")]
-    if config.platforms.signal.enabled {
-        let signal = crate::platforms::signal::build(&config.platforms.signal, env, &paths.home)
-            .map_err(|e| anyhow::anyhow!("signal: {e}"))?;
-        platforms.insert(signal);
-    }
-    #[cfg(feature = "email")]
-    if config.platforms.email.enabled {
-        let email = crate::platforms::email::build(&config.platforms.email, env, &paths.home)
-            .map_err(|e| anyhow::anyhow!("email: {e}"))?;
-        platforms.insert(email);
-    }
+    let hass_tools = crate::platforms::hass::tools(&platforms, &config.platforms, config.tools.approval_timeout.get());
     platforms.insert(Arc::new(LocalPlatform::new(paths.home.join("deliveries"))));
     Ok((platforms, hass_tools))
 }

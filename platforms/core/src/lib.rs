@@ -8,6 +8,8 @@ mod backoff;
 pub mod chunk;
 pub mod conformance;
 pub mod corpus;
+pub mod duration;
+mod environment;
 /// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
 #[cfg(any(fuzzing, test))]
 pub mod fuzzing;
@@ -17,8 +19,10 @@ pub mod media;
 mod model;
 mod platform;
 mod redact;
+pub mod section;
 
 pub use backoff::Backoff;
+pub use environment::{Environment, Secret};
 pub use http_pool::{HTTP_POOL_IDLE_TIMEOUT, HTTP_POOL_MAX_IDLE_PER_HOST};
 pub use model::{
     Attachment, AttachmentKind, Button, ChatRef, ChatType, HistoryMessage, InboundAction, InboundEvent, InboundMessage,

@@ -299,9 +299,10 @@ pub struct PlatformContext {
     pub ingress: Arc<dyn Ingress>,
 }
 
-/// A platform adapter.
+/// A platform adapter. `Any`, so a host feature built over one adapter (Home Assistant's tools
+/// over its connection) can find it in the registry.
 #[async_trait]
-pub trait Platform: Send + Sync {
+pub trait Platform: std::any::Any + Send + Sync {
     /// The short name used in chat refs, config and session keys.
     fn name(&self) -> &str;
 

@@ -20,6 +20,7 @@ mod media;
 mod memo;
 mod outbound;
 mod rest;
+mod section;
 mod upload;
 
 use std::sync::{Mutex, PoisonError};
@@ -34,6 +35,7 @@ use serenity::all::{ComponentInteraction, Event, Interaction, Message};
 use tokio_util::sync::CancellationToken;
 
 pub use config::{DiscordSettings, Reactions, is_snowflake};
+pub use section::DiscordConfig;
 
 use health::HealthTracker;
 use hermesd_platform::media::MediaDir;

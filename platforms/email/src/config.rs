@@ -144,6 +144,9 @@ pub struct EmailSettings {
     pub max_file_bytes: u64,
     /// Connect (and TLS handshake, and login) timeout.
     pub connect_timeout: Duration,
+    /// Unknown senders are answered with a pairing code (off by default: a reply to a spoofed
+    /// sender is backscatter).
+    pub pairing: bool,
 }
 
 impl Default for EmailSettings {
@@ -162,6 +165,7 @@ impl Default for EmailSettings {
             media_dir: PathBuf::from("media/email"),
             max_file_bytes: 20 * 1024 * 1024,
             connect_timeout: Duration::from_secs(20),
+            pairing: false,
         }
     }
 }

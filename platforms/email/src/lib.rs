@@ -18,13 +18,14 @@ mod imap;
 mod inbound;
 mod outbound;
 mod receive;
+mod section;
 mod text;
 mod threads;
 
 use async_trait::async_trait;
 use hermesd_platform::media::{self, Fetched, MediaDir};
 use hermesd_platform::{
-    Attachment, AttachmentKind, Capabilities, ChatRef, FileLimits, InboundEvent, IngressError, LengthUnit,
+    AccessRules, Attachment, AttachmentKind, Capabilities, ChatRef, FileLimits, InboundEvent, IngressError, LengthUnit,
     MarkdownDialect, MessageRef, OutboundFile, OutboundMessage, Platform, PlatformContext, PlatformError,
     PlatformHealth, Redactor,
 };
@@ -32,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{EmailSettings, Endpoint, MAX_IDLE_TIMEOUT, Protocol, Security, is_loopback, valid_address};
 pub use inbound::NAME;
+pub use section::EmailConfig;
 
 use health::HealthTracker;
 use inbound::{InPart, Rules, ThreadInfo};
@@ -199,6 +201,10 @@ fn short_hash(text: &str) -> String {
 impl Platform for EmailPlatform {
     fn name(&self) -> &str {
         NAME
+    }
+
+    fn access_rules(&self) -> AccessRules {
+        AccessRules { pairs_strangers: self.settings.pairing, ..AccessRules::DEFAULT }
     }
 
     fn capabilities(&self) -> Capabilities {

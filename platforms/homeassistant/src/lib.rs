@@ -19,6 +19,7 @@ pub mod link;
 pub mod outbound;
 
 mod health;
+mod section;
 mod socket;
 mod watch;
 
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{HassSettings, NAME, REQUEST_EVENT, RESPONSE_EVENT, WATCH_PLATFORM, WatchRules};
 pub use link::HassError;
+pub use section::{DEFAULT_SENSITIVE_DOMAINS, HomeAssistantConfig};
 
 use health::HealthTracker;
 use link::Link;

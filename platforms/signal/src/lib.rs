@@ -14,6 +14,7 @@ mod inbound;
 mod media;
 mod outbound;
 mod rpc;
+mod section;
 mod sse;
 mod stream;
 
@@ -29,6 +30,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{DEFAULT_HTTP_URL, KEEPALIVE, SignalSettings, host_of, is_account, is_loopback, is_uuid};
+pub use section::SignalConfig;
 
 use health::HealthTracker;
 use inbound::Rules;

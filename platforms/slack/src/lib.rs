@@ -20,6 +20,7 @@ mod inbound;
 mod media;
 mod names;
 mod outbound;
+mod section;
 mod socket;
 mod upload;
 
@@ -35,6 +36,7 @@ use slack_morphism::prelude::SlackApiToken;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{EVENTS_PATH, SlackMode, SlackSettings};
+pub use section::{Receive, SlackConfig};
 
 use api::Client;
 use health::HealthTracker;

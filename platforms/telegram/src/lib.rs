@@ -18,6 +18,7 @@ mod inbound;
 mod media;
 mod outbound;
 mod polling;
+mod section;
 mod upload;
 mod webhook;
 
@@ -35,6 +36,7 @@ use teloxide::{ApiError, RequestError};
 use tokio_util::sync::CancellationToken;
 
 pub use config::{MAX_POLL_TIMEOUT, TelegramMode, TelegramSettings, WEBHOOK_PATH};
+pub use section::{Receive, TelegramConfig};
 
 use health::HealthTracker;
 use hermesd_platform::media::MediaDir;

@@ -17,6 +17,7 @@ mod health;
 mod inbound;
 mod media;
 mod outbound;
+mod section;
 mod upload;
 mod webhook;
 mod window;
@@ -33,6 +34,7 @@ use hermesd_platform::{
 use tokio_util::sync::CancellationToken;
 
 pub use config::{DEFAULT_API_VERSION, WEBHOOK_PATH, WhatsAppSettings, check_fields};
+pub use section::WhatsAppConfig;
 pub use webhook::sign;
 
 use api::Graph;

@@ -2,7 +2,7 @@
 //!
 //! Parsing only; it never reads the clock.
 //!
-//! `HumanDuration` is the config type.
+//! `HumanDuration` is the config type of the host and of every platform's table.
 
 use std::fmt;
 use std::time::Duration;

@@ -1,10 +1,18 @@
 //! `[platforms.homeassistant]`: where Home Assistant is, which state changes become prompts and
-//! where they go, and which entities count as sensitive for the `homeassistant` tools. The token
-//! comes only from `HASS_TOKEN`; `HASS_URL` may replace `url`.
+//! where they go, and which entities count as sensitive for the host's `homeassistant` tools:
+//! the table's keys and defaults, its checks for `hermesd check`, and the adapter built from it.
+//! The token comes only from `HASS_TOKEN`; `HASS_URL` may replace `url`.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermesd_platform::duration::HumanDuration;
+use hermesd_platform::section::{BuildContext, Checks, Section};
+use hermesd_platform::{AccessRules, Environment, Platform};
 use serde::{Deserialize, Serialize};
 
-use super::{Env, HumanDuration};
+use crate::config::DEFAULT_WATCH_PROMPT;
+use crate::{ACCESS_RULES, HassPlatform, HassSettings, NAME, WatchRules};
 
 /// Domains whose entities need a person's approval before a service call touches them.
 pub const DEFAULT_SENSITIVE_DOMAINS: [&str; 4] = ["lock", "alarm_control_panel", "cover", "climate"];
@@ -82,7 +90,7 @@ impl Default for HomeAssistantConfig {
             watch_all: false,
             cooldown_seconds: 30,
             watch_target: None,
-            watch_prompt: hermes_watch_prompt().into(),
+            watch_prompt: DEFAULT_WATCH_PROMPT.into(),
             notify_title: "Hermes".into(),
             sensitive_domains: DEFAULT_SENSITIVE_DOMAINS.iter().map(|d| (*d).to_owned()).collect(),
             sensitive_entities: Vec::new(),
@@ -93,11 +101,6 @@ impl Default for HomeAssistantConfig {
     }
 }
 
-fn hermes_watch_prompt() -> &'static str {
-    "[Home Assistant] {friendly_name} ({entity_id}) changed from \"{old_state}\" to \"{new_state}\". \
-     Tell me if this needs attention."
-}
-
 impl HomeAssistantConfig {
     /// Whether any state change can become a prompt.
     pub fn watching(&self) -> bool {
@@ -105,23 +108,26 @@ impl HomeAssistantConfig {
     }
 
     /// The URL in force: `HASS_URL`, else `url`.
-    pub fn url_in(&self, env: &Env) -> String {
+    pub fn url_in(&self, env: &dyn Environment) -> String {
         env.var("HASS_URL").map(|u| u.trim().to_owned()).filter(|u| !u.is_empty()).unwrap_or_else(|| self.url.clone())
     }
+}
 
-    /// Every problem of this section (pure; `extra` as for targets), each naming its key.
-    pub fn problems(&self, env: &Env) -> Vec<String> {
-        let mut problems = Vec::new();
-        let at = "platforms.homeassistant";
-        match env.secret("HASS_TOKEN") {
-            Ok(Some(_)) => {}
-            Ok(None) => problems.push(format!("{at}: HASS_TOKEN is not set")),
-            Err(e) => problems.push(format!("{at}: {e}")),
-        }
-        let url = self.url_in(env);
+impl Section for HomeAssistantConfig {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn check(&self, checks: &mut Checks<'_>) {
+        checks.secret("HASS_TOKEN");
+        let url = self.url_in(checks.env());
         let scheme = url.split_once("://").map(|(s, _)| s);
         if !matches!(scheme, Some("http" | "https" | "ws" | "wss")) {
-            problems.push(format!("{at}.url: {url:?} is not an http(s) or ws(s) URL"));
+            checks.key("url", format_args!("{url:?} is not an http(s) or ws(s) URL"));
         }
         let is_entity = |e: &str| {
             e.split_once('.').is_some_and(|(d, o)| {
@@ -138,7 +144,7 @@ impl HomeAssistantConfig {
             ("sensitive_entities", &self.sensitive_entities),
         ] {
             for bad in list.iter().filter(|e| !is_entity(e)) {
-                problems.push(format!("{at}.{key}: {bad:?} is not an entity id such as \"lock.front_door\""));
+                checks.key(key, format_args!("{bad:?} is not an entity id such as \"lock.front_door\""));
             }
         }
         for (key, list) in [
@@ -147,25 +153,51 @@ impl HomeAssistantConfig {
             ("harmless_domains", &self.harmless_domains),
         ] {
             for bad in list.iter().filter(|d| !is_domain(d)) {
-                problems.push(format!("{at}.{key}: {bad:?} is not a domain such as \"binary_sensor\""));
+                checks.key(key, format_args!("{bad:?} is not a domain such as \"binary_sensor\""));
             }
         }
-        if self.watching() && self.watch_target.is_none() {
-            problems.push(format!(
-                "{at}.watch_target: watching state changes needs a delivery target for their prompts \
-                 (e.g. \"homeassistant:notify.mobile_app_phone\" or \"local\")"
-            ));
+        match &self.watch_target {
+            None if self.watching() => checks.key(
+                "watch_target",
+                "watching state changes needs a delivery target for their prompts \
+                 (e.g. \"homeassistant:notify.mobile_app_phone\" or \"local\")",
+            ),
+            Some(target) => checks.target("watch_target", target),
+            None => {}
         }
         if self.watch_prompt.trim().is_empty() {
-            problems.push(format!("{at}.watch_prompt: must not be empty"));
+            checks.key("watch_prompt", "must not be empty");
         }
         if self.ping_interval.get().as_secs() < 1 {
-            problems.push(format!("{at}.ping_interval: must be at least 1s"));
+            checks.key("ping_interval", "must be at least 1s");
         }
         if self.request_timeout.get().as_secs() < 1 {
-            problems.push(format!("{at}.request_timeout: must be at least 1s"));
+            checks.key("request_timeout", "must be at least 1s");
         }
-        problems
+    }
+
+    fn build(&self, cx: &BuildContext<'_>) -> Result<Arc<dyn Platform>, String> {
+        let settings = HassSettings {
+            url: self.url_in(cx.env),
+            token: cx.env.required_secret("HASS_TOKEN")?,
+            watch: WatchRules {
+                domains: self.watch_domains.clone(),
+                entities: self.watch_entities.clone(),
+                ignore: self.ignore_entities.clone(),
+                all: self.watch_all,
+                cooldown: Duration::from_secs(self.cooldown_seconds),
+            },
+            watch_prompt: self.watch_prompt.clone(),
+            notify_title: self.notify_title.clone(),
+            ping_interval: self.ping_interval.get(),
+            request_timeout: self.request_timeout.get(),
+            ..HassSettings::default()
+        };
+        Ok(Arc::new(HassPlatform::new(settings)))
+    }
+
+    fn access_rules(&self) -> AccessRules {
+        ACCESS_RULES
     }
 }
 
@@ -173,7 +205,15 @@ impl HomeAssistantConfig {
 mod tests {
     use std::collections::HashMap;
 
+    use hermesd_platform::section::Registered;
+
     use super::*;
+
+    fn problems(config: &HomeAssistantConfig, env: &HashMap<String, String>) -> Vec<String> {
+        let registered: &dyn Registered = config;
+        registered
+            .problems("platforms.homeassistant", env, &|t| if t == "local" { Ok(()) } else { Err(format!("{t}: no")) })
+    }
 
     #[test]
     fn every_problem_is_listed_at_once() {
@@ -187,11 +227,11 @@ mod tests {
             ping_interval: HumanDuration::secs(0),
             ..HomeAssistantConfig::default()
         };
-        let problems = config.problems(&Env::from_map(HashMap::new()));
+        let problems = problems(&config, &HashMap::new());
         let joined = problems.join("\n");
         for needle in [
-            "HASS_TOKEN is not set",
-            ".url:",
+            "platforms.homeassistant: HASS_TOKEN is not set",
+            "platforms.homeassistant.url:",
             "watch_domains",
             "watch_entities",
             "watch_target",
@@ -204,14 +244,16 @@ mod tests {
     }
 
     #[test]
-    fn hass_url_and_token_from_the_environment_pass() {
-        let env = Env::from_map(HashMap::from([
+    fn hass_url_and_token_from_the_environment_pass_and_the_target_is_checked() {
+        let env = HashMap::from([
             ("HASS_TOKEN".to_owned(), "token-value-123".to_owned()),
             ("HASS_URL".to_owned(), "ws://127.0.0.1:8123/api/websocket".to_owned()),
-        ]));
+        ]);
         let config = HomeAssistantConfig { enabled: true, url: "bad".into(), ..HomeAssistantConfig::default() };
-        assert_eq!(config.problems(&env), Vec::<String>::new());
+        assert_eq!(problems(&config, &env), Vec::<String>::new());
         assert_eq!(config.url_in(&env), "ws://127.0.0.1:8123/api/websocket");
         assert!(!config.watching());
+        let watching = HomeAssistantConfig { watch_all: true, watch_target: Some("telegram:1".into()), ..config };
+        assert_eq!(problems(&watching, &env), ["platforms.homeassistant.watch_target: telegram:1: no"]);
     }
 }

@@ -1,0 +1,159 @@
+//! `[platforms.telegram]`: the table's keys and defaults, its checks for `hermesd check`, and the
+//! adapter built from it. The token comes from `TELEGRAM_BOT_TOKEN` (and the webhook secret from
+//! `TELEGRAM_WEBHOOK_SECRET`), never from the file.
+
+use std::sync::Arc;
+
+use hermesd_platform::Platform;
+use hermesd_platform::duration::HumanDuration;
+use hermesd_platform::section::{BuildContext, Checks, Section};
+use serde::{Deserialize, Serialize};
+
+use crate::{NAME, TelegramMode, TelegramPlatform, TelegramSettings};
+
+/// How updates arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Receive {
+    /// Long polling (`getUpdates`).
+    Polling,
+    /// `setWebhook`: Telegram posts to `/telegram/webhook`.
+    Webhook,
+}
+
+/// `[platforms.telegram]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelegramConfig {
+    /// Run the adapter; the token comes from `TELEGRAM_BOT_TOKEN`.
+    pub enabled: bool,
+    /// Bot API base URL (a local Bot API server or a proxy).
+    pub api_url: String,
+    /// `polling` or `webhook` (secret from `TELEGRAM_WEBHOOK_SECRET`, route `/telegram/webhook`).
+    pub mode: Receive,
+    /// Public URL registered with `setWebhook` in webhook mode; empty: register it yourself.
+    pub webhook_url: String,
+    /// In groups, answer only messages that mention the bot, reply to it, or are commands.
+    pub require_mention: bool,
+    /// Extra case-insensitive words that count as addressing the bot in groups.
+    pub mention_patterns: Vec<String>,
+    /// Handle channel posts.
+    pub channel_posts: bool,
+    /// Treat edited messages as new messages.
+    pub edited_messages: bool,
+    /// Largest attachment downloaded, in MB.
+    pub max_file_mb: u64,
+    /// Long-poll timeout (at most 15s: the Bot API client gives up at 17s).
+    pub poll_timeout: HumanDuration,
+    /// Stream answers while the model writes them: a preview message edited through the chat's
+    /// pacer (a native draft in private chats), replaced by the final answer.
+    pub streaming: bool,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            api_url: "https://api.telegram.org".into(),
+            mode: Receive::Polling,
+            webhook_url: String::new(),
+            require_mention: false,
+            mention_patterns: Vec::new(),
+            channel_posts: false,
+            edited_messages: false,
+            max_file_mb: 20,
+            poll_timeout: HumanDuration::secs(10),
+            streaming: false,
+        }
+    }
+}
+
+impl Section for TelegramConfig {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn check(&self, checks: &mut Checks<'_>) {
+        checks.secret("TELEGRAM_BOT_TOKEN");
+        if self.mode == Receive::Webhook {
+            checks.secret("TELEGRAM_WEBHOOK_SECRET");
+        }
+        checks.http_url("api_url", &self.api_url);
+        if !(1..=15).contains(&self.poll_timeout.get().as_secs()) {
+            checks.key("poll_timeout", "must be between 1s and 15s");
+        }
+    }
+
+    fn build(&self, cx: &BuildContext<'_>) -> Result<Arc<dyn Platform>, String> {
+        let mode = match self.mode {
+            Receive::Webhook => TelegramMode::Webhook {
+                url: self.webhook_url.clone(),
+                secret: cx.env.required_secret("TELEGRAM_WEBHOOK_SECRET")?,
+            },
+            Receive::Polling => TelegramMode::Polling,
+        };
+        let settings = TelegramSettings {
+            token: cx.env.required_secret("TELEGRAM_BOT_TOKEN")?,
+            api_url: self.api_url.clone(),
+            mode,
+            require_mention: self.require_mention,
+            mention_patterns: self.mention_patterns.clone(),
+            channel_posts: self.channel_posts,
+            edited_messages: self.edited_messages,
+            media_dir: cx.media_dir(NAME),
+            max_file_bytes: self.max_file_mb.saturating_mul(1024 * 1024),
+            poll_timeout: self.poll_timeout.get(),
+        };
+        Ok(Arc::new(TelegramPlatform::new(settings)))
+    }
+
+    fn streaming(&self) -> bool {
+        self.streaming
+    }
+
+    fn signed_requests(&self) -> Option<&'static str> {
+        (self.mode == Receive::Webhook).then_some("webhook mode")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use hermesd_platform::section::Registered;
+
+    use super::*;
+
+    fn problems(config: &TelegramConfig, vars: &[(&str, &str)]) -> Vec<String> {
+        let env: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let registered: &dyn Registered = config;
+        registered.problems("platforms.telegram", &env, &|_| Ok(()))
+    }
+
+    #[test]
+    fn every_problem_is_listed_with_its_key() {
+        let config = TelegramConfig {
+            enabled: true,
+            mode: Receive::Webhook,
+            api_url: "api.telegram.org".into(),
+            poll_timeout: HumanDuration::secs(30),
+            ..TelegramConfig::default()
+        };
+        assert_eq!(
+            problems(&config, &[]),
+            [
+                "platforms.telegram: TELEGRAM_BOT_TOKEN is not set",
+                "platforms.telegram: TELEGRAM_WEBHOOK_SECRET is not set",
+                "platforms.telegram.api_url: \"api.telegram.org\" is not an http(s) URL",
+                "platforms.telegram.poll_timeout: must be between 1s and 15s",
+            ]
+        );
+        assert!(problems(&TelegramConfig { enabled: false, ..config }, &[]).is_empty(), "off: not checked");
+        let on = TelegramConfig { enabled: true, ..TelegramConfig::default() };
+        assert!(problems(&on, &[("TELEGRAM_BOT_TOKEN", "1:x")]).is_empty());
+    }
+}
