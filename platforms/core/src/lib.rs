@@ -13,6 +13,7 @@ mod environment;
 /// Fuzz target entry points (tests/fuzz); cargo-afl builds with `--cfg fuzzing`.
 #[cfg(any(fuzzing, test))]
 pub mod fuzzing;
+pub mod health;
 pub mod hmac_sha256;
 mod http_pool;
 pub mod media;
@@ -20,6 +21,7 @@ mod model;
 mod platform;
 mod redact;
 pub mod section;
+pub mod sse;
 
 pub use backoff::Backoff;
 pub use environment::{Environment, Secret};

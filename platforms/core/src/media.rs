@@ -5,10 +5,18 @@
 //!
 //! Never writes outside the media dir, whatever a chat id or file name holds.
 //!
-//! `MediaDir` is one adapter's media dir (`media/<platform>`) and size cap; `record` puts a fetch's
-//! outcome (`Fetched`) into the message: the attachment, or a note for a file too large or failed.
+//! `MediaDir` is one adapter's media dir (`media/<platform>`) and size cap; `saving` writes a body
+//! into place under that cap (`Saving`). `CappedBuffer` collects a body in memory under a cap and
+//! `CappedWriter` refuses writes past one, for clients that read or write for the adapter.
+//! `record` puts a fetch's outcome (`Fetched`) into the message: the attachment, or a note for a
+//! file too large or failed.
 
+use std::io;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::model::{Attachment, InboundMessage};
 
@@ -59,11 +67,132 @@ impl MediaDir {
         let _ = tokio::fs::remove_file(partial).await;
     }
 
+    /// Start saving a body into `dest`, through its partial file, under the cap.
+    pub async fn saving(&self, dest: &Path) -> Result<Saving, String> {
+        let partial = Self::partial(dest);
+        let file = tokio::fs::File::create(&partial).await.map_err(|e| format!("create {}: {e}", partial.display()))?;
+        let out = CappedWriter::new(file, self.max_bytes);
+        Ok(Saving { partial, dest: dest.to_owned(), out, over: false })
+    }
+
     /// The path reported to the host: relative to the data dir, the media dir's grandparent.
     pub fn relative(&self, dest: &Path) -> String {
         let base = self.dir.parent().and_then(Path::parent);
         let relative = base.and_then(|base| dest.strip_prefix(base).ok()).unwrap_or(dest);
         relative.to_string_lossy().into_owned()
+    }
+}
+
+/// A body being saved by `MediaDir::saving`: write its pieces, then `finish`.
+pub struct Saving {
+    partial: PathBuf,
+    dest: PathBuf,
+    out: CappedWriter<tokio::fs::File>,
+    over: bool,
+}
+
+impl Saving {
+    /// Write the next piece; `false` once the body outgrew the cap (stop reading then).
+    pub async fn write(&mut self, piece: &[u8]) -> Result<bool, String> {
+        if self.over || !self.out.fits(piece.len()) {
+            self.over = true;
+            return Ok(false);
+        }
+        self.out.write_all(piece).await.map_err(|e| format!("write: {e}"))?;
+        Ok(true)
+    }
+
+    /// End the body with how reading it went: `Ok(Some(bytes))` once the file is in place,
+    /// `Ok(None)` when it outgrew the cap; the partial file is removed on either failure.
+    pub async fn finish(mut self, read: Result<(), String>) -> Result<Option<u64>, String> {
+        let outcome = match read {
+            Ok(()) if self.over => Ok(false),
+            Ok(()) => self.out.flush().await.map(|()| true).map_err(|e| format!("write: {e}")),
+            Err(error) => Err(error),
+        };
+        let written = self.out.written();
+        drop(self.out);
+        if !matches!(outcome, Ok(true)) {
+            MediaDir::abandon(&self.partial).await;
+            return outcome.map(|_| None);
+        }
+        MediaDir::complete(&self.partial, &self.dest).await?;
+        Ok(Some(written))
+    }
+}
+
+/// A body collected in memory, refusing to grow past a cap.
+#[derive(Debug)]
+pub struct CappedBuffer {
+    cap: usize,
+    body: Vec<u8>,
+}
+
+impl CappedBuffer {
+    /// An empty buffer taking at most `cap` bytes.
+    pub fn new(cap: usize) -> Self {
+        Self { cap, body: Vec::new() }
+    }
+
+    /// Append `piece`; `false`, and nothing appended, when it would pass the cap.
+    pub fn push(&mut self, piece: &[u8]) -> bool {
+        if self.body.len().saturating_add(piece.len()) > self.cap {
+            return false;
+        }
+        self.body.extend_from_slice(piece);
+        true
+    }
+
+    /// The bytes collected.
+    pub fn into_inner(self) -> Vec<u8> {
+        self.body
+    }
+}
+
+/// A writer that refuses to write past `cap` bytes, so a file whose size a platform
+/// under-reported cannot fill the disk.
+pub struct CappedWriter<W> {
+    inner: W,
+    written: u64,
+    cap: u64,
+}
+
+impl<W> CappedWriter<W> {
+    /// Writes to `inner`, at most `cap` bytes in all.
+    pub fn new(inner: W, cap: u64) -> Self {
+        Self { inner, written: 0, cap }
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Whether `len` more bytes stay within the cap.
+    pub fn fits(&self, len: usize) -> bool {
+        self.written.saturating_add(u64::try_from(len).unwrap_or(u64::MAX)) <= self.cap
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for CappedWriter<W> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if !self.fits(buf.len()) {
+            return Poll::Ready(Err(io::Error::other(format!("file exceeds the {} byte cap", self.cap))));
+        }
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &polled {
+            this.written += u64::try_from(*n).unwrap_or(u64::MAX);
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -1,74 +1,59 @@
 //! The adapter's own view of its health: when a dispatch or heartbeat acknowledgement last
 //! arrived, and what is failing.
 //!
-//! Judged by what the gateway delivers, never by whether a socket happens to be open.
+//! Judged by what the gateway delivers, never by whether a socket happens to be open. Both a
+//! dispatch and an acknowledged heartbeat are progress (`hermesd_platform::health`); the last
+//! dispatch is kept for the operator's line.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::ops::Deref;
+use std::time::Duration;
 
 use hermesd_platform::PlatformHealth;
+use hermesd_platform::health::Health;
+use tokio::time::Instant;
 
 /// Progress and failures, written by the gateway loop and read by `health()`.
 #[derive(Debug)]
 pub(crate) struct HealthTracker {
     /// Without a dispatch or an acknowledged heartbeat for this long, the adapter is unhealthy.
     stale_after: Duration,
-    state: Mutex<State>,
+    /// The shared facts; `own` is when the last dispatch arrived.
+    health: Health<Option<Instant>>,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    started: bool,
-    last_dispatch: Option<Instant>,
-    last_heartbeat: Option<Instant>,
-    failing: Option<String>,
+impl Deref for HealthTracker {
+    type Target = Health<Option<Instant>>;
+
+    fn deref(&self) -> &Health<Option<Instant>> {
+        &self.health
+    }
 }
 
 impl HealthTracker {
     pub(crate) fn new(stale_after: Duration) -> Self {
-        Self { stale_after, state: Mutex::default() }
-    }
-
-    /// `run` began.
-    pub(crate) fn started(&self) {
-        self.lock().started = true;
+        Self { stale_after, health: Health::default() }
     }
 
     /// A dispatch (READY, RESUMED, a message...) arrived.
     pub(crate) fn dispatched(&self) {
-        let mut state = self.lock();
-        state.last_dispatch = Some(Instant::now());
-        state.failing = None;
+        self.health.progressed();
+        self.health.with(|state| state.own = state.last_progress);
     }
 
     /// The shard is connected and its heartbeats are acknowledged.
     pub(crate) fn heartbeat(&self) {
-        self.lock().last_heartbeat = Some(Instant::now());
-    }
-
-    /// Something the operator should see is failing (e.g. `gateway: connection refused`).
-    pub(crate) fn failing(&self, detail: String) {
-        self.lock().failing = Some(detail);
+        self.health.alive();
     }
 
     pub(crate) fn report(&self) -> Option<PlatformHealth> {
-        let state = self.lock();
-        if !state.started {
-            return None;
-        }
-        let latest = state.last_dispatch.max(state.last_heartbeat);
-        let since = latest.map(|at| at.elapsed().as_secs_f64());
-        let healthy = latest.is_some_and(|at| at.elapsed() < self.stale_after);
-        let detail = match (&state.failing, state.last_dispatch) {
-            (Some(failing), _) => failing.clone(),
-            (None, Some(at)) => format!("last dispatch {:.1} s ago", at.elapsed().as_secs_f64()),
-            (None, None) => "connecting to the gateway".to_owned(),
-        };
-        Some(PlatformHealth { healthy, seconds_since_progress: since, detail })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.health.report(|state| {
+            let detail = match (&state.failing, state.own) {
+                (Some(failing), _) => failing.clone(),
+                (None, Some(at)) => format!("last dispatch {:.1} s ago", at.elapsed().as_secs_f64()),
+                (None, None) => "connecting to the gateway".to_owned(),
+            };
+            (state.fresh(self.stale_after), detail)
+        })
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use hermesd_platform::PlatformError;
+use hermesd_platform::media::CappedBuffer;
 use serde_json::Value;
 use serenity::builder::CreateAttachment;
 use serenity::http::{Http, HttpBuilder, LightMethod, Multipart, MultipartUpload, Request, Route};
@@ -224,14 +225,13 @@ impl Rest {
         if !response.status().is_success() {
             return Err(format!("download: status {}", response.status().as_u16()));
         }
-        let mut body = Vec::new();
+        let mut body = CappedBuffer::new(usize::try_from(cap).unwrap_or(usize::MAX));
         while let Some(piece) = response.chunk().await.map_err(|e| format!("download: {}", e.without_url()))? {
-            if u64::try_from(body.len() + piece.len()).unwrap_or(u64::MAX) > cap {
+            if !body.push(&piece) {
                 return Err(format!("file exceeds the {cap} byte cap"));
             }
-            body.extend_from_slice(&piece);
         }
-        Ok(body)
+        Ok(body.into_inner())
     }
 
     /// Executes one request and returns its JSON body (`Null` for an empty one).

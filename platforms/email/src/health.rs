@@ -1,68 +1,50 @@
 //! Health by receive progress: a completed IDLE or poll cycle is progress; a connection that is
-//! up but whose cycles stopped completing is not healthy.
+//! up but whose cycles stopped completing is not healthy. The facts are
+//! `hermesd_platform::health`'s.
 
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::ops::Deref;
+use std::time::Duration;
 
 use hermesd_platform::PlatformHealth;
-
-#[derive(Debug)]
-struct State {
-    started: Option<Instant>,
-    last_cycle: Option<Instant>,
-    problem: Option<String>,
-}
+use hermesd_platform::health::Health;
 
 /// What the receive loop reports.
 #[derive(Debug)]
 pub(crate) struct HealthTracker {
-    state: Mutex<State>,
+    health: Health,
     /// Longest gap between cycles that is still healthy.
     allowed_gap: Duration,
+}
+
+impl Deref for HealthTracker {
+    type Target = Health;
+
+    fn deref(&self) -> &Health {
+        &self.health
+    }
 }
 
 impl HealthTracker {
     /// A tracker for a loop whose cycles end at least every `cycle` (IDLE timeout or poll).
     pub(crate) fn new(cycle: Duration) -> Self {
-        let state = State { started: None, last_cycle: None, problem: None };
-        Self { state: Mutex::new(state), allowed_gap: cycle * 2 + Duration::from_secs(60) }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// `run` started.
-    pub(crate) fn started(&self) {
-        self.lock().started.get_or_insert_with(Instant::now);
+        Self { health: Health::default(), allowed_gap: cycle * 2 + Duration::from_secs(60) }
     }
 
     /// A poll or IDLE cycle completed.
     pub(crate) fn cycle(&self) {
-        let mut state = self.lock();
-        state.last_cycle = Some(Instant::now());
-        state.problem = None;
-    }
-
-    /// Something failed; the loop retries with backoff.
-    pub(crate) fn failing(&self, problem: String) {
-        self.lock().problem = Some(problem);
+        self.health.progressed();
     }
 
     /// The report for `/readyz`; `None` before `run`.
     pub(crate) fn report(&self) -> Option<PlatformHealth> {
-        let state = self.lock();
-        state.started?;
-        let since = state.last_cycle.map(|t| t.elapsed());
-        let (healthy, detail) = match (since, &state.problem) {
+        self.health.report(|state| match (state.since(), &state.failing) {
             (_, Some(problem)) => (false, problem.clone()),
             (None, None) => (false, "waiting for the first mailbox check".to_owned()),
             (Some(gap), None) if gap > self.allowed_gap => {
                 (false, format!("no completed mailbox check for {}s", gap.as_secs()))
             }
             (Some(_), None) => (true, "mailbox checks completing".to_owned()),
-        };
-        Some(PlatformHealth { healthy, seconds_since_progress: since.map(|d| d.as_secs_f64()), detail })
+        })
     }
 }
 

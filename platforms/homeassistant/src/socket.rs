@@ -216,16 +216,16 @@ async fn commands(
                     if id.is_some() && id == awaiting_pong {
                         awaiting_pong = None;
                     }
-                    platform.health.progressed();
+                    platform.health.alive();
                 }
                 Some("result") => {
-                    platform.health.progressed();
+                    platform.health.alive();
                     if let Some(id) = id {
                         platform.link.complete(generation, id, result_of(&frame));
                     }
                 }
                 Some("event") => {
-                    platform.health.progressed();
+                    platform.health.alive();
                     if let Some(event) = frame.get("event") {
                         platform.on_event(ctx, event).await;
                     }

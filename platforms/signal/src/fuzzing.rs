@@ -9,7 +9,9 @@ use hermesd_platform::{ChatType, InboundEvent};
 use serde_json::Value;
 
 use crate::inbound::{Rules, normalise};
-use crate::sse::{MAX_EVENT_BYTES, SseDecoder, SseItem};
+use hermesd_platform::sse::SseDecoder;
+
+use crate::stream::MAX_EVENT_BYTES;
 
 const ME: &str = "+15550001111";
 const ME_UUID: &str = "00000000-0000-4000-8000-000000000001";
@@ -74,20 +76,18 @@ fn check(payload: &Value, rules: &Rules, event: Option<&InboundEvent>) -> Result
 /// Bytes of an event stream: split at every point the decoder gives the same items as whole,
 /// and never holds more than `MAX_EVENT_BYTES` for one event.
 pub fn stream(data: &[u8]) {
-    let whole = SseDecoder::default().feed(data);
+    let whole = SseDecoder::new(MAX_EVENT_BYTES).push(data);
     let cut = data.first().map_or(0, |b| usize::from(*b)).min(data.len());
-    let mut split = SseDecoder::default();
-    let first = split.feed(&data[..cut]);
-    let joined = first.and_then(|mut items| {
-        items.extend(split.feed(&data[cut..])?);
-        Ok(items)
+    let mut split = SseDecoder::new(MAX_EVENT_BYTES);
+    let first = split.push(&data[..cut]);
+    let joined = first.and_then(|mut events| {
+        events.extend(split.push(&data[cut..])?);
+        Ok(events)
     });
     if let (Ok(whole), Ok(joined)) = (&whole, &joined) {
-        assert_eq!(whole, joined, "a split changed the items");
-        for item in whole {
-            if let SseItem::Event { data, .. } = item {
-                assert!(data.len() <= MAX_EVENT_BYTES, "an event over the cap came through");
-            }
+        assert_eq!(whole, joined, "a split changed the events");
+        for event in whole {
+            assert!(event.data.len() <= MAX_EVENT_BYTES, "an event over the cap came through");
         }
     }
 }

@@ -15,7 +15,6 @@ mod media;
 mod outbound;
 mod rpc;
 mod section;
-mod sse;
 mod stream;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use hermesd_platform::media::CappedBuffer;
 use hermesd_platform::{PlatformError, clamp_retry_after};
 use serde_json::{Value, json};
 
@@ -132,16 +133,16 @@ impl Rpc {
                 return Err(RpcError::Http { method: method.to_owned(), status });
             }
             let mut response = response;
-            let mut body = Vec::new();
+            let mut body = CappedBuffer::new(max_body);
             while let Some(piece) = response.chunk().await.map_err(|e| transport(describe(&e)))? {
-                if body.len() + piece.len() > max_body {
+                if !body.push(&piece) {
                     return Err(RpcError::Decode {
                         method: method.to_owned(),
                         detail: format!("answer larger than {max_body} bytes"),
                     });
                 }
-                body.extend_from_slice(&piece);
             }
+            let body = body.into_inner();
             serde_json::from_slice::<Value>(&body)
                 .map_err(|e| RpcError::Decode { method: method.to_owned(), detail: e.to_string() })
         };

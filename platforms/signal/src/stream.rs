@@ -15,7 +15,7 @@ use hermesd_platform::{Backoff, PlatformContext, PlatformError};
 use tokio_util::sync::CancellationToken;
 
 use crate::SignalPlatform;
-use crate::sse::{SseDecoder, SseItem};
+use hermesd_platform::sse::SseDecoder;
 
 /// How one stream ended.
 enum Ended {
@@ -31,6 +31,10 @@ enum Ended {
 /// A stream must have lived this long for its loss to skip the backoff (a peer that answers
 /// and hangs up at once must not make the loop spin).
 const LIVED: Duration = Duration::from_secs(1);
+
+/// The largest event accepted on the stream (envelopes are small; attachments are fetched
+/// separately); a larger one drops the stream, which is opened again.
+pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
 
 /// Runs until `cancel`.
 pub(crate) async fn run(
@@ -90,7 +94,7 @@ async fn one_stream(
     platform.stream_opened();
     tracing::info!(platform = crate::NAME, "signal-cli event stream open");
     let mut body = response.bytes_stream();
-    let mut decoder = SseDecoder::default();
+    let mut decoder = SseDecoder::new(MAX_EVENT_BYTES);
     let mut healthy_since_open = false;
     let opened = tokio::time::Instant::now();
     let lost = |carried: bool| if carried && opened.elapsed() >= LIVED { Ended::Lost } else { Ended::Retry };
@@ -127,19 +131,18 @@ async fn one_stream(
             healthy_since_open = true;
             backoff.reset();
         }
-        let items = match decoder.feed(&bytes) {
-            Ok(items) => items,
+        let events = match decoder.push(&bytes) {
+            Ok(events) => events,
             Err(error) => {
                 platform.health.disconnected(error.to_string());
                 return Ended::Retry;
             }
         };
-        for item in items {
-            let SseItem::Event { name, data } = item else { continue };
-            if name != "receive" {
+        for event in events {
+            if event.event.as_deref() != Some("receive") {
                 continue;
             }
-            match serde_json::from_str(&data) {
+            match serde_json::from_str(&event.data) {
                 Ok(payload) => platform.handle(ctx, &payload, cancel).await,
                 Err(error) => tracing::warn!(platform = crate::NAME, %error, "unreadable event from signal-cli"),
             }

@@ -1,15 +1,17 @@
 //! The adapter's own view of its health: when Slack last delivered, and what is failing.
 //!
 //! Judged by inbound progress (a Socket Mode envelope or hello, an Events API request), never by
-//! socket state: a socket can stay open while Slack feeds another connection.
+//! socket state: a socket can stay open while Slack feeds another connection. The facts are
+//! `hermesd_platform::health`'s, plus `Own`.
 //!
 //! A hello's `num_connections` above one means another consumer shares the app token (Slack then
 //! splits events between them); `/readyz` says so.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::ops::Deref;
+use std::time::Duration;
 
 use hermesd_platform::PlatformHealth;
+use hermesd_platform::health::Health;
 
 /// Progress and failures, written by the receive loop and read by `health()`.
 #[derive(Debug)]
@@ -17,103 +19,88 @@ pub(crate) struct HealthTracker {
     socket: bool,
     /// Without an envelope or hello for longer than this the adapter is unhealthy.
     stale_after: Duration,
-    state: Mutex<State>,
+    health: Health<Own>,
 }
 
+/// Slack's own facts.
 #[derive(Debug, Default)]
-struct State {
-    started: bool,
+pub(crate) struct Own {
     /// Events mode: the bot identity is known, so requests can be served.
     ready: bool,
     /// Socket Mode: a hello arrived on the socket now open.
     connected: bool,
-    last_progress: Option<Instant>,
     /// Socket Mode: `num_connections` of the latest hello.
     connections: u32,
-    failing: Option<String>,
+}
+
+impl Deref for HealthTracker {
+    type Target = Health<Own>;
+
+    fn deref(&self) -> &Health<Own> {
+        &self.health
+    }
 }
 
 impl HealthTracker {
     pub(crate) fn new(socket: bool, stale_after: Duration) -> Self {
-        Self { socket, stale_after, state: Mutex::default() }
-    }
-
-    /// `run` began.
-    pub(crate) fn started(&self) {
-        self.lock().started = true;
+        Self { socket, stale_after, health: Health::default() }
     }
 
     /// Events mode: the bot is known; requests can be served.
     pub(crate) fn ready(&self) {
-        let mut state = self.lock();
-        state.ready = true;
-        state.failing = None;
+        self.health.with(|state| {
+            state.own.ready = true;
+            state.failing = None;
+        });
     }
 
     /// Socket Mode: a hello arrived; `connections` is how many sockets this app token has open.
     pub(crate) fn hello(&self, connections: u32) {
-        let mut state = self.lock();
-        state.connected = true;
-        state.connections = connections;
-        state.last_progress = Some(Instant::now());
-        state.failing = None;
+        self.health.progressed();
+        self.health.with(|state| {
+            state.own.connected = true;
+            state.own.connections = connections;
+        });
     }
 
     /// Socket Mode: the socket closed; a new one is being opened.
     pub(crate) fn disconnected(&self, why: String) {
-        let mut state = self.lock();
-        state.connected = false;
-        state.failing = Some(why);
-    }
-
-    /// An envelope or an Events API request arrived.
-    pub(crate) fn progressed(&self) {
-        let mut state = self.lock();
-        state.last_progress = Some(Instant::now());
-        state.failing = None;
-    }
-
-    /// Something the operator should see is failing (e.g. `auth.test failing: ...`).
-    pub(crate) fn failing(&self, detail: String) {
-        self.lock().failing = Some(detail);
+        self.health.with(|state| {
+            state.own.connected = false;
+            state.failing = Some(why);
+        });
     }
 
     pub(crate) fn report(&self) -> Option<PlatformHealth> {
-        let state = self.lock();
-        if !state.started {
-            return None;
-        }
-        let since = state.last_progress.map(|at| at.elapsed().as_secs_f64());
-        if !self.socket {
+        self.health.report(|state| {
+            let since = state.since().map(|s| s.as_secs_f64());
+            let own = &state.own;
+            if !self.socket {
+                let detail = match (&state.failing, since) {
+                    (Some(failing), _) => failing.clone(),
+                    (None, Some(secs)) => format!("last events api request {secs:.1} s ago"),
+                    (None, None) if own.ready => "events api ready; no request yet".to_owned(),
+                    (None, None) => "starting: auth.test pending".to_owned(),
+                };
+                return (own.ready, detail);
+            }
+            let shared = own.connections > 1;
             let detail = match (&state.failing, since) {
+                _ if shared => format!(
+                    "{} socket mode connections share this app token: Slack splits events between them, so another \
+                     consumer is stealing events; run one hermesd per Slack app",
+                    own.connections
+                ),
                 (Some(failing), _) => failing.clone(),
-                (None, Some(secs)) => format!("last events api request {secs:.1} s ago"),
-                (None, None) if state.ready => "events api ready; no request yet".to_owned(),
-                (None, None) => "starting: auth.test pending".to_owned(),
+                (None, _) if !own.connected => "connecting to socket mode".to_owned(),
+                (None, Some(secs)) => format!(
+                    "last envelope or hello {secs:.1} s ago (one socket mode connection per app token; a second \
+                     consumer would steal events)"
+                ),
+                (None, None) => "waiting for hello".to_owned(),
             };
-            return Some(PlatformHealth { healthy: state.ready, seconds_since_progress: since, detail });
-        }
-        let fresh = state.last_progress.is_some_and(|at| at.elapsed() < self.stale_after);
-        let shared = state.connections > 1;
-        let detail = match (&state.failing, since) {
-            _ if shared => format!(
-                "{} socket mode connections share this app token: Slack splits events between them, so another \
-                 consumer is stealing events; run one hermesd per Slack app",
-                state.connections
-            ),
-            (Some(failing), _) => failing.clone(),
-            (None, _) if !state.connected => "connecting to socket mode".to_owned(),
-            (None, Some(secs)) => format!(
-                "last envelope or hello {secs:.1} s ago (one socket mode connection per app token; a second consumer \
-                 would steal events)"
-            ),
-            (None, None) => "waiting for hello".to_owned(),
-        };
-        Some(PlatformHealth { healthy: state.connected && fresh && !shared, seconds_since_progress: since, detail })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+            (own.connected && state.fresh(self.stale_after) && !shared, detail)
+        })
     }
 }
 

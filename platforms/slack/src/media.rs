@@ -16,7 +16,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 use crate::api::Connector;
@@ -94,30 +93,18 @@ impl MediaStore {
         if !response.status().is_success() {
             return Err(format!("download: HTTP {}", response.status()));
         }
-        let partial = MediaDir::partial(dest);
-        let mut out =
-            tokio::fs::File::create(&partial).await.map_err(|e| format!("create {}: {e}", partial.display()))?;
         let mut body = response.into_body();
-        let mut written: u64 = 0;
-        let outcome: Result<bool, String> = async {
+        let mut saving = self.media.saving(dest).await?;
+        let read = async {
             while let Some(frame) = tokio::time::timeout(bounded(idle), body.frame()).await.map_err(|_| stalled())? {
                 let Ok(data) = frame.map_err(|e| format!("download: {e}"))?.into_data() else { continue };
-                written = written.saturating_add(u64::try_from(data.len()).unwrap_or(u64::MAX));
-                if written > self.media.max_bytes() {
-                    return Ok(false);
+                if !saving.write(&data).await? {
+                    break;
                 }
-                out.write_all(&data).await.map_err(|e| format!("write: {e}"))?;
             }
-            out.flush().await.map_err(|e| format!("write: {e}"))?;
-            Ok(true)
+            Ok(())
         }
         .await;
-        drop(out);
-        if !matches!(outcome, Ok(true)) {
-            MediaDir::abandon(&partial).await;
-            return outcome.map(|_| None);
-        }
-        MediaDir::complete(&partial, dest).await?;
-        Ok(Some(written))
+        saving.finish(read).await
     }
 }

@@ -1,11 +1,13 @@
 //! The adapter's own view of its health: when it last received, and what is failing.
 //!
 //! Judged by inbound progress (a completed long poll, a webhook request), never by socket state.
+//! The facts are `hermesd_platform::health`'s, plus whether the webhook is registered.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::ops::Deref;
+use std::time::Duration;
 
 use hermesd_platform::PlatformHealth;
+use hermesd_platform::health::Health;
 
 /// Progress and failures, written by the receive loop and read by `health()`.
 #[derive(Debug)]
@@ -13,74 +15,50 @@ pub(crate) struct HealthTracker {
     webhook: bool,
     /// A poll older than this makes the adapter unhealthy.
     stale_after: Duration,
-    state: Mutex<State>,
+    /// The shared facts; `own` is whether the webhook is registered.
+    health: Health<bool>,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    started: bool,
-    ready: bool,
-    last_progress: Option<Instant>,
-    failing: Option<String>,
+impl Deref for HealthTracker {
+    type Target = Health<bool>;
+
+    fn deref(&self) -> &Health<bool> {
+        &self.health
+    }
 }
 
 impl HealthTracker {
     pub(crate) fn new(webhook: bool, poll_timeout: Duration) -> Self {
-        Self { webhook, stale_after: poll_timeout * 3 + Duration::from_secs(30), state: Mutex::default() }
-    }
-
-    /// `run` began.
-    pub(crate) fn started(&self) {
-        self.lock().started = true;
+        Self { webhook, stale_after: poll_timeout * 3 + Duration::from_secs(30), health: Health::default() }
     }
 
     /// Webhook mode: the bot is known and the webhook registered; requests can be served.
     pub(crate) fn ready(&self) {
-        let mut state = self.lock();
-        state.ready = true;
-        state.failing = None;
-    }
-
-    /// A long poll completed, or a webhook request arrived.
-    pub(crate) fn progressed(&self) {
-        let mut state = self.lock();
-        state.last_progress = Some(Instant::now());
-        state.failing = None;
-    }
-
-    /// Something the operator should see is failing (e.g. `getUpdates failing: ...`).
-    pub(crate) fn failing(&self, detail: String) {
-        self.lock().failing = Some(detail);
+        self.health.with(|state| {
+            state.own = true;
+            state.failing = None;
+        });
     }
 
     pub(crate) fn report(&self) -> Option<PlatformHealth> {
-        let state = self.lock();
-        if !state.started {
-            return None;
-        }
-        let since = state.last_progress.map(|at| at.elapsed().as_secs_f64());
-        let (healthy, detail) = if self.webhook {
-            let detail = match (&state.failing, since) {
-                (Some(failing), _) => failing.clone(),
-                (None, Some(secs)) => format!("last webhook request {secs:.1} s ago"),
-                (None, None) if state.ready => "webhook ready; no request yet".to_owned(),
-                (None, None) => "registering webhook".to_owned(),
-            };
-            (state.ready, detail)
-        } else {
-            let fresh = state.last_progress.is_some_and(|at| at.elapsed() < self.stale_after);
+        self.health.report(|state| {
+            let since = state.since().map(|s| s.as_secs_f64());
+            if self.webhook {
+                let detail = match (&state.failing, since) {
+                    (Some(failing), _) => failing.clone(),
+                    (None, Some(secs)) => format!("last webhook request {secs:.1} s ago"),
+                    (None, None) if state.own => "webhook ready; no request yet".to_owned(),
+                    (None, None) => "registering webhook".to_owned(),
+                };
+                return (state.own, detail);
+            }
             let detail = match (&state.failing, since) {
                 (Some(failing), _) => failing.clone(),
                 (None, Some(secs)) => format!("last poll {secs:.1} s ago"),
                 (None, None) => "waiting for the first poll".to_owned(),
             };
-            (fresh, detail)
-        };
-        Some(PlatformHealth { healthy, seconds_since_progress: since, detail })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+            (state.fresh(self.stale_after), detail)
+        })
     }
 }
 

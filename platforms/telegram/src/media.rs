@@ -4,18 +4,14 @@
 //!
 //! A file is located with `getFile`, then downloaded.
 
-use std::io;
 use std::path::Path;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use hermesd_platform::media::{self, Fetched, MediaDir};
+use hermesd_platform::media::{self, CappedWriter, Fetched, MediaDir};
 use hermesd_platform::{Attachment, InboundEvent, Redactor};
 use teloxide::Bot;
 use teloxide::net::Download;
 use teloxide::prelude::Requester;
 use teloxide::types::FileId;
-use tokio::io::AsyncWrite;
 
 use crate::inbound::{FileRequest, Normalised};
 
@@ -65,7 +61,7 @@ impl MediaStore {
     async fn download(&self, bot: &Bot, remote_path: &str, dest: &Path) -> Result<u64, String> {
         let partial = MediaDir::partial(dest);
         let file = tokio::fs::File::create(&partial).await.map_err(|e| format!("create {}: {e}", partial.display()))?;
-        let mut writer = CappedWriter { inner: file, written: 0, cap: self.media.max_bytes() };
+        let mut writer = CappedWriter::new(file, self.media.max_bytes());
         let outcome = bot.download_file(remote_path, &mut writer).await;
         let finished = match outcome {
             Ok(()) => tokio::io::AsyncWriteExt::flush(&mut writer).await.map_err(|e| format!("write: {e}")),
@@ -76,37 +72,6 @@ impl MediaStore {
             return Err(error);
         }
         MediaDir::complete(&partial, dest).await?;
-        Ok(writer.written)
-    }
-}
-
-/// Refuses to write past `cap` bytes, so a file whose size Telegram under-reported cannot fill
-/// the disk.
-struct CappedWriter {
-    inner: tokio::fs::File,
-    written: u64,
-    cap: u64,
-}
-
-impl AsyncWrite for CappedWriter {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let len = u64::try_from(buf.len()).unwrap_or(u64::MAX);
-        if self.written.saturating_add(len) > self.cap {
-            return Poll::Ready(Err(io::Error::other(format!("file exceeds the {} byte cap", self.cap))));
-        }
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &polled {
-            this.written += u64::try_from(*n).unwrap_or(u64::MAX);
-        }
-        polled
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        Ok(writer.written())
     }
 }

@@ -4,11 +4,15 @@
 //! once, whatever arrives.
 //!
 //! `run` checks the token every `token_check_interval` (`GET /{version}/{phone-number-id}`).
+//! Progress (`hermesd_platform::health`) is the later of the last signed webhook and the last
+//! check while the token is valid.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::ops::Deref;
+use std::time::Duration;
 
 use hermesd_platform::PlatformHealth;
+use hermesd_platform::health::{Health, Progress};
+use tokio::time::Instant;
 
 #[derive(Debug, Default)]
 enum Token {
@@ -23,11 +27,10 @@ enum Token {
     Unreachable(String),
 }
 
+/// WhatsApp's own facts.
 #[derive(Debug, Default)]
-struct State {
-    started: bool,
+pub(crate) struct Own {
     token: Token,
-    last_check: Option<Instant>,
     last_webhook: Option<Instant>,
 }
 
@@ -36,75 +39,73 @@ struct State {
 pub(crate) struct HealthTracker {
     /// A signed webhook within this long keeps an unreachable Graph from counting as down.
     fresh: Duration,
-    state: Mutex<State>,
+    health: Health<Own>,
+}
+
+impl Deref for HealthTracker {
+    type Target = Health<Own>;
+
+    fn deref(&self) -> &Health<Own> {
+        &self.health
+    }
 }
 
 impl HealthTracker {
     pub(crate) fn new(check_interval: Duration) -> Self {
-        Self { fresh: check_interval * 2, state: Mutex::default() }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn started(&self) {
-        self.lock().started = true;
+        Self { fresh: check_interval * 2, health: Health::default() }
     }
 
     /// A webhook with a valid signature arrived.
     pub(crate) fn signed_webhook(&self) {
-        self.lock().last_webhook = Some(Instant::now());
+        self.health.with(|state| {
+            state.own.last_webhook = Some(Instant::now());
+            state.last_progress = state.own.last_webhook;
+        });
     }
 
     pub(crate) fn token_valid(&self) {
-        let mut state = self.lock();
-        state.token = Token::Valid;
-        state.last_check = Some(Instant::now());
+        self.health.with(|state| {
+            state.own.token = Token::Valid;
+            state.last_progress = Some(Instant::now());
+        });
     }
 
     pub(crate) fn token_refused(&self, detail: String) {
-        let mut state = self.lock();
-        state.token = Token::Refused(detail);
-        state.last_check = Some(Instant::now());
+        self.health.with(|state| Self::checked(state, Token::Refused(detail)));
     }
 
     pub(crate) fn token_unreachable(&self, detail: String) {
-        let mut state = self.lock();
-        state.token = Token::Unreachable(detail);
-        state.last_check = Some(Instant::now());
+        self.health.with(|state| Self::checked(state, Token::Unreachable(detail)));
+    }
+
+    /// A failed check: only webhooks count as progress until the token is valid again.
+    fn checked(state: &mut Progress<Own>, token: Token) {
+        state.own.token = token;
+        state.last_progress = state.own.last_webhook;
     }
 
     /// Whether the last check found the token refused.
     pub(crate) fn refused(&self) -> bool {
-        matches!(self.lock().token, Token::Refused(_))
+        self.health.with(|state| matches!(state.own.token, Token::Refused(_)))
     }
 
     pub(crate) fn report(&self) -> Option<PlatformHealth> {
-        let state = self.lock();
-        if !state.started {
-            return None;
-        }
-        let webhook_age = state.last_webhook.map(|at| at.elapsed());
-        let progress = [state.last_webhook, state.last_check.filter(|_| matches!(state.token, Token::Valid))]
-            .into_iter()
-            .flatten()
-            .max();
-        let since = progress.map(|at| at.elapsed().as_secs_f64());
-        let webhooks = match webhook_age {
-            Some(age) => format!("last signed webhook {:.1} s ago", age.as_secs_f64()),
-            None => "no webhook yet".to_owned(),
-        };
-        let (healthy, detail) = match &state.token {
-            Token::Pending => (false, "starting: access token check pending".to_owned()),
-            Token::Valid => (true, format!("access token valid; {webhooks}")),
-            Token::Refused(why) => (false, format!("the graph api refused the access token: {why}")),
-            Token::Unreachable(why) => {
-                let fresh = webhook_age.is_some_and(|age| age < self.fresh);
-                (fresh, format!("access token check failing ({why}); {webhooks}"))
+        self.health.report(|state| {
+            let webhook_age = state.own.last_webhook.map(|at| at.elapsed());
+            let webhooks = match webhook_age {
+                Some(age) => format!("last signed webhook {:.1} s ago", age.as_secs_f64()),
+                None => "no webhook yet".to_owned(),
+            };
+            match &state.own.token {
+                Token::Pending => (false, "starting: access token check pending".to_owned()),
+                Token::Valid => (true, format!("access token valid; {webhooks}")),
+                Token::Refused(why) => (false, format!("the graph api refused the access token: {why}")),
+                Token::Unreachable(why) => {
+                    let fresh = webhook_age.is_some_and(|age| age < self.fresh);
+                    (fresh, format!("access token check failing ({why}); {webhooks}"))
+                }
             }
-        };
-        Some(PlatformHealth { healthy, seconds_since_progress: since, detail })
+        })
     }
 }
 

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use futures_util::StreamExt;
 use hermesd_platform::media::{self, Fetched, MediaDir};
 use hermesd_platform::{Attachment, InboundEvent};
-use tokio::io::AsyncWriteExt;
 
 use crate::api::Graph;
 use crate::inbound::MediaRequest;
@@ -80,30 +79,18 @@ impl MediaStore {
         if response.content_length().is_some_and(|len| len > self.media.max_bytes()) {
             return Ok(None);
         }
-        let partial = MediaDir::partial(dest);
-        let mut out =
-            tokio::fs::File::create(&partial).await.map_err(|e| format!("create {}: {e}", partial.display()))?;
         let mut body = response.bytes_stream();
-        let mut written: u64 = 0;
-        let outcome: Result<bool, String> = async {
+        let mut saving = self.media.saving(dest).await?;
+        let read = async {
             while let Some(piece) = body.next().await {
                 let piece = piece.map_err(|e| format!("download: {}", e.without_url()))?;
-                written = written.saturating_add(u64::try_from(piece.len()).unwrap_or(u64::MAX));
-                if written > self.media.max_bytes() {
-                    return Ok(false);
+                if !saving.write(&piece).await? {
+                    break;
                 }
-                out.write_all(&piece).await.map_err(|e| format!("write: {e}"))?;
             }
-            out.flush().await.map_err(|e| format!("write: {e}"))?;
-            Ok(true)
+            Ok(())
         }
         .await;
-        drop(out);
-        if !matches!(outcome, Ok(true)) {
-            MediaDir::abandon(&partial).await;
-            return outcome.map(|_| None);
-        }
-        MediaDir::complete(&partial, dest).await?;
-        Ok(Some(written))
+        saving.finish(read).await
     }
 }

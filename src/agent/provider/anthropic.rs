@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::chat_completions::{parse_retry_after, transport_error};
+use super::endpoint::{Endpoint, KeyHeader, transport_error};
 use super::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, Usage};
 use crate::config::Secret;
 use crate::vocab::message::{Message, Reasoning, Role, ToolCall};
@@ -28,13 +28,7 @@ const API_VERSION: &str = "2023-06-01";
 
 /// A client for Anthropic's Messages API (or a server speaking it).
 pub struct AnthropicMessages {
-    http: reqwest::Client,
-    url: String,
-    model: String,
-    key: Option<Secret>,
-    timeout: Duration,
-    context_length: u64,
-    vision: bool,
+    endpoint: Endpoint,
 }
 
 impl AnthropicMessages {
@@ -47,33 +41,21 @@ impl AnthropicMessages {
         timeout: Duration,
         context_length: u64,
     ) -> Self {
-        Self { http, url: messages_url(base_url), model: model.to_owned(), key, timeout, context_length, vision: false }
+        let url = messages_url(base_url);
+        Self { endpoint: Endpoint::new(http, url, model, key, timeout, context_length) }
     }
 
     /// Send images as base64 `image` blocks (the model has vision).
     pub fn with_vision(mut self, vision: bool) -> Self {
-        self.vision = vision;
+        self.endpoint.vision = vision;
         self
     }
 
     /// Send the call; a non-success status is read and classified here.
     async fn send(&self, body: &Value, stream: bool) -> Result<reqwest::Response, ProviderError> {
-        let mut call =
-            self.http.post(&self.url).json(body).timeout(self.timeout).header("anthropic-version", API_VERSION);
-        if stream {
-            call = call.header(reqwest::header::ACCEPT, "text/event-stream");
-        }
-        if let Some(key) = &self.key {
-            call = call.header("x-api-key", key.expose());
-        }
-        let response = call.send().await.map_err(transport_error)?;
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok(response);
-        }
-        let retry_after = parse_retry_after(response.headers());
-        let text = response.text().await.map_err(transport_error)?;
-        Err(classify(status, retry_after, &text))
+        self.endpoint
+            .send(body, stream, KeyHeader::Named("x-api-key"), &[("anthropic-version", API_VERSION)], classify)
+            .await
     }
 }
 
@@ -253,15 +235,15 @@ fn classify_event(error: &Value) -> ProviderError {
 #[async_trait]
 impl Provider for AnthropicMessages {
     fn model(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     fn context_length(&self) -> u64 {
-        self.context_length
+        self.endpoint.context_length
     }
 
     fn vision(&self) -> bool {
-        self.vision
+        self.endpoint.vision
     }
 
     async fn complete(
@@ -269,7 +251,8 @@ impl Provider for AnthropicMessages {
         request: &ChatRequest,
         deltas: Option<DeltaSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let response = self.send(&request::body(&self.model, request, self.vision), request.stream).await?;
+        let response =
+            self.send(&request::body(&self.endpoint.model, request, self.endpoint.vision), request.stream).await?;
         if request.stream {
             return stream::read(response, deltas).await;
         }

@@ -18,19 +18,14 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::endpoint::{Endpoint, KeyHeader, is_json, transport_error};
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, ToolSchema, Usage};
 use crate::config::Secret;
 use crate::vocab::message::{Message, Reasoning, Role, TOOL_IMAGES_INTRO, ToolCall};
 
 /// A client for one OpenAI-compatible endpoint.
 pub struct ChatCompletions {
-    http: reqwest::Client,
-    url: String,
-    model: String,
-    key: Option<Secret>,
-    timeout: Duration,
-    context_length: u64,
-    vision: bool,
+    endpoint: Endpoint,
 }
 
 impl ChatCompletions {
@@ -43,20 +38,13 @@ impl ChatCompletions {
         timeout: Duration,
         context_length: u64,
     ) -> Self {
-        Self {
-            context_length,
-            http,
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
-            model: model.to_owned(),
-            key,
-            timeout,
-            vision: false,
-        }
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        Self { endpoint: Endpoint::new(http, url, model, key, timeout, context_length) }
     }
 
     /// Send images as `image_url` parts (the model has vision).
     pub fn with_vision(mut self, vision: bool) -> Self {
-        self.vision = vision;
+        self.endpoint.vision = vision;
         self
     }
 
@@ -64,8 +52,8 @@ impl ChatCompletions {
     /// straight into the request: no intermediate JSON tree is built on every call.
     fn body<'a>(&'a self, request: &'a ChatRequest) -> OutRequest<'a> {
         OutRequest {
-            model: &self.model,
-            messages: wire_messages(&request.messages, self.vision),
+            model: &self.endpoint.model,
+            messages: wire_messages(&request.messages, self.endpoint.vision),
             stream: request.stream,
             stream_options: request.stream.then_some(StreamOptions { include_usage: true }),
             tools: request.tools.iter().map(wire_tool).collect(),
@@ -75,21 +63,7 @@ impl ChatCompletions {
 
     /// Send the call; a non-success status is read and classified here.
     async fn send<B: Serialize + Sync>(&self, body: &B, stream: bool) -> Result<reqwest::Response, ProviderError> {
-        let mut call = self.http.post(&self.url).json(body).timeout(self.timeout);
-        if stream {
-            call = call.header(reqwest::header::ACCEPT, "text/event-stream");
-        }
-        if let Some(key) = &self.key {
-            call = call.bearer_auth(key.expose());
-        }
-        let response = call.send().await.map_err(transport_error)?;
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok(response);
-        }
-        let retry_after = parse_retry_after(response.headers());
-        let text = response.text().await.map_err(transport_error)?;
-        Err(classify(status, retry_after, &text))
+        self.endpoint.send(body, stream, KeyHeader::Bearer, &[], classify).await
     }
 }
 
@@ -360,49 +334,18 @@ pub(super) fn classify(status: u16, retry_after: Option<Duration>, body: &str) -
     }
 }
 
-/// Longest Retry-After taken as given; a longer one (which the runtime's deadline would refuse
-/// anyway) is clamped, since `Duration::from_secs_f64` panics past `u64::MAX` seconds.
-const MAX_RETRY_AFTER_SECS: f64 = 3600.0;
-
-/// The Retry-After header in seconds (HTTP dates are not used by model APIs); negative, NaN and
-/// infinite values are ignored, huge ones clamped to an hour.
-pub(super) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    let secs = value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
-    Some(Duration::from_secs_f64(secs.min(MAX_RETRY_AFTER_SECS)))
-}
-
-/// A failure to send or to read a reply. reqwest errors can carry the URL but never headers, so
-/// the key cannot leak through them; the URL is dropped anyway.
-pub(super) fn transport_error(error: reqwest::Error) -> ProviderError {
-    if error.is_timeout() {
-        ProviderError::Transient("request timed out".into())
-    } else {
-        ProviderError::Transient(format!("request failed: {}", error.without_url()))
-    }
-}
-
-/// Whether a reply is plain JSON although a stream was asked for (some servers ignore `stream`).
-pub(super) fn is_json(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("application/json"))
-}
-
 #[async_trait]
 impl Provider for ChatCompletions {
     fn model(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     fn context_length(&self) -> u64 {
-        self.context_length
+        self.endpoint.context_length
     }
 
     fn vision(&self) -> bool {
-        self.vision
+        self.endpoint.vision
     }
 
     async fn complete(
@@ -411,7 +354,7 @@ impl Provider for ChatCompletions {
         deltas: Option<DeltaSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
         let body = self.body(request);
-        let response = if cache::is_claude(&self.model) {
+        let response = if cache::is_claude(&self.endpoint.model) {
             // Claude behind a router caches only what is marked.
             let mut body =
                 serde_json::to_value(&body).map_err(|e| ProviderError::Permanent(format!("request: {e}")))?;

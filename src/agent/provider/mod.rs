@@ -4,7 +4,9 @@
 //!
 //! `Provider`: `complete(request, deltas)` streams deltas to the sink and reports `Usage`, cache
 //! read and write tokens included; `context_length`; `vision()`. The dialects: `ChatCompletions`,
-//! `AnthropicMessages`, `Responses`, and `NotConfigured`; `sse.rs` is the shared decoder. With
+//! `AnthropicMessages`, `Responses`, and `NotConfigured`; each sends through `endpoint.rs`'s
+//! `Endpoint` (model, key, timeout, the call and its failure classification) and reads streams
+//! through `sse.rs` (over `hermesd_platform::sse`'s decoder). With
 //! vision, image parts go as `image_url` data URLs (chat completions), `input_image` parts
 //! (Responses) or base64 `image` blocks (Anthropic, also inside `tool_result`); without it, a note
 //! naming the path. Opaque reasoning items go back only to the dialect that made them (Responses
@@ -13,6 +15,7 @@
 
 mod anthropic;
 mod chat_completions;
+mod endpoint;
 /// The SSE decoder's contract for the fuzz target (tests/fuzz).
 #[cfg(any(fuzzing, test))]
 pub(crate) mod fuzz;

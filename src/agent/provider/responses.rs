@@ -14,20 +14,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::chat_completions::{classify, is_json, parse_retry_after, transport_error};
+use super::chat_completions::classify;
+use super::endpoint::{Endpoint, KeyHeader, is_json, transport_error};
 use super::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, Usage};
 use crate::config::Secret;
 use crate::vocab::message::{Message, Reasoning, Role, ToolCall};
 
 /// A client for one Responses API endpoint.
 pub struct Responses {
-    http: reqwest::Client,
-    url: String,
-    model: String,
-    key: Option<Secret>,
-    timeout: Duration,
-    context_length: u64,
-    vision: bool,
+    endpoint: Endpoint,
 }
 
 impl Responses {
@@ -40,40 +35,19 @@ impl Responses {
         timeout: Duration,
         context_length: u64,
     ) -> Self {
-        Self {
-            http,
-            url: format!("{}/responses", base_url.trim_end_matches('/')),
-            model: model.to_owned(),
-            key,
-            timeout,
-            context_length,
-            vision: false,
-        }
+        let url = format!("{}/responses", base_url.trim_end_matches('/'));
+        Self { endpoint: Endpoint::new(http, url, model, key, timeout, context_length) }
     }
 
     /// Send images as `input_image` parts (the model has vision).
     pub fn with_vision(mut self, vision: bool) -> Self {
-        self.vision = vision;
+        self.endpoint.vision = vision;
         self
     }
 
     /// Send the call; a non-success status is read and classified here.
     async fn send(&self, body: &Value, stream: bool) -> Result<reqwest::Response, ProviderError> {
-        let mut call = self.http.post(&self.url).json(body).timeout(self.timeout);
-        if stream {
-            call = call.header(reqwest::header::ACCEPT, "text/event-stream");
-        }
-        if let Some(key) = &self.key {
-            call = call.bearer_auth(key.expose());
-        }
-        let response = call.send().await.map_err(transport_error)?;
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok(response);
-        }
-        let retry_after = parse_retry_after(response.headers());
-        let text = response.text().await.map_err(transport_error)?;
-        Err(classify(status, retry_after, &text))
+        self.endpoint.send(body, stream, KeyHeader::Bearer, &[], classify).await
     }
 }
 
@@ -187,15 +161,15 @@ fn classify_event(error: &Value) -> ProviderError {
 #[async_trait]
 impl Provider for Responses {
     fn model(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     fn vision(&self) -> bool {
-        self.vision
+        self.endpoint.vision
     }
 
     fn context_length(&self) -> u64 {
-        self.context_length
+        self.endpoint.context_length
     }
 
     async fn complete(
@@ -203,7 +177,8 @@ impl Provider for Responses {
         request: &ChatRequest,
         deltas: Option<DeltaSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let response = self.send(&request::body(&self.model, request, self.vision), request.stream).await?;
+        let response =
+            self.send(&request::body(&self.endpoint.model, request, self.endpoint.vision), request.stream).await?;
         if request.stream && !is_json(&response) {
             return stream::read(response, deltas).await;
         }

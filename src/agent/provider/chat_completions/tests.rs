@@ -257,7 +257,7 @@ fn retry_after_headers_are_bounded() {
     let parse = |value: &str| {
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert(reqwest::header::RETRY_AFTER, value.parse().unwrap());
-        parse_retry_after(&headers)
+        super::super::endpoint::parse_retry_after(&headers)
     };
     assert_eq!(parse("2.5"), Some(Duration::from_millis(2500)));
     // Past u64::MAX seconds `Duration::from_secs_f64` would panic; absurd values are clamped.
