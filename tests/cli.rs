@@ -1,6 +1,7 @@
 //! The real binary's operator commands: `hermesd cron add|list|pause|resume|run|remove` on the
 //! store, and `hermesd send` straight to a target when no daemon runs, and through the running
-//! daemon when one does (its scheduler then runs what `cron run` made due).
+//! daemon when one does (its scheduler then runs what `cron run` made due); `hermesd profiles
+//! list|show` and the problems `check` finds in `[profiles.*]`.
 
 mod support;
 
@@ -100,4 +101,37 @@ async fn cron_commands_manage_jobs_and_send_works_with_and_without_a_daemon() {
     let _ = Command::new("kill").args(["-TERM", &daemon.id().to_string()]).status();
     let status = daemon.wait().unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn profiles_are_listed_shown_and_checked_with_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let config = "[model]\nprovider = \"chat_completions\"\nbase_url = \"http://127.0.0.1:9/v1\"\nname = \"main-model\"\n\n\
+                  [profiles.work]\nsoul = \"work.md\"\ntoolsets = [\"web\"]\n\n[profiles.work.model]\n\
+                  provider = \"anthropic_messages\"\nbase_url = \"http://127.0.0.1:10\"\nname = \"work-model\"\n";
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    std::fs::create_dir_all(home.join("profiles/work")).unwrap();
+    std::fs::write(home.join("profiles/work/work.md"), "You help with work.").unwrap();
+
+    let listed = stdout(&hermesd(home, &["profiles", "list"]));
+    let lines: Vec<&str> = listed.lines().skip(1).collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert!(lines[0].starts_with("default") && lines[0].contains("main-model") && lines[0].contains("no persona"));
+    assert!(lines[1].starts_with("work") && lines[1].contains("work-model") && lines[1].contains("work.md"), "{listed}");
+
+    let shown = stdout(&hermesd(home, &["profiles", "show", "work"]));
+    for line in ["profile: work", "model: work-model at http://127.0.0.1:10", "toolsets: web", "/profiles/work/skills"] {
+        assert!(shown.contains(line), "{line} missing in {shown}");
+    }
+    let missing = hermesd(home, &["profiles", "show", "nobody"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("profiles: default, work"));
+
+    std::fs::write(home.join("config.toml"), format!("{config}\n[profiles.Ops]\nagent = {{ max_iterations = 0 }}\n")).unwrap();
+    let check = hermesd(home, &["check"]);
+    assert_eq!(check.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(stderr.contains("config.toml:15: profiles.Ops: \"Ops\" is not a profile name"), "{stderr}");
+    assert!(stderr.contains("config.toml:16: profiles.Ops.agent.max_iterations: must be at least 1"), "{stderr}");
 }

@@ -1,5 +1,5 @@
-//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | skills | mcp
-//! | backup | store`. Every subcommand reads
+//! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | profiles |
+//! skills | mcp | backup | store`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 //!
 //! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
@@ -11,6 +11,7 @@ mod check;
 mod cron;
 mod mcp;
 mod pairing;
+mod profiles;
 mod run;
 mod send;
 mod sessions;
@@ -88,6 +89,12 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: pairing::PairingCommand,
+    },
+    /// The agents this config defines: list them, show one.
+    Profiles {
+        /// What to show.
+        #[command(subcommand)]
+        command: profiles::ProfilesCommand,
     },
     /// List, show, install and remove skills ($HERMESD_HOME/skills).
     Skills {
@@ -209,6 +216,7 @@ pub fn main() -> ExitCode {
             Command::Pairing { command } => pairing::run(loaded, command).await,
             Command::Send { target, text } => send::run(loaded, &target, &text).await,
             Command::Cron { command } => cron::run(loaded, command).await,
+            Command::Profiles { command } => profiles::run(&loaded, command),
             Command::Skills { command } => skills::run(loaded, command),
             Command::Mcp { command } => mcp::run(loaded, command).await,
             Command::Backup { path } => backup::backup(loaded, &path).await,

@@ -12,6 +12,7 @@ mod mcp;
 mod memory;
 mod model;
 mod platforms;
+mod profiles;
 mod secrets;
 mod sessions;
 mod terminal;
@@ -31,6 +32,10 @@ pub use mcp::{MAX_SERVER_NAME, McpConfig, McpSandbox, McpServerConfig, McpToolFi
 pub use memory::{MemoryConfig, MemoryScope};
 pub use model::{AgentConfig, BusyPolicy, CompressionConfig, ModelConfig, ProviderKind};
 pub use platforms::{ApiPlatformConfig, NotBuilt, PlatformsConfig};
+pub use profiles::{
+    DEFAULT_PROFILE, MAX_PROFILE_NAME, Profile, ProfileAgentConfig, ProfileConfig, Profiles, SOUL_FILE, Soul,
+    is_profile_name,
+};
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail};
 pub use sessions::{
     RecoveryConfig, ResetMode, ResetOverride, ResetPolicy, RetentionConfig, SessionsConfig, StoreConfig,
@@ -78,6 +83,8 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// Daily caps on what one user or one chat may spend (tokens, cost, turns).
     pub limits: LimitsConfig,
+    /// Agents of their own besides the top-level one (the profile `default`).
+    pub profiles: Profiles,
 }
 
 /// `[http]`.

@@ -47,6 +47,7 @@ impl Config {
         }
         let check = |at: &str, model: &ModelConfig, problems: &mut Vec<String>| check_model(at, model, env, problems);
         super::auxiliary::check_auxiliary(&self.auxiliary, env, check, &mut problems);
+        super::profiles::check_profiles(self, &check, &mut problems);
         let priced = self.model_chain().iter().any(|m| m.input_per_mtok.is_some() || m.output_per_mtok.is_some());
         super::limits::check_limits(&self.limits, priced, &mut problems);
         let agent = &self.agent;

@@ -31,8 +31,7 @@ When a task needs several steps, use your tools, check their results, and finish
 pub const CONTEXT_FILES: &[&str] = &["AGENTS.md", "HERMES.md", ".hermes.md", "CLAUDE.md"];
 /// Largest context tier, in chars; longer files are cut with a note.
 const CONTEXT_CAP: usize = 20_000;
-/// The operator's persona file in `HERMESD_HOME` (Hermes' name and format).
-pub const SOUL_FILE: &str = "SOUL.md";
+pub use crate::config::SOUL_FILE;
 /// Largest persona, in chars; a longer `SOUL.md` is cut with a note.
 const SOUL_CAP: usize = 20_000;
 

@@ -1,0 +1,360 @@
+//! `[profiles.<name>]`: several agents in one daemon. Each profile is an agent of its own: its
+//! model chain, persona (`soul`), toolsets, agent overrides and daily limits, with its memory,
+//! skills and `SOUL.md` under `$HERMESD_HOME/profiles/<name>/`.
+//!
+//! The top-level configuration is the profile `default`, with today's paths
+//! (`$HERMESD_HOME/SOUL.md`, `memory/`, `skills/`), so a config without profiles means what it
+//! always meant. A key a profile leaves out is the default profile's: a profile without
+//! `[profiles.<name>.model]` uses the top-level `[model]` chain. Toolsets only narrow: a
+//! profile's list is intersected with the platform's, never widened by it.
+//!
+//! `Profile` is one profile resolved against the default; `validate` checks every profile and
+//! names it in each problem.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{BusyPolicy, Config, LimitsConfig, ModelConfig, Paths};
+
+/// The persona file in a profile's folder.
+pub const SOUL_FILE: &str = "SOUL.md";
+
+/// The profile the top-level configuration is.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// Longest profile name.
+pub const MAX_PROFILE_NAME: usize = 32;
+
+/// `[profiles.<name>]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProfileConfig {
+    /// The persona: text, or a file (a single line starting with `/` or `./`, or ending in `.md`
+    /// or `.txt`; relative to the profile's folder). Absent: the folder's `SOUL.md`, if any.
+    pub soul: Option<String>,
+    /// Its own model chain (the keys of `[model]`, fallbacks and prices included); absent: the
+    /// top-level `[model]`.
+    pub model: Option<ModelConfig>,
+    /// The toolsets it may use (intersected with the platform's); absent: `tools.toolsets`.
+    pub toolsets: Option<Vec<String>>,
+    /// Overrides of `[agent]`.
+    pub agent: ProfileAgentConfig,
+    /// Its own daily caps (the keys of `[limits]`); absent: the top-level `[limits]`.
+    pub limits: Option<LimitsConfig>,
+}
+
+/// `[profiles.<name>.agent]`: what a profile may change of `[agent]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProfileAgentConfig {
+    /// What a message arriving during a turn does.
+    pub busy_policy: Option<BusyPolicy>,
+    /// Model calls per turn.
+    pub max_iterations: Option<u32>,
+}
+
+/// Where a profile's persona comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Soul {
+    /// Written in the config.
+    Text(String),
+    /// A file (which may be missing: then there is no persona).
+    File(PathBuf),
+}
+
+/// One profile, resolved against the default profile.
+#[derive(Debug, Clone)]
+pub struct Profile<'a> {
+    /// Its name (`default` for the top level).
+    pub name: &'a str,
+    /// Its folder: `$HERMESD_HOME` for the default, else `$HERMESD_HOME/profiles/<name>`.
+    pub dir: PathBuf,
+    /// Its persona.
+    pub soul: Soul,
+    /// Its model chain, primary first; empty when no model is configured.
+    pub models: Vec<&'a ModelConfig>,
+    /// Its toolsets.
+    pub toolsets: &'a [String],
+    /// Its busy policy.
+    pub busy_policy: BusyPolicy,
+    /// Its model calls per turn.
+    pub max_iterations: u32,
+    /// Its daily caps.
+    pub limits: &'a LimitsConfig,
+}
+
+impl Profile<'_> {
+    /// Its skills folder.
+    pub fn skills(&self) -> PathBuf {
+        self.dir.join("skills")
+    }
+
+    /// Its memory folder.
+    pub fn memory(&self) -> PathBuf {
+        self.dir.join("memory")
+    }
+
+    /// The toolsets a turn on `platform` gets: the platform's, narrowed to the profile's.
+    pub fn toolsets_on<'b>(&'b self, config: &'b Config, platform: &str) -> Vec<&'b str> {
+        let platform = config.tools.toolsets_for(platform);
+        platform.iter().filter(|set| self.toolsets.contains(set)).map(String::as_str).collect()
+    }
+}
+
+impl Config {
+    /// Every profile's name: `default` first, then the named ones in order.
+    pub fn profile_names(&self) -> Vec<&str> {
+        std::iter::once(DEFAULT_PROFILE).chain(self.profiles.keys().map(String::as_str)).collect()
+    }
+
+    /// Profile `name` resolved against the default; `None` when there is no such profile.
+    pub fn profile<'a>(&'a self, name: &'a str, paths: &Paths) -> Option<Profile<'a>> {
+        let default = Profile {
+            name: DEFAULT_PROFILE,
+            dir: paths.home.clone(),
+            soul: Soul::File(paths.home.join(SOUL_FILE)),
+            models: self.model_chain(),
+            toolsets: &self.tools.toolsets,
+            busy_policy: self.agent.busy_policy,
+            max_iterations: self.agent.max_iterations,
+            limits: &self.limits,
+        };
+        if name == DEFAULT_PROFILE {
+            return Some(default);
+        }
+        let (name, profile) = self.profiles.get_key_value(name)?;
+        let dir = paths.home.join("profiles").join(name);
+        let soul = match &profile.soul {
+            Some(soul) => Soul::of(soul, &dir),
+            None => Soul::File(dir.join(SOUL_FILE)),
+        };
+        let models = match &profile.model {
+            Some(model) => std::iter::once(model).chain(&model.fallback).collect(),
+            None => default.models,
+        };
+        Some(Profile {
+            name,
+            dir,
+            soul,
+            models,
+            toolsets: profile.toolsets.as_deref().unwrap_or(default.toolsets),
+            busy_policy: profile.agent.busy_policy.unwrap_or(default.busy_policy),
+            max_iterations: profile.agent.max_iterations.unwrap_or(default.max_iterations),
+            limits: profile.limits.as_ref().unwrap_or(default.limits),
+        })
+    }
+}
+
+impl Soul {
+    /// `text` as a persona: a file (relative to `dir`) when it has a path's shape, else the text.
+    fn of(text: &str, dir: &Path) -> Soul {
+        let line = text.trim();
+        let single = !line.is_empty() && !line.contains('\n');
+        let pathlike = line.starts_with('/')
+            || line.starts_with("./")
+            || ((line.ends_with(".md") || line.ends_with(".txt")) && !line.contains(char::is_whitespace));
+        if single && pathlike { Soul::File(dir.join(line)) } else { Soul::Text(text.to_owned()) }
+    }
+
+    /// How `hermesd profiles` names it.
+    pub fn describe(&self) -> String {
+        match self {
+            Soul::Text(text) => format!("inline, {} chars", text.chars().count()),
+            Soul::File(path) if path.exists() => path.display().to_string(),
+            Soul::File(path) => format!("{} (absent: no persona)", path.display()),
+        }
+    }
+}
+
+/// Whether `name` may name a profile: lowercase letters, digits, `-` and `_`, starting with a
+/// letter, at most `MAX_PROFILE_NAME` characters (it becomes a folder and part of session keys).
+pub fn is_profile_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && name.len() <= MAX_PROFILE_NAME
+}
+
+/// Every problem of `[profiles.*]`, each naming its profile's key path.
+pub(super) fn check_profiles(
+    config: &Config,
+    check_model: &dyn Fn(&str, &ModelConfig, &mut Vec<String>),
+    problems: &mut Vec<String>,
+) {
+    for (name, profile) in &config.profiles {
+        let at = format!("profiles.{name}");
+        if name == DEFAULT_PROFILE {
+            problems.push(format!("{at}: `default` is the top-level configuration; set those keys there"));
+            continue;
+        }
+        if !is_profile_name(name) {
+            problems.push(format!(
+                "{at}: {name:?} is not a profile name (a lowercase letter, then lowercase letters, digits, '-' or '_'; \
+                 at most {MAX_PROFILE_NAME})"
+            ));
+        }
+        if let Some(model) = &profile.model {
+            check_model(&format!("{at}.model"), model, problems);
+            for (i, fallback) in model.fallback.iter().enumerate() {
+                let fallback_at = format!("{at}.model.fallback[{i}]");
+                if !fallback.fallback.is_empty() {
+                    problems.push(format!("{fallback_at}: a fallback cannot have fallbacks of its own"));
+                }
+                check_model(&fallback_at, fallback, problems);
+            }
+        }
+        if let Some(soul) = &profile.soul
+            && soul.trim().is_empty()
+        {
+            problems.push(format!("{at}.soul: must not be empty (leave it out for the folder's SOUL.md)"));
+        }
+        for set in profile.toolsets.iter().flatten() {
+            if !super::is_known_toolset(set) {
+                problems.push(format!(
+                    "{at}.toolsets: unknown toolset {set:?} (known: {})",
+                    super::ALL_TOOLSETS.join(", ")
+                ));
+            }
+        }
+        if profile.agent.max_iterations == Some(0) {
+            problems.push(format!("{at}.agent.max_iterations: must be at least 1"));
+        }
+        if let Some(limits) = &profile.limits {
+            let models: Vec<&ModelConfig> = match &profile.model {
+                Some(model) => std::iter::once(model).chain(&model.fallback).collect(),
+                None => config.model_chain(),
+            };
+            let priced = models.iter().any(|m| m.input_per_mtok.is_some() || m.output_per_mtok.is_some());
+            let mut found = Vec::new();
+            super::limits::check_limits(limits, priced, &mut found);
+            problems.extend(found.into_iter().map(|p| format!("{at}.{p}")));
+        }
+    }
+}
+
+/// The profiles table's type, as `Config` holds it.
+pub type Profiles = BTreeMap<String, ProfileConfig>;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::config::Env;
+
+    const TWO: &str = r#"
+[model]
+provider = "chat_completions"
+base_url = "http://127.0.0.1:9/v1"
+name = "main-model"
+
+[tools]
+toolsets = ["memory", "web", "files", "terminal"]
+
+[profiles.work]
+soul = "You are the work assistant. Be brief."
+toolsets = ["web", "files", "cron"]
+agent = { busy_policy = "interrupt", max_iterations = 7 }
+
+[profiles.work.model]
+provider = "anthropic_messages"
+base_url = "http://127.0.0.1:10"
+name = "work-model"
+
+[[profiles.work.model.fallback]]
+provider = "chat_completions"
+base_url = "http://127.0.0.1:11/v1"
+name = "work-fallback"
+
+[profiles.family]
+soul = "family.md"
+"#;
+
+    fn paths() -> Paths {
+        Paths { home: PathBuf::from("/srv/hermesd"), config: PathBuf::from("/srv/hermesd/config.toml") }
+    }
+
+    #[test]
+    fn a_profile_takes_what_it_sets_and_the_default_profile_the_rest() {
+        let config = Config::parse(TWO).unwrap();
+        assert_eq!(config.profile_names(), ["default", "family", "work"]);
+        let paths = paths();
+        let default = config.profile("default", &paths).unwrap();
+        assert_eq!(default.dir, Path::new("/srv/hermesd"), "the default keeps today's paths");
+        assert_eq!(default.soul, Soul::File(PathBuf::from("/srv/hermesd/SOUL.md")));
+        assert_eq!(default.skills(), Path::new("/srv/hermesd/skills"));
+        assert_eq!(default.memory(), Path::new("/srv/hermesd/memory"));
+
+        let work = config.profile("work", &paths).unwrap();
+        assert_eq!(work.dir, Path::new("/srv/hermesd/profiles/work"));
+        assert_eq!(work.soul, Soul::Text("You are the work assistant. Be brief.".into()));
+        let models: Vec<&str> = work.models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(models, ["work-model", "work-fallback"]);
+        assert_eq!((work.busy_policy, work.max_iterations), (BusyPolicy::Interrupt, 7));
+        assert_eq!(work.skills(), Path::new("/srv/hermesd/profiles/work/skills"));
+        assert_eq!(work.toolsets_on(&config, "telegram"), ["web", "files"], "platform and profile intersect");
+
+        let family = config.profile("family", &paths).unwrap();
+        assert_eq!(family.soul, Soul::File(PathBuf::from("/srv/hermesd/profiles/family/family.md")));
+        assert_eq!(family.models[0].name, "main-model", "no model of its own: the top-level chain");
+        assert_eq!(family.max_iterations, config.agent.max_iterations);
+        assert_eq!(family.toolsets_on(&config, "telegram"), ["memory", "web", "files", "terminal"]);
+        assert!(config.profile("nobody", &paths).is_none());
+        assert!(Config::default().profiles.is_empty(), "no profiles: only the default");
+    }
+
+    #[test]
+    fn soul_text_and_files_are_told_apart() {
+        let dir = Path::new("/p");
+        assert_eq!(Soul::of("./persona.txt", dir), Soul::File(PathBuf::from("/p/./persona.txt")));
+        assert_eq!(Soul::of("/etc/hermesd/soul.md", dir), Soul::File(PathBuf::from("/etc/hermesd/soul.md")));
+        assert_eq!(Soul::of("Answer in French.", dir), Soul::Text("Answer in French.".into()));
+        let two_lines = "Read notes.md\nthen answer.";
+        assert_eq!(Soul::of(two_lines, dir), Soul::Text(two_lines.into()));
+        assert_eq!(Soul::of("Be like notes.md", dir), Soul::Text("Be like notes.md".into()));
+    }
+
+    #[test]
+    fn every_profile_problem_names_its_profile() {
+        let text = r#"
+[profiles.default]
+soul = "x"
+
+[profiles.Work]
+toolsets = ["webz"]
+
+[profiles.ops]
+soul = " "
+agent = { max_iterations = 0 }
+limits = { user_daily_cost = -1.0 }
+
+[profiles.ops.model]
+provider = "chat_completions"
+base_url = "ftp://x"
+name = ""
+"#;
+        let config = Config::parse(text).unwrap();
+        let problems = config.validate(&Env::from_map(HashMap::new()));
+        let profile_problems: Vec<&String> = problems.iter().filter(|p| p.starts_with("profiles.")).collect();
+        for needle in [
+            "profiles.default: `default` is the top-level configuration",
+            "profiles.Work: \"Work\" is not a profile name",
+            "profiles.Work.toolsets: unknown toolset \"webz\"",
+            "profiles.ops.model.base_url: \"ftp://x\" is not an http(s) URL",
+            "profiles.ops.model.name: must not be empty",
+            "profiles.ops.soul: must not be empty",
+            "profiles.ops.agent.max_iterations: must be at least 1",
+            "profiles.ops.limits.user_daily_cost:",
+        ] {
+            assert!(
+                profile_problems.iter().any(|p| p.starts_with(needle)),
+                "{needle} missing in {profile_problems:#?}"
+            );
+        }
+        assert_eq!(profile_problems.len(), 8, "{profile_problems:#?}");
+        assert!(Config::parse(TWO).unwrap().validate(&Env::from_map(HashMap::new())).is_empty());
+        assert!(is_profile_name("work-2_b") && !is_profile_name("2work") && !is_profile_name(&"a".repeat(33)));
+    }
+}
