@@ -108,6 +108,9 @@ impl Daemon {
         if !problems.is_empty() {
             return Err(ConfigError { problems }.into());
         }
+        for note in config.profile_advice() {
+            tracing::warn!("{note}");
+        }
         std::fs::create_dir_all(&paths.home).with_context(|| format!("create {}", paths.home.display()))?;
         let (sqlite, holding) = parts::open_store(&config, &paths, &options).await?;
         let store: Arc<dyn Store> = Arc::new(sqlite.clone());

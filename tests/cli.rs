@@ -118,17 +118,24 @@ fn profiles_are_listed_shown_and_checked_with_their_lines() {
     let lines: Vec<&str> = listed.lines().skip(1).collect();
     assert_eq!(lines.len(), 2, "{listed}");
     assert!(lines[0].starts_with("default") && lines[0].contains("main-model") && lines[0].contains("no persona"));
-    assert!(lines[1].starts_with("work") && lines[1].contains("work-model") && lines[1].contains("work.md"), "{listed}");
+    assert!(
+        lines[1].starts_with("work") && lines[1].contains("work-model") && lines[1].contains("work.md"),
+        "{listed}"
+    );
 
     let shown = stdout(&hermesd(home, &["profiles", "show", "work"]));
-    for line in ["profile: work", "model: work-model at http://127.0.0.1:10", "toolsets: web", "/profiles/work/skills"] {
+    for line in ["profile: work", "model: work-model at http://127.0.0.1:10", "toolsets: web", "/profiles/work/skills"]
+    {
         assert!(shown.contains(line), "{line} missing in {shown}");
     }
+    let checked = stdout(&hermesd(home, &["check"]));
+    assert!(checked.contains("note: profiles.work: defined, but this version routes every chat"), "{checked}");
     let missing = hermesd(home, &["profiles", "show", "nobody"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("profiles: default, work"));
 
-    std::fs::write(home.join("config.toml"), format!("{config}\n[profiles.Ops]\nagent = {{ max_iterations = 0 }}\n")).unwrap();
+    std::fs::write(home.join("config.toml"), format!("{config}\n[profiles.Ops]\nagent = {{ max_iterations = 0 }}\n"))
+        .unwrap();
     let check = hermesd(home, &["check"]);
     assert_eq!(check.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&check.stderr);

@@ -24,7 +24,8 @@ pub(super) fn check(loaded: &Loaded) -> ExitCode {
     for note in loaded.config.advice(&loaded.env) {
         println!("note: {note}");
     }
-    for note in loaded.config.platforms.sections().iter().flat_map(|s| s.advice(&loaded.env)) {
+    let platform_notes = loaded.config.platforms.sections().into_iter().flat_map(|s| s.advice(&loaded.env));
+    for note in platform_notes.chain(loaded.config.profile_advice()) {
         println!("note: {note}");
     }
     let workdir = loaded.paths.workdir(&loaded.config.tools);

@@ -168,6 +168,22 @@ impl Soul {
     }
 }
 
+impl Config {
+    /// What `hermesd check` and the daemon's start say about profiles that are valid but do not
+    /// answer anyone yet: every chat, the API, cron and webhooks still reach the default profile.
+    pub fn profile_advice(&self) -> Vec<String> {
+        self.profiles
+            .keys()
+            .map(|name| {
+                format!(
+                    "profiles.{name}: defined, but this version routes every chat, API request, cron job and \
+                     webhook to the profile `default`; accounts, routes and the API's profile choice come next"
+                )
+            })
+            .collect()
+    }
+}
+
 /// Whether `name` may name a profile: lowercase letters, digits, `-` and `_`, starting with a
 /// letter, at most `MAX_PROFILE_NAME` characters (it becomes a folder and part of session keys).
 pub fn is_profile_name(name: &str) -> bool {
