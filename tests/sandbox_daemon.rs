@@ -261,3 +261,32 @@ async fn without_namespaces_or_landlock_tcp_a_keyless_api_is_refused_and_check_w
     assert!(ready, "{}", std::fs::read_to_string(layout.log()).unwrap());
     drop(running);
 }
+
+/// An upgrade replaces the binary under a running daemon (`install`, a package manager: a new
+/// file renamed over the old path). The daemon's commands still run through the sandbox helper,
+/// which is the binary the daemon was started from, not whatever the path now holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_still_run_after_the_binary_is_replaced_under_the_daemon() {
+    let port = free_port();
+    let llm = FakeLlm::builder()
+        .tool_calls(&[("terminal", &json!({ "command": "echo still-sandboxed; id -u" }).to_string())])
+        .reply("done")
+        .start()
+        .await;
+    let layout = Layout::new(&config(&llm, port));
+    let daemon = start(&layout, "", port).await;
+    // The new "version": a program that fails whatever it is asked, renamed over the old path.
+    let next = layout.bin.with_file_name("hermesd.new");
+    std::fs::write(&next, "#!/bin/sh\necho 'not the running daemon' >&2\nexit 97\n").unwrap();
+    std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&next, &layout.bin).unwrap();
+
+    let (status, body) = support::ask(&format!("http://127.0.0.1:{port}"), Some("upgrade"), "run it").await;
+    let log = std::fs::read_to_string(layout.log()).unwrap_or_default();
+    assert_eq!(status, 200, "{body}\n{log}");
+    assert_eq!(support::answer(&body), "done", "{body}");
+    let out = tool_output(&llm);
+    assert!(out.contains("still-sandboxed"), "the command did not run after the upgrade:\n{out}\n{log}");
+    assert!(!out.contains("not the running daemon"), "the replaced file ran as the helper:\n{out}");
+    drop(daemon);
+}

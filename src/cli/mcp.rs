@@ -115,7 +115,7 @@ async fn test(loaded: &Loaded, name: &str) -> ExitCode {
     let mut one = server.clone();
     one.enabled = true;
     let config = McpConfig { servers: [(name.to_owned(), one.clone())].into_iter().collect() };
-    let shim_exe = match std::env::current_exe() {
+    let shim_exe = match crate::sandbox::own_executable() {
         Ok(exe) => exe,
         Err(e) => {
             eprintln!("hermesd: locate the hermesd binary: {e}");

@@ -197,7 +197,7 @@ impl AgentParts {
             workdir: workdir.clone(),
             shim_exe: match &options.mcp_shim {
                 Some(path) => path.clone(),
-                None => std::env::current_exe().context("locate the hermesd binary")?,
+                None => crate::sandbox::own_executable().context("locate the hermesd binary")?,
             },
             approval_timeout: config.tools.approval_timeout.get(),
         };

@@ -1,5 +1,6 @@
-//! The tools' sandbox. Commands run through a re-executed `hermesd sandbox-exec` helper that
-//! starts a new session, restricts itself with Landlock and then execs the real program, so the
+//! The tools' sandbox. Commands run through a re-executed `hermesd sandbox-exec` helper (the
+//! running binary itself, through `/proc/self/exe`, so replacing the file under a running daemon
+//! changes nothing: `own_executable`) that starts a new session, restricts itself with Landlock and then execs the real program, so the
 //! restriction covers the whole command tree; file tools open paths beneath a workdir handle
 //! (`beneath.rs`). It must never run a child unrestricted when a restriction was asked for: where
 //! Landlock is missing the caller gets `SandboxError::Unavailable`, never a silent downgrade.
@@ -78,7 +79,7 @@ mod private_dir;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub use crate::config::SandboxMode;
@@ -90,6 +91,14 @@ pub use proxy::EgressProxy;
 
 /// The hidden subcommand the helper runs as.
 pub const HELPER_SUBCOMMAND: &str = "sandbox-exec";
+
+/// This program, to run again as the sandbox helper or the MCP shim: `/proc/self/exe`, which the
+/// child resolves to the very binary the daemon runs, even after that file was replaced or
+/// removed (an upgrade under a running daemon); its path only where `/proc` is not mounted.
+pub fn own_executable() -> std::io::Result<PathBuf> {
+    let link = Path::new("/proc/self/exe");
+    if link.exists() { Ok(link.to_path_buf()) } else { std::env::current_exe() }
+}
 
 /// Why a child cannot be sandboxed as asked.
 #[derive(Debug, thiserror::Error)]
@@ -309,7 +318,7 @@ impl Sandbox {
         let policy = policy.resolve()?;
         let helper = match &self.helper {
             Some(helper) => helper.clone(),
-            None => std::env::current_exe().map_err(|e| SandboxError::Helper(format!("find this executable: {e}")))?,
+            None => own_executable().map_err(|e| SandboxError::Helper(format!("find this executable: {e}")))?,
         };
         let mut command = Command::new(helper);
         command.arg(HELPER_SUBCOMMAND).args(policy.to_args()).arg("--").arg(program);
@@ -347,7 +356,7 @@ fn lesser_kernel(support: Support, namespaces: Result<(), String>) -> (Support, 
 fn probe_namespaces(helper: Option<&std::path::Path>) -> Result<(), String> {
     let helper = match helper {
         Some(helper) => helper.to_path_buf(),
-        None => std::env::current_exe().map_err(|e| format!("find this executable: {e}"))?,
+        None => own_executable().map_err(|e| format!("find this executable: {e}"))?,
     };
     let output = Command::new(&helper)
         .args([HELPER_SUBCOMMAND, "--probe-namespaces", "--", "true"])
