@@ -60,7 +60,7 @@ async fn a_reply_brings_the_replied_to_text_quoted_to_the_model() {
     tg.push_reply(&chat, &ann, "shorter please", first.message_id);
     assert!(eventually(WAIT, || llm.count() == 4).await);
     let (_, user) = seen(&llm.requests()[3]);
-    assert!(user.starts_with("(replying to a message from ann:)\n> word word"), "{user}");
+    assert!(user.starts_with("(replying to a message from Ann (@ann):)\n> word word"), "{user}");
     assert!(user.ends_with(" […]\nshorter please"), "capped: {user}");
     assert!(user.chars().count() < 700, "{} chars", user.chars().count());
     d.daemon.stop().await;
@@ -85,8 +85,8 @@ async fn two_speakers_in_a_topic_are_named_and_the_prompt_stays_the_same() {
     let requests = llm.requests();
     let (first_system, first_user) = seen(&requests[0]);
     let (second_system, second_user) = seen(&requests[1]);
-    assert_eq!(first_user, "[ann] the API is down");
-    assert_eq!(second_user, "[bob] I restarted it");
+    assert_eq!(first_user, "[Ann (@ann)] the API is down", "named as the chat shows them");
+    assert_eq!(second_user, "[Bob (@bob)] I restarted it");
     let history: Vec<&str> = requests[1]["messages"]
         .as_array()
         .unwrap()
@@ -94,7 +94,7 @@ async fn two_speakers_in_a_topic_are_named_and_the_prompt_stays_the_same() {
         .filter(|m| m["role"] == "user")
         .filter_map(|m| m["content"].as_str())
         .collect();
-    assert_eq!(history, ["[ann] the API is down", "[bob] I restarted it"], "one shared session");
+    assert_eq!(history, ["[Ann (@ann)] the API is down", "[Bob (@bob)] I restarted it"], "one shared session");
     assert_eq!(first_system, second_system, "byte-identical across the session's turns");
     assert!(first_system.starts_with("You are Iris, the on-call team's assistant.\n\n"), "{first_system}");
     assert!(!first_system.contains("You are Hermes"), "SOUL.md replaces the built-in identity");

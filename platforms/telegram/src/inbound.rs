@@ -220,9 +220,18 @@ fn user_sender(user: &User, bot: &BotIdentity) -> Option<Sender> {
     Some(Sender { id: user.id.0.to_string(), name: Some(display_name(user)), is_bot: false, roles: Vec::new() })
 }
 
-/// How a user is named to the host: the @username, else the first name.
+/// How a user is named to the host: the name people see in the chat (first and last name),
+/// with the @username after it to tell apart two people of the same name.
 fn display_name(user: &User) -> String {
-    user.username.clone().unwrap_or_else(|| user.first_name.clone())
+    let shown = match &user.last_name {
+        Some(last) if !last.trim().is_empty() => format!("{} {}", user.first_name.trim(), last.trim()),
+        _ => user.first_name.trim().to_owned(),
+    };
+    match &user.username {
+        Some(username) if shown.is_empty() => format!("@{username}"),
+        Some(username) => format!("{shown} (@{username})"),
+        None => shown,
+    }
 }
 
 fn reply_context(message: &Message, bot: &BotIdentity) -> Option<ReplyContext> {

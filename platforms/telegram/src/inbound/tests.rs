@@ -113,8 +113,8 @@ fn run_normalise(raw: &(Rules, Value)) -> Option<InboundEvent> {
 
 #[test]
 fn messages_normalise_per_chat_kind() {
-    let ann = ("42", "ann");
-    let bob = ("7", "bob");
+    let ann = ("42", "Ann (@ann)");
+    let bob = ("7", "Bob (@bob)");
     let mut reply_to_bot = message(21, group(), Some(user(7, "Bob")), "and then?");
     reply_to_bot["reply_to_message"] = message(20, group(), Some(bot_user()), "Once upon a time");
     let mut topic = message(31, forum(), Some(user(7, "Bob")), "in the topic");
@@ -202,7 +202,7 @@ fn messages_normalise_per_chat_kind() {
                     message_id: "20".into(),
                     text: Some("Once upon a time".into()),
                     from_bot: true,
-                    author: Some("hermes_bot".into()),
+                    author: Some("Hermes (@hermes_bot)".into()),
                 },
             )),
         ),
@@ -265,7 +265,7 @@ fn callback_queries_become_actions() {
         "inline_message_id": "im"});
     let action = InboundAction {
         chat: chat("42", ChatType::Dm),
-        sender: Sender { id: "42".into(), name: Some("ann".into()), is_bot: false, roles: Vec::new() },
+        sender: Sender { id: "42".into(), name: Some("Ann (@ann)".into()), is_bot: false, roles: Vec::new() },
         message_id: "55".into(),
         data: "approve:7".into(),
     };
@@ -367,4 +367,13 @@ fn an_album_is_one_message_with_every_part_and_the_caption() {
     assert_eq!(message.message_id, "80");
     assert_eq!(message.text, "@hermes_bot compare these");
     assert_eq!(album.files.iter().map(|f| f.file_id.as_str()).collect::<Vec<_>>(), ["p1", "p2", "p3"]);
+}
+
+#[test]
+fn people_are_named_as_the_chat_shows_them_with_the_username_to_tell_them_apart() {
+    let named = |user: Value| super::display_name(&serde_json::from_value(user).unwrap());
+    let full = json!({"id": 1, "is_bot": false, "first_name": "Ann", "last_name": "Lee", "username": "annlee"});
+    assert_eq!(named(full), "Ann Lee (@annlee)");
+    assert_eq!(named(json!({"id": 2, "is_bot": false, "first_name": "Bob"})), "Bob");
+    assert_eq!(named(json!({"id": 3, "is_bot": false, "first_name": " ", "username": "x"})), "@x");
 }
