@@ -364,6 +364,6 @@ impl Config {
 
     /// Every model endpoint in the order they are tried.
     pub fn model_chain(&self) -> Vec<&ModelConfig> {
-        self.model.iter().flat_map(|m| std::iter::once(m).chain(m.fallback.iter())).collect()
+        self.model.as_ref().map(ModelConfig::chain).unwrap_or_default()
     }
 }

@@ -60,6 +60,11 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
+    /// This model and its fallbacks, in order.
+    pub fn chain(&self) -> Vec<&ModelConfig> {
+        std::iter::once(self).chain(&self.fallback).collect()
+    }
+
     /// This entry's prices, for the usage of the calls it serves.
     pub fn prices(&self) -> ModelPrices {
         ModelPrices {

@@ -131,7 +131,7 @@ impl Config {
             None => Soul::File(dir.join(SOUL_FILE)),
         };
         let models = match &profile.model {
-            Some(model) => std::iter::once(model).chain(&model.fallback).collect(),
+            Some(model) => model.chain(),
             None => default.models,
         };
         Some(Profile {
@@ -212,14 +212,7 @@ pub(super) fn check_profiles(
             ));
         }
         if let Some(model) = &profile.model {
-            check_model(&format!("{at}.model"), model, problems);
-            for (i, fallback) in model.fallback.iter().enumerate() {
-                let fallback_at = format!("{at}.model.fallback[{i}]");
-                if !fallback.fallback.is_empty() {
-                    problems.push(format!("{fallback_at}: a fallback cannot have fallbacks of its own"));
-                }
-                check_model(&fallback_at, fallback, problems);
-            }
+            super::validate::check_chain(&format!("{at}.model"), model, check_model, problems);
         }
         if let Some(soul) = &profile.soul
             && soul.trim().is_empty()
@@ -238,10 +231,7 @@ pub(super) fn check_profiles(
             problems.push(format!("{at}.agent.max_iterations: must be at least 1"));
         }
         if let Some(limits) = &profile.limits {
-            let models: Vec<&ModelConfig> = match &profile.model {
-                Some(model) => std::iter::once(model).chain(&model.fallback).collect(),
-                None => config.model_chain(),
-            };
+            let models = profile.model.as_ref().map_or_else(|| config.model_chain(), ModelConfig::chain);
             let priced = models.iter().any(|m| m.input_per_mtok.is_some() || m.output_per_mtok.is_some());
             let mut found = Vec::new();
             super::limits::check_limits(limits, priced, &mut found);

@@ -35,17 +35,10 @@ impl Config {
         }
         super::http::check_http(self, &mut problems);
         check_skills(&self.skills, &mut problems);
-        if let Some(model) = &self.model {
-            check_model("model", model, env, &mut problems);
-            for (i, fallback) in model.fallback.iter().enumerate() {
-                let at = format!("model.fallback[{i}]");
-                if !fallback.fallback.is_empty() {
-                    problems.push(format!("{at}: a fallback cannot have fallbacks of its own"));
-                }
-                check_model(&at, fallback, env, &mut problems);
-            }
-        }
         let check = |at: &str, model: &ModelConfig, problems: &mut Vec<String>| check_model(at, model, env, problems);
+        if let Some(model) = &self.model {
+            check_chain("model", model, &check, &mut problems);
+        }
         super::auxiliary::check_auxiliary(&self.auxiliary, env, check, &mut problems);
         super::profiles::check_profiles(self, &check, &mut problems);
         let priced = self.model_chain().iter().any(|m| m.input_per_mtok.is_some() || m.output_per_mtok.is_some());
@@ -125,6 +118,23 @@ impl Config {
         }
         problems.extend(self.tools.web_search.problems(env));
         problems
+    }
+}
+
+/// A model table at `at` and its fallbacks, which may not have fallbacks of their own.
+pub(super) fn check_chain(
+    at: &str,
+    model: &ModelConfig,
+    check: &dyn Fn(&str, &ModelConfig, &mut Vec<String>),
+    problems: &mut Vec<String>,
+) {
+    check(at, model, problems);
+    for (i, fallback) in model.fallback.iter().enumerate() {
+        let at = format!("{at}.fallback[{i}]");
+        if !fallback.fallback.is_empty() {
+            problems.push(format!("{at}: a fallback cannot have fallbacks of its own"));
+        }
+        check(&at, fallback, problems);
     }
 }
 

@@ -283,6 +283,13 @@ where
     }
 }
 
+/// The problems `hermesd check` would list for `section` (under `platforms.<name>`) with only
+/// `vars` set, every delivery target accepted.
+pub fn section_problems(section: &dyn crate::section::Registered, vars: &[(&str, &str)]) -> Vec<String> {
+    let env: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    section.problems(&format!("platforms.{}", section.name()), &env, &|_| Ok(()))
+}
+
 #[cfg(test)]
 mod tests {
     use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -131,7 +131,7 @@ impl Section for DiscordConfig {
 mod tests {
     use std::collections::HashMap;
 
-    use hermesd_platform::section::Registered;
+    use hermesd_platform::conformance::section_problems;
 
     use super::*;
 
@@ -146,9 +146,8 @@ mod tests {
         };
         let env: HashMap<String, String> =
             [(IGNORED_VAR, "5, x")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let registered: &dyn Registered = &config;
         assert_eq!(
-            registered.problems("platforms.discord", &env, &|_| Ok(())),
+            section_problems(&config, &[(IGNORED_VAR, "5, x")]),
             [
                 "platforms.discord: DISCORD_BOT_TOKEN is not set",
                 "platforms.discord.api_url: \"discord.com\" is not an http(s) URL",

@@ -118,17 +118,14 @@ impl Section for EmailConfig {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use hermesd_platform::section::Registered;
+    use hermesd_platform::conformance::section_problems;
 
     use super::*;
 
     #[test]
     fn the_password_and_the_adapters_own_checks_are_listed() {
         let config = EmailConfig { enabled: true, imap_url: "ftp://x".into(), ..EmailConfig::default() };
-        let registered: &dyn Registered = &config;
-        let problems = registered.problems("platforms.email", &HashMap::new(), &|_| Ok(()));
+        let problems = section_problems(&config, &[]);
         assert_eq!(problems[0], "platforms.email: EMAIL_PASSWORD is not set");
         assert!(problems.iter().any(|p| p.starts_with("platforms.email.imap_url: ")), "{problems:?}");
         assert!(problems.iter().all(|p| p.starts_with("platforms.email")), "{problems:?}");

@@ -144,17 +144,12 @@ mod tests {
     use std::collections::HashMap;
     use std::path::Path;
 
-    use hermesd_platform::section::Registered;
+    use hermesd_platform::conformance::section_problems as problems;
 
     use super::*;
 
     fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
         vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    fn problems(config: &SignalConfig, vars: &[(&str, &str)]) -> Vec<String> {
-        let registered: &dyn Registered = config;
-        registered.problems("platforms.signal", &env(vars), &|_| Ok(()))
     }
 
     #[test]

@@ -143,17 +143,9 @@ impl Section for SlackConfig {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use hermesd_platform::section::Registered;
+    use hermesd_platform::conformance::section_problems as problems;
 
     use super::*;
-
-    fn problems(config: &SlackConfig, vars: &[(&str, &str)]) -> Vec<String> {
-        let env: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let registered: &dyn Registered = config;
-        registered.problems("platforms.slack", &env, &|_| Ok(()))
-    }
 
     #[test]
     fn tokens_of_the_wrong_kind_and_bad_keys_are_listed() {

@@ -122,17 +122,9 @@ impl Section for TelegramConfig {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use hermesd_platform::section::Registered;
+    use hermesd_platform::conformance::section_problems as problems;
 
     use super::*;
-
-    fn problems(config: &TelegramConfig, vars: &[(&str, &str)]) -> Vec<String> {
-        let env: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let registered: &dyn Registered = config;
-        registered.problems("platforms.telegram", &env, &|_| Ok(()))
-    }
 
     #[test]
     fn every_problem_is_listed_with_its_key() {

@@ -117,9 +117,7 @@ impl Section for WhatsAppConfig {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use hermesd_platform::section::Registered;
+    use hermesd_platform::conformance::section_problems;
 
     use super::*;
 
@@ -135,10 +133,8 @@ mod tests {
             ..WhatsAppConfig::default()
         };
         let vars = [("WHATSAPP_ACCESS_TOKEN", "t"), ("WHATSAPP_APP_SECRET", "s")];
-        let env: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let registered: &dyn Registered = &config;
         assert_eq!(
-            registered.problems("platforms.whatsapp", &env, &|_| Ok(())),
+            section_problems(&config, &vars),
             [
                 "platforms.whatsapp: WHATSAPP_VERIFY_TOKEN is not set",
                 "platforms.whatsapp.phone_number_id: \"+1555\" must be the numeric id of the business number",
