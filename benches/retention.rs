@@ -112,6 +112,7 @@ fn event(id: u64, chat: &str, text: String, now: i64) -> InboundEvent {
     InboundEvent::Message {
         event_id: format!("u{id}"),
         message: InboundMessage {
+            profile: None,
             message_id: id.to_string(),
             chat: ChatRef::new("telegram", chat, ChatType::Dm),
             sender: Sender { id: chat.into(), name: None, is_bot: false, roles: Vec::new() },

@@ -168,6 +168,7 @@ impl Daemon {
                 api_key: env.secret("API_SERVER_KEY").map_err(|e| anyhow::anyhow!(e))?,
                 local_key: Some(access.1),
                 model_id: config.platforms.api.model_id.clone(),
+                models: Arc::new(config.api_models()),
                 ready: ready.clone(),
                 sse_keepalive: config.http.sse_keepalive.get(),
                 platforms: adapters.platforms.clone(),

@@ -129,7 +129,10 @@ fn profiles_are_listed_shown_and_checked_with_their_lines() {
         assert!(shown.contains(line), "{line} missing in {shown}");
     }
     let checked = stdout(&hermesd(home, &["check"]));
-    assert!(checked.contains("note: profiles.work: defined, but this version routes every chat"), "{checked}");
+    assert!(
+        checked.contains("note: profiles.work: reached through the API (model \"profile:work\"); chats, cron jobs"),
+        "{checked}"
+    );
     let missing = hermesd(home, &["profiles", "show", "nobody"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("profiles: default, work"));

@@ -14,6 +14,7 @@ fn event(id: &str) -> InboundEvent {
     InboundEvent::Message {
         event_id: id.into(),
         message: InboundMessage {
+            profile: None,
             message_id: id.into(),
             chat: ChatRef::new("api", "r1", ChatType::Dm),
             sender: Sender { id: "u".into(), name: None, is_bot: false, roles: Vec::new() },

@@ -195,6 +195,7 @@ fn event(id: &str, chat_id: &str, text: &str) -> InboundEvent {
     InboundEvent::Message {
         event_id: id.into(),
         message: InboundMessage {
+            profile: None,
             message_id: id.into(),
             chat: ChatRef::new("api", chat_id, ChatType::Dm),
             sender: Sender { id: "bench-user".into(), name: None, is_bot: false, roles: Vec::new() },

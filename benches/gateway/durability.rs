@@ -88,6 +88,7 @@ fn event(id: &str, caller: usize) -> InboundEvent {
     InboundEvent::Message {
         event_id: id.into(),
         message: InboundMessage {
+            profile: None,
             message_id: id.into(),
             chat: ChatRef::new("telegram", caller.to_string(), ChatType::Dm),
             sender: Sender { id: format!("{caller}"), name: None, is_bot: false, roles: Vec::new() },

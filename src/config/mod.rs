@@ -33,8 +33,8 @@ pub use memory::{MemoryConfig, MemoryScope};
 pub use model::{AgentConfig, BusyPolicy, CompressionConfig, ModelConfig, ProviderKind};
 pub use platforms::{ApiPlatformConfig, NotBuilt, PlatformsConfig};
 pub use profiles::{
-    DEFAULT_PROFILE, MAX_PROFILE_NAME, Profile, ProfileAgentConfig, ProfileConfig, Profiles, SOUL_FILE, Soul,
-    is_profile_name,
+    ApiModels, DEFAULT_KEY, DEFAULT_PROFILE, MAX_PROFILE_NAME, PROFILE_MODEL_PREFIX, Profile, ProfileAgentConfig,
+    ProfileConfig, Profiles, SOUL_FILE, Soul, is_profile_name, profile_key, profile_of_key,
 };
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail};
 pub use sessions::{

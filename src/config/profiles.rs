@@ -24,6 +24,10 @@ pub const SOUL_FILE: &str = "SOUL.md";
 /// The profile the top-level configuration is.
 pub const DEFAULT_PROFILE: &str = "default";
 
+/// The default profile's part of session keys (`agent:main:…`), kept from before profiles, so
+/// no other profile may be called so.
+pub const DEFAULT_KEY: &str = "main";
+
 /// Longest profile name.
 pub const MAX_PROFILE_NAME: usize = 32;
 
@@ -34,6 +38,8 @@ pub struct ProfileConfig {
     /// The persona: text, or a file (a single line starting with `/` or `./`, or ending in `.md`
     /// or `.txt`; relative to the profile's folder). Absent: the folder's `SOUL.md`, if any.
     pub soul: Option<String>,
+    /// Other ids the API's `model` field may name it by (besides `profile:<name>` and its name).
+    pub aliases: Vec<String>,
     /// Its own model chain (the keys of `[model]`, fallbacks and prices included); absent: the
     /// top-level `[model]`.
     pub model: Option<ModelConfig>,
@@ -94,6 +100,18 @@ impl Profile<'_> {
     /// Its memory folder.
     pub fn memory(&self) -> PathBuf {
         self.dir.join("memory")
+    }
+
+    /// The root of its tools' folders: `tools.workdir` for the default; for another profile
+    /// `<its folder>/<tools.workdir>`, or `<tools.workdir>/profiles/<name>` when that is absolute.
+    pub fn workdir(&self, paths: &Paths, tools: &super::ToolsConfig) -> PathBuf {
+        if self.name == DEFAULT_PROFILE {
+            paths.workdir(tools)
+        } else if tools.workdir.is_absolute() {
+            tools.workdir.join("profiles").join(self.name)
+        } else {
+            self.dir.join(&tools.workdir)
+        }
     }
 
     /// The toolsets a turn on `platform` gets: the platform's, narrowed to the profile's.
@@ -169,19 +187,81 @@ impl Soul {
 }
 
 impl Config {
-    /// What `hermesd check` and the daemon's start say about profiles that are valid but do not
-    /// answer anyone yet: every chat, the API, cron and webhooks still reach the default profile.
+    /// What `hermesd check` and the daemon's start say about what profiles do not reach yet.
     pub fn profile_advice(&self) -> Vec<String> {
         self.profiles
             .keys()
             .map(|name| {
                 format!(
-                    "profiles.{name}: defined, but this version routes every chat, API request, cron job and \
-                     webhook to the profile `default`; accounts, routes and the API's profile choice come next"
+                    "profiles.{name}: reached through the API (model \"profile:{name}\"); chats, cron jobs and \
+                     webhooks still reach the profile `default` in this version"
                 )
             })
             .collect()
     }
+}
+
+/// The API's `model` prefix that names a profile (`profile:work`).
+pub const PROFILE_MODEL_PREFIX: &str = "profile:";
+
+/// The model ids the API answers to, each naming a profile: `api.model_id` (the default), and
+/// for each profile `profile:<name>`, its name and its aliases.
+#[derive(Debug, Clone, Default)]
+pub struct ApiModels {
+    ids: Vec<(String, String)>,
+}
+
+impl ApiModels {
+    /// The profile the API's `model` field names: one of the ids; the default for no model or an
+    /// id of no profile (clients send whatever they were built with). `Err`: `profile:<x>`
+    /// naming no profile.
+    pub fn profile(&self, model: Option<&str>) -> Result<&str, String> {
+        let Some(model) = model.map(str::trim).filter(|m| !m.is_empty()) else { return Ok(DEFAULT_PROFILE) };
+        if let Some((_, profile)) = self.ids.iter().find(|(id, _)| id == model) {
+            return Ok(profile);
+        }
+        match model.strip_prefix(PROFILE_MODEL_PREFIX) {
+            Some(DEFAULT_PROFILE) => Ok(DEFAULT_PROFILE),
+            Some(name) => {
+                let mut known: Vec<&str> = self.ids.iter().map(|(_, p)| p.as_str()).collect();
+                known.dedup();
+                Err(format!("no profile {name:?} (known: {})", known.join(", ")))
+            }
+            None => Ok(DEFAULT_PROFILE),
+        }
+    }
+
+    /// The ids `/v1/models` lists: the default's first, then `profile:<name>` of each profile
+    /// (names and aliases are accepted, not listed).
+    pub fn listed(&self) -> impl Iterator<Item = &str> {
+        self.ids
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .filter(|id| self.ids.first().is_some_and(|(first, _)| first == id) || id.starts_with(PROFILE_MODEL_PREFIX))
+    }
+}
+
+impl Config {
+    /// The ids the API answers to.
+    pub fn api_models(&self) -> ApiModels {
+        let mut ids = vec![(self.platforms.api.model_id.clone(), DEFAULT_PROFILE.to_owned())];
+        for (name, profile) in &self.profiles {
+            ids.push((format!("{PROFILE_MODEL_PREFIX}{name}"), name.clone()));
+            ids.push((name.clone(), name.clone()));
+            ids.extend(profile.aliases.iter().map(|alias| (alias.clone(), name.clone())));
+        }
+        ApiModels { ids }
+    }
+}
+
+/// A profile's part of its session keys: `main` for the default (today's keys), else its name.
+pub fn profile_key(profile: &str) -> &str {
+    if profile == DEFAULT_PROFILE { DEFAULT_KEY } else { profile }
+}
+
+/// The profile a key part names (`profile_key` undone).
+pub fn profile_of_key(part: &str) -> &str {
+    if part == DEFAULT_KEY { DEFAULT_PROFILE } else { part }
 }
 
 /// Whether `name` may name a profile: lowercase letters, digits, `-` and `_`, starting with a
@@ -204,6 +284,18 @@ pub(super) fn check_profiles(
         if name == DEFAULT_PROFILE {
             problems.push(format!("{at}: `default` is the top-level configuration; set those keys there"));
             continue;
+        }
+        if name == DEFAULT_KEY {
+            problems.push(format!("{at}: `main` names the default profile's sessions; choose another name"));
+        }
+        for alias in &profile.aliases {
+            let taken =
+                config.profiles.iter().any(|(other, p)| other != name && (other == alias || p.aliases.contains(alias)));
+            if alias.trim().is_empty() || alias.starts_with(PROFILE_MODEL_PREFIX) {
+                problems.push(format!("{at}.aliases: {alias:?} is not a model id (not empty, not `profile:…`)"));
+            } else if taken || alias == DEFAULT_PROFILE || alias == &config.platforms.api.model_id {
+                problems.push(format!("{at}.aliases: {alias:?} already names another profile"));
+            }
         }
         if !is_profile_name(name) {
             problems.push(format!(
@@ -312,6 +404,38 @@ soul = "family.md"
     }
 
     #[test]
+    fn the_api_model_names_a_profile_and_workdirs_are_the_profiles_own() {
+        let text = format!("{TWO}\n[profiles.helper]\naliases = [\"helpdesk\"]\n");
+        let config = Config::parse(&text).unwrap();
+        let models = config.api_models();
+        for (model, profile) in [
+            (None, "default"),
+            (Some("hermes-agent"), "default"),
+            (Some("gpt-4o"), "default"),
+            (Some("profile:default"), "default"),
+            (Some("profile:work"), "work"),
+            (Some("work"), "work"),
+            (Some(" helpdesk "), "helper"),
+        ] {
+            assert_eq!(models.profile(model), Ok(profile), "{model:?}");
+        }
+        let unknown = models.profile(Some("profile:nope")).unwrap_err();
+        assert_eq!(unknown, "no profile \"nope\" (known: default, family, helper, work)");
+        let listed: Vec<&str> = models.listed().collect();
+        assert_eq!(listed, ["hermes-agent", "profile:family", "profile:helper", "profile:work"]);
+
+        let paths = paths();
+        let tools = &config.tools;
+        assert_eq!(config.profile("default", &paths).unwrap().workdir(&paths, tools), paths.workdir(tools));
+        let work = config.profile("work", &paths).unwrap();
+        assert_eq!(work.workdir(&paths, tools), Path::new("/srv/hermesd/profiles/work").join(&tools.workdir));
+        let absolute = crate::config::ToolsConfig { workdir: PathBuf::from("/var/work"), ..tools.clone() };
+        assert_eq!(work.workdir(&paths, &absolute), Path::new("/var/work/profiles/work"));
+        assert_eq!((profile_key("default"), profile_key("work")), ("main", "work"));
+        assert_eq!((profile_of_key("main"), profile_of_key("work")), ("default", "work"));
+    }
+
+    #[test]
     fn soul_text_and_files_are_told_apart() {
         let dir = Path::new("/p");
         assert_eq!(Soul::of("./persona.txt", dir), Soul::File(PathBuf::from("/p/./persona.txt")));
@@ -340,6 +464,12 @@ limits = { user_daily_cost = -1.0 }
 provider = "chat_completions"
 base_url = "ftp://x"
 name = ""
+
+[profiles.main]
+aliases = ["hermes-agent", "profile:x", "shared"]
+
+[profiles.other]
+aliases = ["shared"]
 "#;
         let config = Config::parse(text).unwrap();
         let problems = config.validate(&Env::from_map(HashMap::new()));
@@ -353,13 +483,18 @@ name = ""
             "profiles.ops.soul: must not be empty",
             "profiles.ops.agent.max_iterations: must be at least 1",
             "profiles.ops.limits.user_daily_cost:",
+            "profiles.main: `main` names the default profile's sessions",
+            "profiles.main.aliases: \"hermes-agent\" already names another profile",
+            "profiles.main.aliases: \"profile:x\" is not a model id",
+            "profiles.main.aliases: \"shared\" already names another profile",
+            "profiles.other.aliases: \"shared\" already names another profile",
         ] {
             assert!(
                 profile_problems.iter().any(|p| p.starts_with(needle)),
                 "{needle} missing in {profile_problems:#?}"
             );
         }
-        assert_eq!(profile_problems.len(), 8, "{profile_problems:#?}");
+        assert_eq!(profile_problems.len(), 13, "{profile_problems:#?}");
         assert!(Config::parse(TWO).unwrap().validate(&Env::from_map(HashMap::new())).is_empty());
         assert!(is_profile_name("work-2_b") && !is_profile_name("2work") && !is_profile_name(&"a".repeat(33)));
     }

@@ -157,6 +157,7 @@ fn event(run: &CronRun) -> InboundEvent {
     InboundEvent::Message {
         event_id: format!("{}:{}", run.job.id, run.scheduled_at),
         message: InboundMessage {
+            profile: None,
             message_id: format!("run-{}", run.run_id),
             chat,
             sender: Sender {

@@ -131,15 +131,12 @@ impl Delivery {
     }
 }
 
-/// The agent: the model chain, media and summary helpers, prompts, the tool registry (with
-/// the sandbox and MCP servers) and where replies are routed.
+/// The agent: each profile's model chain, prompts and tools (with the sandbox and MCP servers
+/// they share), the media and summary helpers, and where replies are routed.
 pub(super) struct AgentParts {
-    chain: ProviderChain,
+    agents: crate::turn::agents::Agents,
     media: crate::agent::media::Media,
     summary: Option<Arc<crate::agent::auxiliary::Summarizer>>,
-    workdir: std::path::PathBuf,
-    prompts: PromptBuilder,
-    registry: tools::Registry,
     routing: Routing,
     pub(super) targets: Targets,
     pub(super) webhooks: Arc<WebhookRoutes>,
@@ -149,27 +146,19 @@ pub(super) struct AgentParts {
 
 impl AgentParts {
     pub(super) fn build(ground: Ground<'_>, adapters: &Adapters, outbox: &Outbox) -> Result<Self, StartError> {
-        let Ground { config, env, paths, options, store, metrics } = ground;
+        let Ground { config, env, paths, options, store, .. } = ground;
         let http = crate::http_client::build().context("build HTTP client")?;
-        let chain = build_chain(config, env, &http)?.with_metrics(metrics.clone());
         let media = crate::agent::media::Media::from_config(paths.home.clone(), &config.auxiliary, env, &http)
             .map_err(|e| anyhow::anyhow!("auxiliary: {e}"))?;
         let summary = crate::agent::auxiliary::Summarizer::from_config(config.auxiliary.summary.as_ref(), env, &http)
             .map_err(|e| anyhow::anyhow!("auxiliary.summary: {e}"))?
             .map(Arc::new);
-        drop(http);
         let workdir = paths.workdir(&config.tools);
-        std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
         let webhooks = Arc::new(WebhookRoutes::build(&config.webhooks, env).map_err(|e| anyhow::anyhow!(e))?);
         let targets = Targets::new(store.clone(), adapters.platforms.clone(), env);
         let hass_watch = crate::platforms::hass::watch_target(&config.platforms);
         let routing =
             Routing::new(store.clone(), targets.clone(), &config.webhooks, &paths.home).with_hass_watch(hass_watch);
-        let skills =
-            crate::agent::skills::Skills::new(paths.skills(), config.skills.clone(), crate::router::commands::names());
-        let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), paths.home.clone())
-            .with_skills(skills)
-            .with_memory(config.memory.clone());
         for note in tools::memory::upgrade_notes(&config.memory, &paths.home, &workdir) {
             tracing::warn!("{note}");
         }
@@ -187,10 +176,6 @@ impl AgentParts {
         };
         let fetcher = tools::web_fetch::WebFetchTool::new(AddressPolicy::new(config.tools.web_allow_private))
             .context("build web_fetch client")?;
-        let mut registry = tools::builtin(&config.tools, &config.agent, fetcher, &chain, &prompts, extras);
-        for tool in adapters.hass_tools.iter().flat_map(|t| t.tools()) {
-            registry.register(tool);
-        }
         // MCP servers connect in the background: start never waits for them.
         let mcp_settings = tools::mcp::HubSettings {
             home: paths.home.clone(),
@@ -202,9 +187,70 @@ impl AgentParts {
             approval_timeout: config.tools.approval_timeout.get(),
         };
         let mcp = tools::mcp::McpHub::start(&config.mcp, env, mcp_settings);
-        registry.add_source(mcp.clone());
-        Ok(Self { chain, media, summary, workdir, prompts, registry, routing, targets, webhooks, sandbox, mcp })
+        let shared = SharedTools { fetcher, extras, hass: adapters.hass_tools.as_ref(), mcp: &mcp, http: &http };
+        let agents = agents(ground, &shared)?;
+        Ok(Self { agents, media, summary, routing, targets, webhooks, sandbox, mcp })
     }
+}
+
+/// What every profile's tools share: the fetcher, the daemon-side tools, Home Assistant's
+/// tools, the MCP servers, and the HTTP client its providers use.
+struct SharedTools<'a> {
+    fetcher: tools::web_fetch::WebFetchTool,
+    extras: tools::ExtraTools,
+    hass: Option<&'a tools::homeassistant::HassTools>,
+    mcp: &'a Arc<tools::mcp::McpHub>,
+    http: &'a reqwest::Client,
+}
+
+/// Every profile's agent: the default (the top-level configuration, today's paths) and each
+/// `[profiles.<name>]`, with its own chain, persona, skills, memory folder, workdir and tools.
+fn agents(ground: Ground<'_>, shared: &SharedTools<'_>) -> Result<crate::turn::agents::Agents, StartError> {
+    let Ground { config, paths, .. } = ground;
+    let mut built = Vec::new();
+    for name in config.profile_names() {
+        let profile = config.profile(name, paths).expect("a listed profile resolves");
+        built.push(profile_agent(ground, &profile, config.profiles.get(name), shared)?);
+    }
+    let mut built = built.into_iter();
+    let default = built.next().expect("the default profile is listed first");
+    Ok(built.fold(crate::turn::agents::Agents::new(default), crate::turn::agents::Agents::with))
+}
+
+/// One profile's agent.
+fn profile_agent(
+    ground: Ground<'_>,
+    profile: &crate::config::Profile<'_>,
+    own: Option<&crate::config::ProfileConfig>,
+    shared: &SharedTools<'_>,
+) -> Result<crate::turn::agents::ProfileAgent, StartError> {
+    let Ground { config, env, paths, metrics, .. } = ground;
+    let chain = build_chain(&profile.models, config, env, shared.http)?.with_metrics(metrics.clone());
+    let workdir = profile.workdir(paths, &config.tools);
+    std::fs::create_dir_all(&workdir).with_context(|| format!("create {}", workdir.display()))?;
+    let skills =
+        crate::agent::skills::Skills::new(profile.skills(), config.skills.clone(), crate::router::commands::names());
+    let prompts = PromptBuilder::new(config.agent.system_prompt.clone(), workdir.clone(), profile.dir.clone())
+        .with_soul(profile.soul.clone())
+        .with_skills(skills)
+        .with_memory(config.memory.clone());
+    let (tools_config, agent_config) = (&config.tools, &config.agent);
+    let mut registry =
+        tools::builtin(tools_config, agent_config, shared.fetcher.clone(), &chain, &prompts, shared.extras.clone());
+    for tool in shared.hass.iter().flat_map(|t| t.tools()) {
+        registry.register(tool);
+    }
+    registry.add_source(shared.mcp.clone());
+    Ok(crate::turn::agents::ProfileAgent {
+        name: profile.name.to_owned(),
+        chain,
+        prompts,
+        registry,
+        workdir,
+        toolsets: own.and_then(|p| p.toolsets.clone()),
+        max_iterations: profile.max_iterations,
+        busy_policy: profile.busy_policy,
+    })
 }
 
 /// The commands' sandbox, with every file a secret came from (now or later) denied; refused
@@ -261,13 +307,10 @@ pub(super) fn runner(
     };
     let parts = RunnerParts {
         store: store.clone(),
-        chain: agent.chain,
-        registry: agent.registry,
+        agents: Arc::new(agent.agents),
         outbox: outbox.clone(),
         metrics: metrics.clone(),
         approvals: Arc::new(Approvals::default()),
-        prompts: agent.prompts,
-        workdir: agent.workdir,
         data_dir: paths.home.clone(),
         media: Arc::new(agent.media),
         summary: agent.summary,
@@ -278,7 +321,6 @@ pub(super) fn runner(
         sessions: config.sessions.clone(),
         recovery: config.recovery.clone(),
         tools: config.tools.clone(),
-        max_iterations: config.agent.max_iterations,
         compression_threshold: config.compression.threshold,
         heartbeat: HeartbeatSettings {
             typing_every: Duration::from_secs(4),
@@ -295,7 +337,7 @@ pub(super) fn runner(
 /// The router over the runner, with the `[agent]` busy policy and limits.
 pub(super) fn router(config: &Config, runner: Arc<TurnRunner>, access: Arc<Access>, metrics: &Arc<Metrics>) -> Router {
     let settings = RouterSettings {
-        busy_policy: config.agent.busy_policy,
+        profiles: std::collections::HashMap::new(),
         max_queued: config.agent.max_queued_per_session,
         session_idle: config.agent.session_idle.get(),
         group_per_user: config.sessions.group_per_user,
@@ -472,15 +514,19 @@ fn api_media(home: &std::path::Path) -> hermesd_platform::media::MediaDir {
     hermesd_platform::media::MediaDir::new(home.join("media").join(crate::platforms::api::NAME), cap)
 }
 
-/// The primary model and its fallbacks, each with retries owned by the runtime.
-fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Result<ProviderChain> {
-    let models = config.model_chain();
+/// A profile's primary model and its fallbacks, each with retries owned by the runtime.
+fn build_chain(
+    models: &[&crate::config::ModelConfig],
+    config: &Config,
+    env: &Env,
+    http: &reqwest::Client,
+) -> anyhow::Result<ProviderChain> {
     if models.is_empty() {
         tracing::warn!("no [model] configured: every message will be answered with a configuration hint");
         return Ok(ProviderChain::new(vec![Arc::new(NotConfigured)], RetryPolicy::default()));
     }
     let mut providers: Vec<Arc<dyn Provider>> = Vec::new();
-    for model in models {
+    for model in models.iter().copied() {
         let key = match &model.api_key_env {
             Some(var) => env.secret(var).map_err(|e| anyhow::anyhow!(e))?,
             None => None,
@@ -503,6 +549,6 @@ fn build_chain(config: &Config, env: &Env, http: &reqwest::Client) -> anyhow::Re
         deadline: config.agent.model_deadline.get(),
         ..RetryPolicy::default()
     };
-    let prices = config.model_chain().iter().map(|m| crate::usage::Prices::from_config(&m.prices())).collect();
+    let prices = models.iter().map(|m| crate::usage::Prices::from_config(&m.prices())).collect();
     Ok(ProviderChain::new(providers, policy).with_prices(prices))
 }

@@ -111,11 +111,12 @@ pub(super) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
             "invalid or missing API key",
         );
     }
-    Json(json!({
-        "object": "list",
-        "data": [{ "id": state.model_id, "object": "model", "created": 0, "owned_by": "hermesd" }],
-    }))
-    .into_response()
+    let data: Vec<Value> = state
+        .models
+        .listed()
+        .map(|id| json!({ "id": id, "object": "model", "created": 0, "owned_by": "hermesd" }))
+        .collect();
+    Json(json!({ "object": "list", "data": data })).into_response()
 }
 
 pub(super) async fn not_found() -> Response {
@@ -149,6 +150,10 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_idempotency_key", e.to_string());
         }
     };
+    let profile = match state.models.profile(request.model.as_deref()) {
+        Ok(profile) => profile.to_owned(),
+        Err(e) => return error(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", e),
+    };
     let (chat_id, history, continuity) = continuity(&headers, &request, last_user);
     // The request id is also the event id: unique per request. A retried request is caught by
     // its Idempotency-Key record, claimed in the same transaction that stores the event.
@@ -165,6 +170,7 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
     let event = InboundEvent::Message {
         event_id: request_id.clone(),
         message: InboundMessage {
+            profile: (profile != crate::config::DEFAULT_PROFILE).then_some(profile),
             message_id: request_id.clone(),
             chat: ChatRef::new(NAME, chat_id.clone(), ChatType::Dm),
             sender: Sender { id: user_id, name: None, is_bot: false, roles: Vec::new() },

@@ -232,6 +232,7 @@ mod tests {
             let event = InboundEvent::Message {
                 event_id: id.into(),
                 message: InboundMessage {
+                    profile: None,
                     message_id: id.into(),
                     chat: ChatRef::new("api", "c", ChatType::Dm),
                     sender: Sender { id: "u".into(), name: None, is_bot: false, roles: Vec::new() },

@@ -81,8 +81,10 @@ pub struct AppState {
     pub api_key: Option<Secret>,
     /// The home's local key (`PairingKey::local_api_key`): what `hermesd send` presents.
     pub local_key: Option<Secret>,
-    /// The model id `/v1/models` lists.
+    /// The model id replies name when the request names none (the default profile's).
     pub model_id: String,
+    /// The model ids the API answers to, each naming a profile.
+    pub models: Arc<crate::config::ApiModels>,
     /// Readiness flags.
     pub ready: Arc<Readiness>,
     /// SSE keepalive interval.

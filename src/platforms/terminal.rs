@@ -98,6 +98,7 @@ impl Platform for TerminalPlatform {
             let event = InboundEvent::Message {
                 event_id: id.clone(),
                 message: InboundMessage {
+                    profile: None,
                     message_id: id,
                     chat: self.chat(),
                     sender: Sender { id: self.user.clone(), name: None, is_bot: false, roles: Vec::new() },

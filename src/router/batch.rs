@@ -153,6 +153,7 @@ pub(super) mod tests {
     pub(in crate::router) fn job(seq: i64, sender: &str, text: &str) -> TurnJob {
         let chat = ChatRef::new("telegram", "c1", ChatType::Dm);
         let message = InboundMessage {
+            profile: None,
             message_id: format!("m{seq}"),
             chat: chat.clone(),
             sender: Sender { id: sender.into(), name: None, is_bot: false, roles: vec![] },
@@ -164,7 +165,7 @@ pub(super) mod tests {
             history: vec![],
             chat_title: None,
         };
-        let key = crate::turn::session_key::session_key(&chat, &message.sender, false);
+        let key = crate::turn::session_key::session_key("default", &chat, &message.sender, false);
         TurnJob { seq, message, key, accepted_at: std::time::Instant::now(), admin: false, batched: vec![] }
     }
 

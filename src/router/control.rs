@@ -88,7 +88,7 @@ impl Router {
             }
             command @ (ChatCommand::Model { .. } | ChatCommand::Title { .. } | ChatCommand::Reasoning { .. }) => {
                 match self.inner.runner.current_session(key).await {
-                    Ok(Some(session)) => self.on_session(&session, command).await,
+                    Ok(Some(session)) => self.on_session(key, &session, command).await,
                     // Expired, being flushed, or none yet: resolved in the mailbox, where
                     // waiting for a flush (or running one) holds no receive loop.
                     Ok(None) => match self.queue_work(seq, key, message, Work::Command(command)) {
@@ -123,7 +123,7 @@ impl Router {
                 }
             }
             ChatCommand::Usage => self.usage(key, message).await,
-            ChatCommand::Skills => self.skills_text(&message.chat.platform, prefix),
+            ChatCommand::Skills => self.skills_text(key, &message.chat.platform, prefix),
             ChatCommand::Help => commands::help(prefix),
         };
         self.answer(seq, message, &text).await;
@@ -151,7 +151,7 @@ impl Router {
             None => "idle".to_owned(),
         };
         let waiting = state.map_or(0, |s| s.waiting.load(Ordering::SeqCst));
-        let model = model.unwrap_or_else(|| self.inner.runner.model().to_owned());
+        let model = model.unwrap_or_else(|| self.inner.runner.model(key).to_owned());
         format!("{session}\nmodel: {model}\nturn: {running} · {waiting} queued")
     }
 
@@ -189,15 +189,15 @@ impl Router {
     /// none, after the reset policy's flush when it expired), then answered as at once.
     pub(super) async fn session_command(&self, key: &SessionKey, command: ChatCommand) -> String {
         match self.inner.runner.resolve_session(key).await {
-            Ok(session) => self.on_session(&session, command).await,
+            Ok(session) => self.on_session(key, &session, command).await,
             Err(e) => format!("Could not read the session: {e}"),
         }
     }
 
     /// `/model`, `/title` or `/reasoning` on `session`.
-    async fn on_session(&self, session: &SessionInfo, command: ChatCommand) -> String {
+    async fn on_session(&self, key: &SessionKey, session: &SessionInfo, command: ChatCommand) -> String {
         match command {
-            ChatCommand::Model { name } => self.model(session, name.as_deref()).await,
+            ChatCommand::Model { name } => self.model(key, session, name.as_deref()).await,
             ChatCommand::Title { words } => self.title(session, &words.join(" ")).await,
             ChatCommand::Reasoning { mode } => self.reasoning(session, mode).await,
             other => format!("{other:?} is not a session command"),
@@ -229,8 +229,8 @@ impl Router {
         store.undo_last_exchange(&session.id).await.map_err(|e| format!("Could not undo: {e}"))
     }
 
-    async fn model(&self, session: &SessionInfo, name: Option<&str>) -> String {
-        let models = self.inner.runner.models();
+    async fn model(&self, key: &SessionKey, session: &SessionInfo, name: Option<&str>) -> String {
+        let models = self.inner.runner.models(key);
         let Some(name) = name else {
             let current = session.model.as_deref().unwrap_or(&models[0]);
             return format!("model: {current}\nconfigured: {} (first is the default)", models.join(", "));

@@ -31,16 +31,17 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermesd_platform::{Admission, InboundEvent, InboundMessage, OutboundKind};
+use hermesd_platform::{Admission, ChatRef, InboundEvent, InboundMessage, OutboundKind};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::access::{Access, Decision};
 use crate::clock::now_ms;
-use crate::config::BusyPolicy;
+use crate::config::{BusyPolicy, DEFAULT_PROFILE};
 use crate::metrics::Metrics;
 use crate::store::{EventState, Outlive, SessionKey, StoreError};
 use crate::turn::approvals::{APPROVE, Answered, CHOICE_PREFIX, DENY};
+use crate::turn::session_key::session_key;
 use crate::turn::{StopReason, TurnJob, TurnRunner, WorkerPool};
 use actor::{ActorState, actor_loop};
 use batch::Queued;
@@ -49,14 +50,15 @@ use commands::Parsed;
 /// Router settings from `[agent]` and `[sessions]`.
 #[derive(Debug, Clone)]
 pub struct RouterSettings {
-    /// What a message arriving mid-turn does.
-    pub busy_policy: BusyPolicy,
     /// Mailbox capacity per session.
     pub max_queued: usize,
     /// Idle time after which an actor exits.
     pub session_idle: Duration,
     /// Per-user sessions in groups.
     pub group_per_user: bool,
+    /// The profile each adapter's chats belong to (an account's `profile`); the rest are the
+    /// default profile's.
+    pub profiles: HashMap<String, String>,
     /// Turns at once.
     pub max_concurrent_turns: usize,
     /// Turns that may wait for a person without a worker permit.
@@ -132,6 +134,19 @@ impl Router {
         }
     }
 
+    /// The profile answering `chat`: the one the message asked for by name (the API's
+    /// `model`), else its adapter's account's, else the default.
+    fn profile_of<'a>(&'a self, chat: &ChatRef, asked: Option<&'a str>) -> &'a str {
+        let agents = self.inner.runner.agents();
+        if let Some(asked) = asked.filter(|p| agents.has(p)) {
+            return asked;
+        }
+        match self.inner.settings.profiles.get(&chat.platform) {
+            Some(profile) if agents.has(profile) => profile,
+            _ => DEFAULT_PROFILE,
+        }
+    }
+
     /// Whether the sender of `message` is an admin of its platform.
     pub(crate) fn is_admin(&self, message: &InboundMessage) -> bool {
         self.inner.access.is_admin(&message.chat.platform, &message.sender.id)
@@ -166,27 +181,22 @@ impl Router {
         }
         match event {
             InboundEvent::Message { message, .. } => {
-                let key = crate::turn::session_key::session_key(
-                    &message.chat,
-                    &message.sender,
-                    self.inner.settings.group_per_user,
-                );
+                let profile = self.profile_of(&message.chat, message.profile.as_deref());
+                let key = session_key(profile, &message.chat, &message.sender, self.inner.settings.group_per_user);
                 let prefix = self.inner.runner.outbox().platforms().command_prefix(&message.chat.platform);
                 match commands::parse(&message.text, prefix) {
                     Parsed::Command(command) => self.control(seq, &key, &message, command, prefix).await,
                     Parsed::Invalid(error) => self.answer(seq, &message, &error).await,
                     Parsed::NotACommand => {
-                        let message = self.expand_skill(message, prefix);
-                        self.enqueue(seq, key, message, self.inner.settings.busy_policy).await
+                        let message = self.expand_skill(&key, message, prefix);
+                        let policy = self.inner.runner.agent(&key).busy_policy;
+                        self.enqueue(seq, key, message, policy).await
                     }
                 }
             }
             InboundEvent::Action { action, .. } => {
-                let key = crate::turn::session_key::session_key(
-                    &action.chat,
-                    &action.sender,
-                    self.inner.settings.group_per_user,
-                );
+                let profile = self.profile_of(&action.chat, None);
+                let key = session_key(profile, &action.chat, &action.sender, self.inner.settings.group_per_user);
                 let approvals = self.inner.runner.approvals();
                 let answered = match action.data.as_str() {
                     APPROVE => approvals.decide(&key.key, true),

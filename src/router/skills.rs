@@ -7,11 +7,12 @@ use hermesd_platform::InboundMessage;
 
 use super::Router;
 use super::commands;
+use crate::store::SessionKey;
 
 impl Router {
     /// `/skills`: the skills enabled on `platform`, one line each.
-    pub(super) fn skills_text(&self, platform: &str, prefix: char) -> String {
-        let Some(skills) = self.inner.runner.skills() else {
+    pub(super) fn skills_text(&self, key: &SessionKey, platform: &str, prefix: char) -> String {
+        let Some(skills) = self.inner.runner.skills(key) else {
             return "Skills are not enabled in this hermesd.".to_owned();
         };
         let available = skills.available(Some(platform));
@@ -27,8 +28,8 @@ impl Router {
 
     /// `message` with its text replaced by the skill it invokes (`/<skill-name> [args]`), or
     /// unchanged when it names no skill enabled on its platform.
-    pub(super) fn expand_skill(&self, message: InboundMessage, prefix: char) -> InboundMessage {
-        let Some(skills) = self.inner.runner.skills() else { return message };
+    pub(super) fn expand_skill(&self, key: &SessionKey, message: InboundMessage, prefix: char) -> InboundMessage {
+        let Some(skills) = self.inner.runner.skills(key) else { return message };
         let Some(word) = message.text.trim().strip_prefix(prefix).and_then(|r| r.split_whitespace().next()) else {
             return message;
         };

@@ -59,7 +59,7 @@ impl Router {
             Ok(None) => return "No session yet in this chat: nothing used.".to_owned(),
             Err(e) => return format!("Could not read the session: {e}"),
         };
-        let window = self.inner.runner.context_length(s.model.as_deref());
+        let window = self.inner.runner.context_length(key, s.model.as_deref());
         let percent = s.last_prompt_tokens as f64 * 100.0 / window.max(1) as f64;
         let context = format!(
             "context: {} of {} tokens ({percent:.1}%) at the last model call · {} messages in the session",

@@ -56,7 +56,7 @@ impl TurnRunner {
         };
         let outbox = &self.parts.outbox;
         let mut routed = self.parts.routing.route(outbox, &job.message, origin, &text, kind).await;
-        let workdir = turn_whose(&job.message, origin).workdir(&self.parts.workdir);
+        let workdir = turn_whose(&job.message, origin).workdir(&self.agent(&job.key).workdir);
         let data_dir = &self.parts.data_dir;
         attach_media(outbox, &workdir, data_dir, &routed.chat, &mut routed.messages, media).await;
         routed

@@ -32,6 +32,7 @@ use crate::config::{MemoryConfig, ToolsConfig};
 use crate::metrics::{MEMORY_FLUSHES_TOTAL, Metrics};
 use crate::outbox::Outbox;
 use crate::store::{SessionKey, Store, StoreError};
+use crate::turn::agents::Agents;
 use crate::usage::{Accounting, Payer};
 use crate::vocab::message::{Message, Role, ToolCall};
 
@@ -180,16 +181,13 @@ impl FlushGate {
 pub struct Flusher {
     /// The store.
     pub store: Arc<dyn Store>,
-    /// The providers (a session's `/model` choice goes first).
-    pub chain: ProviderChain,
-    /// The registered tools; a flush offers only `memory`.
-    pub registry: Registry,
+    /// Each profile's agent: a flush runs on the session's profile's providers (its `/model`
+    /// choice first) and offers only its `memory` tool.
+    pub agents: Arc<Agents>,
     /// Sends the notice.
     pub outbox: Outbox,
     /// Toolsets per platform: no flush where `memory` is not allowed.
     pub tools: ToolsConfig,
-    /// Where tools work.
-    pub workdir: PathBuf,
     /// `HERMESD_HOME`.
     pub data_dir: PathBuf,
     /// `[memory]` flush settings.
@@ -250,8 +248,10 @@ impl Flusher {
         if !self.settings.enabled {
             return FlushOutcome::Skipped("flush is off");
         }
-        let policy = ToolPolicy::new(self.tools.toolsets_for(&target.key.platform)).narrow(&ToolPolicy::new([MEMORY]));
-        let tools = self.registry.allowed(&policy);
+        let agent = self.agents.of_key(&target.key.key);
+        let policy = agent.narrow(ToolPolicy::new(self.tools.toolsets_for(&target.key.platform)));
+        let policy = policy.narrow(&ToolPolicy::new([MEMORY]));
+        let tools = agent.registry.allowed(&policy);
         if tools.get(MEMORY).is_none() {
             return FlushOutcome::Skipped("no memory tool on this platform");
         }
@@ -291,10 +291,11 @@ impl Flusher {
         policy: ToolPolicy,
         deadline: tokio::time::Instant,
     ) -> Result<bool, FlushError> {
+        let agent = self.agents.of_key(&target.key.key);
         let session = self.store.session(&target.session_id).await?;
         let chain = match session.as_ref().and_then(|s| s.model.as_deref()) {
-            Some(model) => self.chain.starting_with(model),
-            None => self.chain.clone(),
+            Some(model) => agent.chain.starting_with(model),
+            None => agent.chain.clone(),
         };
         let mut messages = Vec::new();
         if let Some(system) = session.and_then(|s| s.system_prompt) {
@@ -313,7 +314,7 @@ impl Flusher {
             session_key: target.key.key.clone(),
             chat: target.chat.clone(),
             user_id: target.user_id.clone(),
-            workdir: self.workdir.clone(),
+            workdir: agent.workdir.clone(),
             data_dir: self.data_dir.clone(),
             store: self.store.clone(),
             human: Arc::new(Nobody),

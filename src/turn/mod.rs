@@ -7,6 +7,7 @@
 //! a clear error. Only a shutdown leaves a turn unanswered; its event then runs at the next start.
 
 mod accounts;
+pub mod agents;
 pub mod approvals;
 pub mod flush;
 pub mod heartbeat;
@@ -28,16 +29,16 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use self::agents::{Agents, ProfileAgent};
 use self::approvals::Approvals;
 use self::flush::{FlushBeforeCompaction, FlushSettings, Flusher};
 use self::heartbeat::HeartbeatSettings;
 use crate::agent::context::SessionFacts;
 use crate::agent::media::Media;
-use crate::agent::runtime::chain::ProviderChain;
 use crate::agent::runtime::compress::Compressor;
 use crate::agent::runtime::prompt::PromptBuilder;
+use crate::agent::tools::ToolPolicy;
 use crate::agent::tools::place::{Whose, turn_whose};
-use crate::agent::tools::{Registry, ToolPolicy};
 use crate::clock::now_ms;
 use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
 use crate::delivery::turns::{NOT_FOR_CRON, Routing, TurnOrigin};
@@ -80,20 +81,14 @@ pub enum StopReason {
 pub struct RunnerParts {
     /// The store.
     pub store: Arc<dyn Store>,
-    /// The providers.
-    pub chain: ProviderChain,
-    /// Every registered tool.
-    pub registry: Registry,
+    /// Each profile's agent: models, prompts, tools, limits.
+    pub agents: Arc<Agents>,
     /// The outbox.
     pub outbox: Outbox,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// The approval broker.
     pub approvals: Arc<Approvals>,
-    /// Builds system prompts.
-    pub prompts: PromptBuilder,
-    /// Where tools work.
-    pub workdir: PathBuf,
     /// `HERMESD_HOME`.
     pub data_dir: PathBuf,
     /// What the model is given for attachments (images, audio, documents).
@@ -115,8 +110,6 @@ pub struct RunnerSettings {
     pub recovery: RecoveryConfig,
     /// Toolsets per platform and tool timeouts.
     pub tools: ToolsConfig,
-    /// Model calls per turn.
-    pub max_iterations: u32,
     /// Compression threshold (fraction of the context window).
     pub compression_threshold: f64,
     /// Heartbeat timings.
@@ -140,11 +133,9 @@ impl TurnRunner {
     pub fn new(parts: RunnerParts, settings: RunnerSettings) -> Self {
         let flusher = Arc::new(Flusher {
             store: parts.store.clone(),
-            chain: parts.chain.clone(),
-            registry: parts.registry.clone(),
+            agents: parts.agents.clone(),
             outbox: parts.outbox.clone(),
             tools: settings.tools.clone(),
-            workdir: parts.workdir.clone(),
             data_dir: parts.data_dir.clone(),
             settings: settings.flush,
             gate: Default::default(),
@@ -154,9 +145,19 @@ impl TurnRunner {
         Self { parts, settings, flusher, tasks: TaskTracker::new() }
     }
 
-    /// The primary model's name (for `/status`).
-    pub fn model(&self) -> &str {
-        self.parts.chain.primary().model()
+    /// Each profile's agent.
+    pub fn agents(&self) -> &Agents {
+        &self.parts.agents
+    }
+
+    /// The agent of the profile `key` belongs to.
+    pub fn agent(&self, key: &SessionKey) -> &Arc<ProfileAgent> {
+        self.parts.agents.of_key(&key.key)
+    }
+
+    /// The primary model's name of `key`'s profile (for `/status`).
+    pub fn model(&self, key: &SessionKey) -> &str {
+        self.agent(key).chain.primary().model()
     }
 
     /// The outbox.
@@ -174,9 +175,9 @@ impl TurnRunner {
         &self.parts.approvals
     }
 
-    /// The skills, when configured (`/skills`, `/<skill-name>`).
-    pub fn skills(&self) -> Option<&crate::agent::skills::Skills> {
-        self.parts.prompts.skills()
+    /// The skills of `key`'s profile, when configured (`/skills`, `/<skill-name>`).
+    pub fn skills(&self, key: &SessionKey) -> Option<&crate::agent::skills::Skills> {
+        self.agent(key).prompts.skills()
     }
 
     /// Usage accounting and caps (`/usage`).
@@ -189,17 +190,18 @@ impl TurnRunner {
         &self.parts.routing
     }
 
-    /// The context window of `model` (a configured one), else of the primary.
-    pub fn context_length(&self, model: Option<&str>) -> u64 {
+    /// The context window of `model` (one of the profile's), else of `key`'s profile's primary.
+    pub fn context_length(&self, key: &SessionKey, model: Option<&str>) -> u64 {
+        let chain = &self.agent(key).chain;
         match model {
-            Some(name) => self.parts.chain.starting_with(name).primary().context_length(),
-            None => self.parts.chain.primary().context_length(),
+            Some(name) => chain.starting_with(name).primary().context_length(),
+            None => chain.primary().context_length(),
         }
     }
 
-    /// The names of the configured models, primary first.
-    pub fn models(&self) -> Vec<String> {
-        self.parts.chain.models()
+    /// The names of the models of `key`'s profile, primary first.
+    pub fn models(&self, key: &SessionKey) -> Vec<String> {
+        self.agent(key).chain.models()
     }
 
     /// Limits for restart recovery.
@@ -257,8 +259,9 @@ impl TurnRunner {
             Err(e) => return format!("Could not read the session: {e}"),
         };
         let compressor = self.compressor(&session.id, key, message);
-        let mut state = self.parts.chain.start_turn();
-        let outcome = compressor.compact(&self.parts.chain, &mut state, &stop.token, true).await;
+        let chain = &self.agent(key).chain;
+        let mut state = chain.start_turn();
+        let outcome = compressor.compact(chain, &mut state, &stop.token, true).await;
         // The summary call is charged like a turn's calls, without counting a turn.
         let payer = Payer::for_turn(message, &TurnOrigin::Chat);
         self.parts.accounting.record(&payer, &session.id, &state.turn_usage(), false, now_ms()).await;
@@ -274,9 +277,9 @@ impl TurnRunner {
     /// The tool policy of a turn: the platform's toolsets; for a cron run the job's own (else
     /// the `cron` platform's), never more than its creating chat's platform allows, and never
     /// the interactive or job-creating ones.
-    fn policy(&self, origin: &TurnOrigin, platform: &str) -> ToolPolicy {
+    fn policy(&self, origin: &TurnOrigin, key: &SessionKey) -> ToolPolicy {
         let tools = &self.settings.tools;
-        let platform_policy = ToolPolicy::new(tools.toolsets_for(platform));
+        let platform_policy = self.agent(key).narrow(ToolPolicy::new(tools.toolsets_for(&key.platform)));
         if let TurnOrigin::HassWatch { .. } = origin {
             // A watched change runs like a cron job: nobody is there to answer questions.
             let sets = platform_policy.toolsets().iter().filter(|set| !NOT_FOR_CRON.contains(&set.as_str()));
@@ -293,7 +296,7 @@ impl TurnRunner {
 
     /// The session's prompt builder: its platform and its facts, taken from `message`.
     fn session_prompts(&self, key: &SessionKey, message: &InboundMessage) -> PromptBuilder {
-        self.parts
+        self.agent(key)
             .prompts
             .for_session(SessionFacts::of(key, message))
             .for_whose(Whose::of(&message.chat, &message.sender.id))
@@ -305,11 +308,13 @@ impl TurnRunner {
         if let Whose::Person { user, .. } = Whose::of(&job.message.chat, &job.message.sender.id) {
             self.parts.store.note_person(session_id, &user).await?;
         }
-        Ok(turn_whose(&job.message, origin).workdir(&self.parts.workdir))
+        Ok(turn_whose(&job.message, origin).workdir(&self.agent(&job.key).workdir))
     }
 
     fn compressor(&self, session_id: &str, key: &SessionKey, message: &InboundMessage) -> Compressor {
-        let tools = self.parts.registry.select(self.settings.tools.toolsets_for(&key.platform));
+        let agent = self.agent(key);
+        let policy = agent.narrow(ToolPolicy::new(self.settings.tools.toolsets_for(&key.platform)));
+        let tools = agent.registry.allowed(&policy);
         Compressor {
             store: self.parts.store.clone(),
             session_id: session_id.to_owned(),

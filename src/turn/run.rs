@@ -37,6 +37,8 @@ struct Prepared {
     system: String,
     transcript: Vec<Message>,
     compressor: Compressor,
+    /// The profile's model calls per turn.
+    max_iterations: u32,
     /// Model calls before the loop (compaction), added to the turn's usage.
     before_loop: TurnUsage,
 }
@@ -125,12 +127,13 @@ impl TurnRunner {
     /// once and stored) and its transcript.
     async fn prepare(&self, job: &TurnJob, session: &SessionInfo, origin: &TurnOrigin) -> Result<Prepared, StoreError> {
         let store = &self.parts.store;
-        let policy = self.policy(origin, &job.key.platform);
-        let tools = self.parts.registry.allowed(&policy);
+        let agent = self.agent(&job.key);
+        let policy = self.policy(origin, &job.key);
+        let tools = agent.registry.allowed(&policy);
         let chosen = session.model.as_deref().or_else(|| self.parts.routing.model(origin));
         let chain = match chosen {
-            Some(name) => self.parts.chain.starting_with(name),
-            None => self.parts.chain.clone(),
+            Some(name) => agent.chain.starting_with(name),
+            None => agent.chain.clone(),
         };
         let vision = chain.primary().vision();
         let text = framed_text(&job.message, is_shared(&job.key));
@@ -149,7 +152,8 @@ impl TurnRunner {
         let transcript = self.transcript(&job.message, &session.id).await?;
         let compressor = self.compressor(&session.id, &job.key, &job.message);
         let before_loop = TurnUsage::default();
-        Ok(Prepared { chain, tools, policy, vision, system, transcript, compressor, before_loop })
+        let max_iterations = agent.max_iterations;
+        Ok(Prepared { chain, tools, policy, vision, system, transcript, compressor, max_iterations, before_loop })
     }
 
     /// The chat's live outputs for this turn: a chat answer streams into a paced preview
@@ -292,7 +296,7 @@ impl TurnRunner {
             compressor: &turn.compressor,
             events: &events,
             steer: &|| stop.steer.take(),
-            limits: LoopLimits { max_iterations: self.settings.max_iterations, max_nudges: 2, stream },
+            limits: LoopLimits { max_iterations: turn.max_iterations, max_nudges: 2, stream },
             media: turn.vision.then_some(&*self.parts.media),
         };
         let (system, transcript) = (std::mem::take(&mut turn.system), std::mem::take(&mut turn.transcript));

@@ -7,13 +7,16 @@
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use hermesd_platform::{ChatRef, ChatType, Sender};
 
-use crate::config::{ResetMode, ResetPolicy};
+use crate::config::{DEFAULT_PROFILE, ResetMode, ResetPolicy, profile_key, profile_of_key};
 use crate::store::{ResetReason, SessionKey};
 
-/// `agent:main:{platform}:{chat_type}:{chat_id}[:{thread_id}][:{user_id}]`. Groups and channels
-/// are isolated per user when `group_per_user`; threads are shared by everyone in them.
-pub fn session_key(chat: &ChatRef, sender: &Sender, group_per_user: bool) -> SessionKey {
-    let mut key = format!("agent:main:{}:{}:{}", chat.platform, chat.chat_type.as_str(), chat.chat_id);
+/// `agent:{profile}:{platform}:{chat_type}:{chat_id}[:{thread_id}][:{user_id}]`, the default
+/// profile being `main` (the keys from before profiles). Groups and channels are isolated per
+/// user when `group_per_user`; threads are shared by everyone in them. The platform is the
+/// adapter's name, so each account (`telegram@work`) has sessions of its own.
+pub fn session_key(profile: &str, chat: &ChatRef, sender: &Sender, group_per_user: bool) -> SessionKey {
+    let (platform, kind) = (&chat.platform, chat.chat_type.as_str());
+    let mut key = format!("agent:{}:{platform}:{kind}:{}", profile_key(profile), chat.chat_id);
     if let Some(thread) = &chat.thread_id {
         key.push(':');
         key.push_str(thread);
@@ -32,6 +35,12 @@ pub fn session_key(chat: &ChatRef, sender: &Sender, group_per_user: bool) -> Ses
         thread_id: chat.thread_id.clone(),
         user_id: per_user.then(|| sender.id.clone()),
     }
+}
+
+/// The profile a session key belongs to (the default for a key of another shape).
+pub fn profile_of(key: &str) -> &str {
+    let part = key.strip_prefix("agent:").and_then(|rest| rest.split(':').next());
+    part.map_or(DEFAULT_PROFILE, profile_of_key)
 }
 
 /// Whether a session last active at `last_active_ms` has expired under `policy` at `now_ms`.
@@ -111,8 +120,13 @@ mod tests {
             ),
         ];
         for (chat, per_user, expected) in cases {
-            assert_eq!(session_key(&chat, &sender(), per_user).key, expected);
+            let key = session_key(DEFAULT_PROFILE, &chat, &sender(), per_user);
+            assert_eq!(key.key, expected);
+            assert_eq!(profile_of(&key.key), DEFAULT_PROFILE);
         }
+        let work = session_key("work", &ChatRef::new("telegram@bot2", "42", ChatType::Dm), &sender(), true);
+        assert_eq!(work.key, "agent:work:telegram@bot2:dm:42");
+        assert_eq!(profile_of(&work.key), "work");
     }
 
     #[test]

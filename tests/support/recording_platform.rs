@@ -83,6 +83,7 @@ impl RecordingPlatform {
         let event = InboundEvent::Message {
             event_id: event_id.into(),
             message: InboundMessage {
+                profile: None,
                 message_id: event_id.into(),
                 chat: ChatRef::new("rec", chat_id, ChatType::Group),
                 sender: Sender { id: user.into(), name: None, is_bot: false, roles: Vec::new() },
@@ -104,6 +105,7 @@ impl RecordingPlatform {
         let event = InboundEvent::Message {
             event_id: event_id.into(),
             message: InboundMessage {
+                profile: None,
                 message_id: event_id.into(),
                 chat: ChatRef::new("rec", user, ChatType::Dm),
                 sender: Sender { id: user.into(), name: None, is_bot: false, roles: Vec::new() },

@@ -321,6 +321,7 @@ mod tests {
 
     fn event(platform: &str, id: &str) -> InboundEvent {
         let message = InboundMessage {
+            profile: None,
             message_id: format!("msg-{id}"),
             chat: ChatRef::new(platform, "chat-1", ChatType::Dm),
             sender: Sender { id: "user-1".into(), name: None, is_bot: false, roles: Vec::new() },

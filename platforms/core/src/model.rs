@@ -165,6 +165,10 @@ pub struct InboundMessage {
     /// The chat's title (group name, channel name), when the platform gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_title: Option<String>,
+    /// The profile the sender asked for by name (the API's `model`); `None`: the host decides
+    /// by the adapter's account. Chat adapters leave it `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// A press on a button the bot sent (approvals, clarify choices).

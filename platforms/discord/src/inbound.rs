@@ -137,6 +137,7 @@ pub(crate) fn normalise_message(
     let open_thread = place == Place::Channel && rules.auto_thread && mentioned;
     let roles = message.member.as_ref().map(|member| member.roles.iter().map(|r| r.get().to_string()).collect());
     let inbound = InboundMessage {
+        profile: None,
         message_id: message.id.get().to_string(),
         chat: ChatRef::new(NAME, channel.to_string(), chat_type),
         sender: sender(&message.author, roles.unwrap_or_default()),

@@ -140,6 +140,7 @@ pub(crate) fn normalise(raw: &[u8], rules: &Rules, fallback_ms: i64) -> Result<N
     let sender =
         Sender { id: address, name: from.and_then(|a| a.name()).map(str::to_owned), is_bot: false, roles: Vec::new() };
     let inbound = InboundMessage {
+        profile: None,
         message_id: message_id.clone(),
         chat,
         sender,

@@ -59,6 +59,7 @@ pub fn normalise_request(event: &Value) -> Option<InboundEvent> {
     };
     let chat = ChatRef { thread_id: conversation, ..ChatRef::new(NAME, user, ChatType::Dm) };
     let message = InboundMessage {
+        profile: None,
         message_id: event_id.to_owned(),
         chat,
         sender: Sender { id: user.to_owned(), name: None, is_bot: false, roles: Vec::new() },
@@ -127,6 +128,7 @@ pub fn watch_event(change: &StateChange) -> InboundEvent {
     let mut chat = ChatRef::new(WATCH_PLATFORM, change.entity_id.clone(), ChatType::Dm);
     chat.thread_id = Some(change.change_id.clone());
     let message = InboundMessage {
+        profile: None,
         message_id: change.change_id.clone(),
         chat,
         sender: Sender { id: NAME.into(), name: Some("Home Assistant".into()), is_bot: false, roles: Vec::new() },
@@ -159,6 +161,7 @@ mod tests {
         InboundEvent::Message {
             event_id: "01JREQ".into(),
             message: InboundMessage {
+                profile: None,
                 message_id: "01JREQ".into(),
                 chat,
                 sender: Sender { id: chat_id.into(), name: None, is_bot: false, roles: Vec::new() },

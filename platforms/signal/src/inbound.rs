@@ -120,6 +120,7 @@ pub(crate) fn normalise(payload: &Value, rules: &Rules) -> Option<Normalised> {
     }
     let message_id = format!("{author}:{timestamp}");
     let message = InboundMessage {
+        profile: None,
         message_id: message_id.clone(),
         chat,
         sender: Sender {

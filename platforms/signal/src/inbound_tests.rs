@@ -30,6 +30,7 @@ fn message(chat: ChatRef, text: &str, addressed: bool) -> InboundEvent {
     InboundEvent::Message {
         event_id: message_id.clone(),
         message: InboundMessage {
+            profile: None,
             message_id,
             chat,
             sender: Sender {

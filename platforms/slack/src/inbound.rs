@@ -215,6 +215,7 @@ pub(crate) fn normalise(
     }
     let text = unescape(&strip_leading_mention(raw_text, &bot.user_id));
     let message = InboundMessage {
+        profile: None,
         message_id: ts.to_owned(),
         chat,
         sender: Sender { id: user.to_owned(), name: display_name(event), is_bot: false, roles: Vec::new() },

@@ -156,6 +156,7 @@ fn normalise_message(message: &Message, edited: bool, bot: &BotIdentity, rules: 
         event_id.push_str(&format!(":e{edit_date}"));
     }
     let message = InboundMessage {
+        profile: None,
         message_id: message.id.0.to_string(),
         chat,
         sender,

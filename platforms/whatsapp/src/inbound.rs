@@ -327,6 +327,7 @@ fn normalise(message: &WaMessage, value: &ChangeValue, now_ms: i64) -> Option<No
         author: None,
     });
     let inbound = InboundMessage {
+        profile: None,
         message_id: message.id.clone(),
         chat,
         sender,

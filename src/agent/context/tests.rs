@@ -7,6 +7,7 @@ use crate::turn::session_key::session_key;
 
 fn message(chat_type: ChatType, name: Option<&str>, text: &str) -> InboundMessage {
     InboundMessage {
+        profile: None,
         message_id: "m1".into(),
         chat: ChatRef::new("slack", "C1", chat_type),
         sender: Sender { id: "U42".into(), name: name.map(str::to_owned), is_bot: false, roles: Vec::new() },
@@ -27,14 +28,17 @@ fn reply(text: Option<&str>, from_bot: bool, author: Option<&str>) -> ReplyConte
 #[test]
 fn dms_are_unprefixed_and_shared_sessions_name_the_speaker() {
     let dm = message(ChatType::Dm, Some("Ann"), "hello");
-    assert!(!is_shared(&session_key(&dm.chat, &dm.sender, true)));
+    assert!(!is_shared(&session_key("default", &dm.chat, &dm.sender, true)));
     assert_eq!(framed_text(&dm, false), "hello");
     let thread = message(ChatType::Thread, Some("Ann"), "hello");
-    assert!(is_shared(&session_key(&thread.chat, &thread.sender, true)));
+    assert!(is_shared(&session_key("default", &thread.chat, &thread.sender, true)));
     assert_eq!(framed_text(&thread, true), "[Ann] hello");
     let group = message(ChatType::Group, None, "hi");
-    assert!(!is_shared(&session_key(&group.chat, &group.sender, true)), "a group isolated per user is one person's");
-    assert!(is_shared(&session_key(&group.chat, &group.sender, false)));
+    assert!(
+        !is_shared(&session_key("default", &group.chat, &group.sender, true)),
+        "a group isolated per user is one person's"
+    );
+    assert!(is_shared(&session_key("default", &group.chat, &group.sender, false)));
     assert_eq!(framed_text(&group, true), "[U42] hi", "no display name: the id");
 }
 
@@ -87,7 +91,7 @@ fn facts_describe_the_session_and_only_the_session() {
     let mut m = message(ChatType::Thread, Some("Ann"), "hello");
     m.chat.thread_id = Some("1700.1".into());
     m.chat_title = Some("release\nplanning".into());
-    let key = session_key(&m.chat, &m.sender, true);
+    let key = session_key("default", &m.chat, &m.sender, true);
     let facts = SessionFacts::of(&key, &m);
     let section = facts.section();
     assert!(section.starts_with("# This conversation\nPlatform: slack. This is a thread"), "{section}");
@@ -99,6 +103,6 @@ fn facts_describe_the_session_and_only_the_session() {
     other.text = "something else".into();
     assert_eq!(SessionFacts::of(&key, &other).section(), section, "the same for every message of the session");
     let dm = message(ChatType::Dm, Some("Ann"), "hi");
-    let dm_section = SessionFacts::of(&session_key(&dm.chat, &dm.sender, true), &dm).section();
+    let dm_section = SessionFacts::of(&session_key("default", &dm.chat, &dm.sender, true), &dm).section();
     assert!(dm_section.contains("a direct conversation") && !dm_section.contains("square brackets"), "{dm_section}");
 }

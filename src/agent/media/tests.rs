@@ -37,6 +37,7 @@ impl Home {
 
 fn message(text: &str, attachments: Vec<Attachment>) -> InboundMessage {
     InboundMessage {
+        profile: None,
         message_id: "m1".into(),
         chat: ChatRef::new("telegram", "42", ChatType::Dm),
         sender: Sender { id: "7".into(), name: Some("Ann".into()), is_bot: false, roles: Vec::new() },

@@ -19,7 +19,7 @@ use crate::agent::context::SessionFacts;
 use crate::agent::skills::Skills;
 use crate::agent::tools::memory::MemoryPlace;
 use crate::agent::tools::place::Whose;
-use crate::config::MemoryConfig;
+use crate::config::{MemoryConfig, Soul};
 use crate::vocab::scan::{ScanRefusal, scan_prompt};
 
 /// Identity used when `agent.system_prompt` is not set.
@@ -40,7 +40,10 @@ const SOUL_CAP: usize = 20_000;
 pub struct PromptBuilder {
     identity: String,
     workdir: PathBuf,
+    /// The profile's folder: memory lives under it (`$HERMESD_HOME` for the default profile).
     data_dir: PathBuf,
+    /// The persona: a file (the folder's `SOUL.md` unless the profile names another) or text.
+    soul: Soul,
     /// Skills whose index the stable tier lists (when the `skills` toolset is on).
     skills: Option<Skills>,
     /// The chat platform the prompt is for (skills can be limited to platforms).
@@ -59,6 +62,7 @@ impl PromptBuilder {
     pub fn new(identity: Option<String>, workdir: PathBuf, data_dir: PathBuf) -> Self {
         Self {
             identity: identity.unwrap_or_else(|| DEFAULT_IDENTITY.to_owned()),
+            soul: Soul::File(data_dir.join(SOUL_FILE)),
             workdir,
             data_dir,
             skills: None,
@@ -67,6 +71,17 @@ impl PromptBuilder {
             memory: MemoryConfig::default(),
             whose: None,
         }
+    }
+
+    /// This builder with the profile's persona.
+    pub fn with_soul(mut self, soul: Soul) -> Self {
+        self.soul = soul;
+        self
+    }
+
+    /// The profile's folder (memory lives under it).
+    pub fn folder(&self) -> &Path {
+        &self.data_dir
     }
 
     /// This builder with `[memory]` settings.
@@ -117,7 +132,7 @@ impl PromptBuilder {
     pub fn build(&self, toolsets: &[&str], today: NaiveDate) -> String {
         // The persona replaces the built-in identity; an operator's own `agent.system_prompt`
         // follows it.
-        let soul = soul(&self.data_dir);
+        let soul = soul(&self.soul);
         let mut prompt = match &soul {
             Some(soul) if self.identity == DEFAULT_IDENTITY => soul.clone(),
             Some(soul) => format!("{soul}\n\n{}", self.identity.trim()),
@@ -161,9 +176,13 @@ Read a tool's result before deciding the next step. Do not invent tool results. 
 Destructive commands need the user's approval; if one is denied, explain and offer an alternative. \
 Keep durable facts about the user in memory; keep the task list current with todo on multi-step work.";
 
-/// `SOUL.md` from `HERMESD_HOME`, trimmed, capped and scanned; `None` when absent or empty.
-fn soul(data_dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(data_dir.join(SOUL_FILE)).ok()?;
+/// The persona (`SOUL.md` in the profile's folder, another file, or text), trimmed, capped and
+/// scanned; `None` when absent or empty.
+fn soul(soul: &Soul) -> Option<String> {
+    let text = match soul {
+        Soul::Text(text) => text.clone(),
+        Soul::File(path) => std::fs::read_to_string(path).ok()?,
+    };
     let text = text.trim();
     if text.is_empty() {
         return None;

@@ -26,6 +26,7 @@ use crate::redact::Redaction;
 use crate::sandbox::Sandbox;
 
 /// Tools that reach into the rest of the daemon: cron jobs and deliveries.
+#[derive(Clone)]
 pub struct ExtraTools {
     /// `[cron]`: time zone and default target of new jobs.
     pub cron: CronConfig,
@@ -58,7 +59,9 @@ pub fn builtin(
     let mut registry = Registry::default();
     registry.set_redaction(extras.redaction.clone());
     registry.register(Arc::new(
-        MemoryTool::new(tools.memory_chars, tools.user_chars).with_config(prompts.memory().clone()),
+        MemoryTool::new(tools.memory_chars, tools.user_chars)
+            .with_config(prompts.memory().clone())
+            .in_folder(prompts.folder()),
     ));
     registry.register(Arc::new(SessionSearchTool::new(extras.summary.clone())));
     registry.register(Arc::new(TodoTool::new()));

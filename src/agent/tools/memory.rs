@@ -9,6 +9,7 @@ mod scope;
 mod upgrade;
 
 use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -36,6 +37,8 @@ pub struct MemoryTool {
     user_cap: usize,
     /// `[memory]`: whose files a call edits.
     config: MemoryConfig,
+    /// The profile's folder its `memory/` is under; `None`: the turn's `data_dir`.
+    folder: Option<PathBuf>,
     /// Sessions share the files; edits are read-modify-write, so one at a time.
     lock: tokio::sync::Mutex<()>,
 }
@@ -44,7 +47,13 @@ impl MemoryTool {
     /// A memory tool with caps (in characters) on `MEMORY.md` and `USER.md`, in the default
     /// `[memory]` scope (per person).
     pub fn new(memory_cap: usize, user_cap: usize) -> Self {
-        Self { memory_cap, user_cap, config: MemoryConfig::default(), lock: tokio::sync::Mutex::new(()) }
+        Self { memory_cap, user_cap, config: MemoryConfig::default(), folder: None, lock: tokio::sync::Mutex::new(()) }
+    }
+
+    /// This tool keeping memory under `folder` (a profile's: `$HERMESD_HOME` for the default).
+    pub fn in_folder(mut self, folder: &Path) -> Self {
+        self.folder = Some(folder.to_path_buf());
+        self
     }
 
     /// This tool under `config` (`[memory]`).
@@ -131,7 +140,8 @@ impl Tool for MemoryTool {
             Target::Memory => (args.target.file(), self.memory_cap),
             Target::User => (args.target.file(), self.user_cap),
         };
-        let place = MemoryPlace::resolve(&self.config, &ctx.data_dir, Some(&Whose::of(&ctx.chat, &ctx.user_id)));
+        let folder = self.folder.as_ref().unwrap_or(&ctx.data_dir);
+        let place = MemoryPlace::resolve(&self.config, folder, Some(&Whose::of(&ctx.chat, &ctx.user_id)));
         let path = place.file(args.target).map_err(|why| ToolError::Denied(why.to_owned()))?.to_path_buf();
         let _guard = self.lock.lock().await;
         let text = match tokio::fs::read_to_string(&path).await {

@@ -239,6 +239,7 @@ mod tests {
             run_count: 0,
         };
         let run = InboundMessage {
+            profile: None,
             message_id: "m".into(),
             chat: ChatRef { thread_id: Some("7".into()), ..ChatRef::new("cron", "j1", ChatType::Dm) },
             sender: Sender { id: "cron".into(), name: None, is_bot: false, roles: Vec::new() },

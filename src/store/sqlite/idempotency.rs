@@ -127,6 +127,7 @@ mod tests {
         InboundEvent::Message {
             event_id: id.to_owned(),
             message: InboundMessage {
+                profile: None,
                 message_id: id.to_owned(),
                 chat: ChatRef::new("api", "c", ChatType::Dm),
                 sender: Sender { id: "u".into(), name: None, is_bot: false, roles: Vec::new() },

@@ -235,6 +235,7 @@ mod tests {
         InboundEvent::Message {
             event_id: id.into(),
             message: InboundMessage {
+                profile: None,
                 message_id: id.into(),
                 chat: ChatRef::new("rec", "c1", ChatType::Dm),
                 sender: Sender { id: "ann".into(), name: None, is_bot: false, roles: Vec::new() },

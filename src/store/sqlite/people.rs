@@ -230,6 +230,7 @@ mod tests {
         InboundEvent::Message {
             event_id: id.into(),
             message: InboundMessage {
+                profile: None,
                 message_id: id.into(),
                 chat: chat.clone(),
                 sender: Sender { id: user.into(), name: None, is_bot: false, roles: Vec::new() },

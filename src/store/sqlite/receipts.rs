@@ -84,6 +84,7 @@ mod tests {
         InboundEvent::Message {
             event_id: id.into(),
             message: InboundMessage {
+                profile: None,
                 message_id: id.into(),
                 chat: ChatRef::new("whatsapp", chat, ChatType::Dm),
                 sender: Sender { id: chat.into(), name: None, is_bot: false, roles: Vec::new() },

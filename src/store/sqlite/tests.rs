@@ -21,6 +21,7 @@ fn event(id: &str, text: &str) -> InboundEvent {
     InboundEvent::Message {
         event_id: id.into(),
         message: InboundMessage {
+            profile: None,
             message_id: id.into(),
             chat: ChatRef::new("api", "c1", ChatType::Dm),
             sender: Sender { id: "u1".into(), name: None, is_bot: false, roles: Vec::new() },

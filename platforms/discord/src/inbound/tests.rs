@@ -45,6 +45,7 @@ fn with(mut message: Value, key: &str, value: Value) -> Value {
 
 fn event(id: u64, chat_type: ChatType, text: &str, roles: &[&str], addressed: bool) -> Option<InboundEvent> {
     let message = InboundMessage {
+        profile: None,
         message_id: id.to_string(),
         chat: ChatRef::new("discord", CHANNEL.to_string(), chat_type),
         sender: Sender {

@@ -30,6 +30,7 @@ fn expected(text: &str, thread: &str) -> InboundEvent {
     InboundEvent::Message {
         event_id: "m2@example.org".into(),
         message: InboundMessage {
+            profile: None,
             message_id: "m2@example.org".into(),
             chat,
             sender: Sender {

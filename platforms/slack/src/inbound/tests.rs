@@ -38,6 +38,7 @@ fn expected(event_id: &str, chat: ChatRef, user: &str, text: &str, addressed: bo
     Some(InboundEvent::Message {
         event_id: event_id.into(),
         message: InboundMessage {
+            profile: None,
             message_id: TS.into(),
             chat,
             sender: Sender { id: user.into(), name: None, is_bot: false, roles: Vec::new() },

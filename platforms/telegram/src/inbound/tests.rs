@@ -64,6 +64,7 @@ fn text_event(event_id: &str, chat: ChatRef, sender: (&str, &str), text: &str, a
     InboundEvent::Message {
         event_id: event_id.into(),
         message: InboundMessage {
+            profile: None,
             message_id,
             chat,
             sender: Sender { id: sender.0.into(), name: Some(sender.1.into()), is_bot: false, roles: Vec::new() },

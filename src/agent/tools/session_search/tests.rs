@@ -71,6 +71,7 @@ async fn exchange(ctx: &ToolContext, key: &SessionKey, id: &str, said: &str, ans
     let event = InboundEvent::Message {
         event_id: id.into(),
         message: InboundMessage {
+            profile: None,
             message_id: id.into(),
             chat: ChatRef::new("api", key.chat_id.clone(), ChatType::Dm),
             sender: Sender { id: key.chat_id.clone(), name: None, is_bot: false, roles: Vec::new() },
