@@ -135,6 +135,17 @@ fn env_prefix(platform: &str, rules: AccessRules) -> String {
     rules.env_prefix.map_or_else(|| platform.to_ascii_uppercase(), str::to_owned)
 }
 
+/// The access rule of adapter `platform`. An account (`telegram@work`) has its own lists when
+/// any of its variables is set (`TELEGRAM_WORK_ALLOWED_USERS`, …); otherwise the platform's
+/// lists admit people on every account.
+fn adapter_rule(env: &Env, platform: &str, rules: AccessRules) -> Rule {
+    let Some((base, account)) = platform.split_once('@') else { return rule(env, &env_prefix(platform, rules)) };
+    let base_prefix = env_prefix(base, rules);
+    let own = rule(env, &format!("{base_prefix}_{}", account.to_ascii_uppercase().replace('-', "_")));
+    let set = !own.users.is_empty() || !own.roles.is_empty() || own.all || !own.admins.is_empty();
+    if set { own } else { rule(env, &base_prefix) }
+}
+
 fn rule(env: &Env, prefix: &str) -> Rule {
     Rule {
         users: parse_users(env.var(&format!("{prefix}_ALLOWED_USERS"))),
@@ -179,7 +190,7 @@ pub fn admin_report<'a>(env: &Env, platforms: impl IntoIterator<Item = (&'a str,
     platforms
         .into_iter()
         .map(|(p, rules)| {
-            let platform_rule = rule(env, &env_prefix(p, rules));
+            let platform_rule = adapter_rule(env, p, rules);
             format!("{p}: {}", describe_admins(&gateway, Some(&platform_rule), p))
         })
         .collect()
@@ -196,7 +207,7 @@ impl Access {
     ) -> Self {
         let (mut rules, mut no_pairing, mut phone_ids) = (HashMap::new(), HashSet::new(), HashSet::new());
         for (platform, access) in platforms {
-            rules.insert(platform.to_owned(), rule(env, &env_prefix(platform, access)));
+            rules.insert(platform.to_owned(), adapter_rule(env, platform, access));
             if !access.pairs_strangers {
                 no_pairing.insert(platform.to_owned());
             }
@@ -367,6 +378,27 @@ mod tests {
         assert_eq!(access.check("homeassistant", "c", ChatType::Dm, &sender("u2")).await.unwrap(), Decision::Ignore);
         let report = admin_report(&env, [("homeassistant", rules)]);
         assert!(report[0].contains("u1"), "{report:?}");
+    }
+
+    #[tokio::test]
+    async fn an_account_has_the_platforms_lists_unless_it_sets_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("s.db"), Duration::from_secs(1), 1).await.unwrap());
+        let vars = [("TELEGRAM_ALLOWED_USERS", "ann"), ("TELEGRAM_FAMILY_BOT_ALLOWED_USERS", "kid")];
+        let env = Env::from_map(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        let adapters = ["telegram", "telegram@work", "telegram@family-bot"].map(|p| (p, AccessRules::DEFAULT));
+        let access = Access::from_env(&env, adapters, store, key());
+        for (platform, user, allowed) in [
+            ("telegram", "ann", true),
+            ("telegram@work", "ann", true),
+            ("telegram@work", "kid", false),
+            ("telegram@family-bot", "kid", true),
+            ("telegram@family-bot", "ann", false),
+        ] {
+            let decision = access.check(platform, "c", ChatType::Dm, &sender(user)).await.unwrap();
+            assert_eq!(decision == Decision::Allow, allowed, "{user} on {platform}: {decision:?}");
+        }
     }
 
     #[tokio::test]

@@ -131,7 +131,7 @@ impl Daemon {
         let mcp = agent.mcp.clone();
         let (sandbox, webhooks, targets) = (agent.sandbox.clone(), agent.webhooks.clone(), agent.targets.clone());
         let runner = parts::runner(ground, &delivery.outbox, &adapters, agent, &access.0);
-        let router = parts::router(&config, runner, access.0, &metrics);
+        let router = parts::router(ground, runner, access.0);
         let fence =
             holding.as_ref().map(|holding| crate::store::Fence { lease: standby::HOME.into(), token: holding.token });
         let ingress = Arc::new(HostIngress::new(store.clone(), router.clone(), metrics.clone()).with_fence(fence));

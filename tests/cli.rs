@@ -130,7 +130,7 @@ fn profiles_are_listed_shown_and_checked_with_their_lines() {
     }
     let checked = stdout(&hermesd(home, &["check"]));
     assert!(
-        checked.contains("note: profiles.work: reached through the API (model \"profile:work\"); chats, cron jobs"),
+        checked.contains("note: profiles.work: reached through the API only (model \"profile:work\")"),
         "{checked}"
     );
     let missing = hermesd(home, &["profiles", "show", "nobody"]);

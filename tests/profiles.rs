@@ -8,11 +8,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::fake_llm::Step;
-use support::{FakeLlm, client, config_for, start_daemon};
+use support::fake_telegram::{Chat, FakeTelegram, User, serve_bots};
+use support::{FakeLlm, client, config_for, eventually, start_daemon};
 
 const HOME_PERSONA: &str = "You are the HOME-PERSONA.";
 const WORK_PERSONA: &str = "You are the WORK-PERSONA.";
 const WORK_FACT: &str = "WORK-FACT-4711";
+const HOME_TOKEN: &str = "111:HOME";
+const WORK_TOKEN: &str = "222:WORK";
+const WAIT: Duration = Duration::from_secs(20);
 
 /// The system prompt of a recorded request.
 fn system(request: &Value) -> String {
@@ -103,4 +107,72 @@ async fn the_api_model_field_chooses_the_profile_with_its_own_model_persona_and_
     let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["hermes-agent", "profile:work"]);
     d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_telegram_bots_on_one_bot_api_are_two_profiles_with_their_own_sessions_and_memory() {
+    let (home_llm, work_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let home_bot = FakeTelegram::builder().token(HOME_TOKEN).bot("home_bot", 42).start().await;
+    let work_bot = FakeTelegram::builder().token(WORK_TOKEN).bot("work_bot", 43).start().await;
+    let api_url = serve_bots(&[&home_bot, &work_bot]).await;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("SOUL.md"), HOME_PERSONA).unwrap();
+    // The table's own bot (its token is set) runs beside the account, which takes the table's
+    // `api_url` and `poll_timeout` and names its own token variable and profile.
+    let table = format!(
+        "[agent]\nprogress = false\n\n[platforms.telegram]\nenabled = true\napi_url = \"{api_url}\"\n\
+         poll_timeout = \"1s\"\n\n[platforms.telegram.accounts.work]\ntoken_env = \"TELEGRAM_WORK_TOKEN\"\n\
+         profile = \"work\"\n\n{}",
+        two_profiles(&home_llm, &work_llm)
+            .split_once("[profiles.work]")
+            .map(|(_, p)| format!("[profiles.work]{p}"))
+            .unwrap()
+    );
+    let env =
+        [("TELEGRAM_BOT_TOKEN", HOME_TOKEN), ("TELEGRAM_WORK_TOKEN", WORK_TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001")];
+    let d = start_daemon(home.path(), &config_for(&home_llm, &table), &env).await;
+    let ann = User::new(1001, "Ann");
+    let dm = Chat::private(&ann);
+
+    // Ann writes to the work bot: the work profile's model and persona answer there; it saves a
+    // fact in the work profile's memory.
+    work_llm.push(
+        Duration::ZERO,
+        Step::ToolCalls(vec![(
+            "memory".into(),
+            json!({"action": "add", "target": "user", "content": WORK_FACT}).to_string(),
+        )]),
+    );
+    work_llm.push(Duration::ZERO, Step::Reply("noted at work".into()));
+    work_bot.push_message(&dm, &ann, "remember my badge");
+    assert!(eventually(WAIT, || work_bot.texts(dm.id).iter().any(|t| t == "noted at work")).await);
+    assert!(system(&work_llm.requests()[0]).starts_with(WORK_PERSONA));
+    assert_eq!(home_llm.count(), 0);
+    assert!(home_bot.texts(dm.id).is_empty(), "the home bot says nothing: {:?}", home_bot.texts(dm.id));
+    let work_memory = std::fs::read_dir(home.path().join("profiles/work/memory/users")).unwrap().count();
+    assert_eq!(work_memory, 1, "the fact is in the work profile's memory");
+
+    // The same person (the same chat id) on the home bot: another session, the default's model
+    // and persona, and nothing of the work bot's conversation or memory.
+    home_llm.push(Duration::ZERO, Step::Reply("hello from home".into()));
+    home_bot.push_message(&dm, &ann, "what is my badge?");
+    assert!(eventually(WAIT, || home_bot.texts(dm.id).iter().any(|t| t == "hello from home")).await);
+    let request = home_llm.requests()[0].to_string();
+    assert!(system(&home_llm.requests()[0]).starts_with(HOME_PERSONA));
+    assert!(!request.contains(WORK_FACT) && !request.contains("remember my badge"), "{request}");
+    assert!(!home.path().join("memory/users").exists(), "nothing saved in the default's memory");
+    assert_eq!(work_bot.texts(dm.id).len(), 1, "each message answered once, by its own bot");
+    assert_eq!(home_bot.texts(dm.id).len(), 1);
+
+    // Each bot polls with its own cursor, and /readyz has a line for each.
+    let (status, ready) = readyz(&d.base).await;
+    assert_eq!(status, 200, "{ready}");
+    let ready: Value = serde_json::from_str(&ready).unwrap();
+    assert_eq!(ready["platforms"], json!({"telegram": "ok", "telegram@work": "ok"}), "{ready}");
+    d.daemon.stop().await;
+}
+
+async fn readyz(base: &str) -> (u16, String) {
+    let response = client().get(format!("{base}/readyz")).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
 }

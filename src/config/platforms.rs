@@ -114,6 +114,23 @@ impl PlatformsConfig {
 
     /// Whether the platform named `name` is registered and enabled.
     pub fn enabled(&self, name: &str) -> bool {
-        self.sections().iter().any(|s| s.name() == name && s.enabled())
+        let (platform, account) = name.split_once('@').map_or((name, None), |(p, a)| (p, Some(a)));
+        self.sections()
+            .iter()
+            .any(|s| s.name() == platform && s.enabled() && account.is_none_or(|a| s.accounts().contains_key(a)))
+    }
+
+    /// The profile each adapter's chats belong to, for the adapters (accounts included) whose
+    /// table names one.
+    pub fn profiles(&self, env: &dyn hermesd_platform::Environment) -> std::collections::HashMap<String, String> {
+        let mut profiles = std::collections::HashMap::new();
+        for section in self.sections() {
+            for instance in section.instances(env).unwrap_or_default() {
+                if let Some(profile) = instance.section.profile().filter(|_| instance.section.enabled()) {
+                    profiles.insert(instance.name(), profile.to_owned());
+                }
+            }
+        }
+        profiles
     }
 }

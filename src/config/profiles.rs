@@ -187,14 +187,23 @@ impl Soul {
 }
 
 impl Config {
-    /// What `hermesd check` and the daemon's start say about what profiles do not reach yet.
+    /// What `hermesd check` and the daemon's start say about what profiles do not reach yet: a
+    /// profile no platform account names is reached only through the API.
     pub fn profile_advice(&self) -> Vec<String> {
+        let mut named = std::collections::HashSet::new();
+        for section in self.platforms.sections().into_iter().filter(|s| s.enabled()) {
+            named.extend(section.profile().map(str::to_owned));
+            let accounts = section.accounts().values();
+            named.extend(accounts.filter_map(|keys| keys.get("profile")?.as_str().map(str::to_owned)));
+        }
         self.profiles
             .keys()
+            .filter(|name| !named.contains(*name))
             .map(|name| {
                 format!(
-                    "profiles.{name}: reached through the API (model \"profile:{name}\"); chats, cron jobs and \
-                     webhooks still reach the profile `default` in this version"
+                    "profiles.{name}: reached through the API only (model \"profile:{name}\"): no platform account \
+                     names it (`profile = \"{name}\"`); cron jobs and webhooks reach the profile `default` in this \
+                     version"
                 )
             })
             .collect()

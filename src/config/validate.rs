@@ -170,7 +170,24 @@ fn check_platforms(config: &Config, env: &Env, extra: &[&str], problems: &mut Ve
     }
     let targets = |target: &str| config.check_target_with(target, false, extra);
     for section in config.platforms.sections() {
-        problems.extend(section.problems(&format!("platforms.{}", section.name()), env, &targets));
+        let at = format!("platforms.{}", section.name());
+        problems.extend(section.problems(&at, env, &targets));
+        for instance in section.instances(env).unwrap_or_default().iter().filter(|i| i.section.enabled()) {
+            let Some(profile) = instance.section.profile() else { continue };
+            if config.profile_names().contains(&profile) {
+                continue;
+            }
+            let key = match &instance.account {
+                Some(account) if section.accounts().get(account).is_some_and(|keys| keys.contains_key("profile")) => {
+                    format!("{at}.accounts.{account}.profile")
+                }
+                _ => format!("{at}.profile"),
+            };
+            let problem = format!("{key}: no profile {profile:?} (profiles: {})", config.profile_names().join(", "));
+            if !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
     }
 }
 

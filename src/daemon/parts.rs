@@ -334,10 +334,11 @@ pub(super) fn runner(
     Arc::new(TurnRunner::new(parts, settings))
 }
 
-/// The router over the runner, with the `[agent]` busy policy and limits.
-pub(super) fn router(config: &Config, runner: Arc<TurnRunner>, access: Arc<Access>, metrics: &Arc<Metrics>) -> Router {
+/// The router over the runner, with the `[agent]` limits and the profile of each account.
+pub(super) fn router(ground: Ground<'_>, runner: Arc<TurnRunner>, access: Arc<Access>) -> Router {
+    let Ground { config, env, metrics, .. } = ground;
     let settings = RouterSettings {
-        profiles: std::collections::HashMap::new(),
+        profiles: config.platforms.profiles(env),
         max_queued: config.agent.max_queued_per_session,
         session_idle: config.agent.session_idle.get(),
         group_per_user: config.sessions.group_per_user,

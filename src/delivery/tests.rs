@@ -17,6 +17,7 @@ fn parses_every_form_and_prints_it_back() {
         ("local", Target::Local),
         ("telegram", Target::Home("telegram".into())),
         ("telegram:-100123", Target::Chat { platform: "telegram".into(), chat_id: "-100123".into(), thread_id: None }),
+        ("telegram@work:42", Target::Chat { platform: "telegram@work".into(), chat_id: "42".into(), thread_id: None }),
         (
             "slack:C01:1700000000.000100",
             Target::Chat {
@@ -29,7 +30,9 @@ fn parses_every_form_and_prints_it_back() {
         assert_eq!(Target::parse(text).unwrap(), target, "{text}");
         assert_eq!(target.to_string(), text);
     }
-    for bad in ["", "Telegram", "telegram:", "telegram::5", "tele gram:1", "telegram:1:"] {
+    for bad in
+        ["", "Telegram", "telegram:", "telegram::5", "tele gram:1", "telegram:1:", "telegram@:1", "@work:1", "t@W:1"]
+    {
         assert!(Target::parse(bad).is_err(), "{bad:?} should be refused");
     }
 }

@@ -29,10 +29,15 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if !state.ready.platforms_started.load(Ordering::SeqCst) {
         problems.push("platforms: starting".to_owned());
     }
+    // One line per adapter (each account its own), healthy or not.
+    let mut platforms = serde_json::Map::new();
     for platform in state.platforms.all() {
-        if let Some(health) = platform.health().filter(|h| !h.healthy) {
+        let Some(health) = platform.health() else { continue };
+        if !health.healthy {
             problems.push(format!("{}: {}", platform.name(), health.detail));
         }
+        let line = if health.healthy { "ok".to_owned() } else { health.detail };
+        platforms.insert(platform.name().to_owned(), line.into());
     }
     if state.ready.draining.load(Ordering::SeqCst) {
         problems.push("draining: shutting down".to_owned());
@@ -41,11 +46,13 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let (sandbox, sandbox_problem) = state.ready.sandbox.get().cloned().unwrap_or_default();
     problems.extend(sandbox_problem);
     if problems.is_empty() {
-        (StatusCode::OK, Json(json!({ "status": "ready", "sandbox": sandbox, "mcp": mcp })))
+        (StatusCode::OK, Json(json!({ "status": "ready", "platforms": platforms, "sandbox": sandbox, "mcp": mcp })))
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "not ready", "problems": problems, "sandbox": sandbox, "mcp": mcp })),
+            Json(json!({
+                "status": "not ready", "problems": problems, "platforms": platforms, "sandbox": sandbox, "mcp": mcp
+            })),
         )
     }
 }

@@ -69,7 +69,13 @@ impl Target {
         }
         let mut parts = text.splitn(3, ':');
         let platform = parts.next().filter(|p| valid_part(p)).ok_or_else(invalid)?;
-        if !platform.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        // `telegram`, or an account of it: `telegram@work`.
+        let (name, account) = platform.split_once('@').map_or((platform, None), |(p, a)| (p, Some(a)));
+        let name_ok = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        let account_ok = account.is_none_or(|a| {
+            !a.is_empty() && a.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        });
+        if name.is_empty() || !name_ok || !account_ok {
             return Err(invalid());
         }
         match (parts.next(), parts.next()) {

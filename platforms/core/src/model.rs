@@ -225,6 +225,14 @@ impl InboundEvent {
         }
     }
 
+    /// Where it happened, to change (an adapter naming its account).
+    pub fn chat_mut(&mut self) -> &mut ChatRef {
+        match self {
+            InboundEvent::Message { message, .. } => &mut message.chat,
+            InboundEvent::Action { action, .. } => &mut action.chat,
+        }
+    }
+
     /// Who caused the event.
     pub fn sender(&self) -> &Sender {
         match self {

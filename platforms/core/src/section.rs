@@ -173,10 +173,41 @@ pub trait Section: fmt::Debug + Send + Sync {
         Vec::new()
     }
 
-    /// The accounts this table runs instead of itself; none by default.
+    /// The accounts this table runs; none by default.
     fn accounts(&self) -> &Accounts {
         &NO_ACCOUNTS
     }
+
+    /// Whether the table itself runs beside its accounts, as the platform's default account
+    /// (e.g. its own token is set); by default only the accounts run.
+    fn runs_beside_accounts(&self, env: &dyn Environment) -> bool {
+        let _ = env;
+        false
+    }
+
+    /// The profile this table's (or account's) chats belong to (`profile = "…"`); `None`: the
+    /// default profile.
+    fn profile(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// The adapter name of `platform`'s `account`: `<platform>@<account>`, or the platform's own name
+/// for its table. Chats, sessions, cursors, pacers, metrics and delivery targets use it.
+pub fn instance_name(platform: &str, account: Option<&str>) -> String {
+    match account {
+        Some(account) => format!("{platform}@{account}"),
+        None => platform.to_owned(),
+    }
+}
+
+/// Whether `name` may name an account: a lowercase letter, then lowercase letters, digits, `-`
+/// or `_`, at most 32 characters (it becomes part of adapter names and environment variables).
+pub fn is_account_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && name.len() <= 32
 }
 
 /// One adapter a table runs: the table itself, or one of its accounts.
@@ -188,19 +219,36 @@ pub struct Instance {
     pub section: Box<dyn Section>,
 }
 
+impl Instance {
+    /// The adapter's name (`instance_name`).
+    pub fn name(&self) -> String {
+        instance_name(self.section.name(), self.account.as_deref())
+    }
+}
+
 /// A registered table: a `Section` that can also be split into its accounts.
 pub trait Registered: Section {
-    /// The adapters this table runs: itself, or each account with the table's keys merged in.
-    fn instances(&self) -> Result<Vec<Instance>, String>;
+    /// The adapters this table runs: itself, or each account with the table's keys merged in
+    /// (and itself too when `runs_beside_accounts`).
+    fn instances(&self, env: &dyn Environment) -> Result<Vec<Instance>, String>;
 }
 
 impl<S: Section + Clone + Serialize + DeserializeOwned + 'static> Registered for S {
-    fn instances(&self) -> Result<Vec<Instance>, String> {
+    fn instances(&self, env: &dyn Environment) -> Result<Vec<Instance>, String> {
         if self.accounts().is_empty() {
             return Ok(vec![Instance { account: None, section: Box::new(self.clone()) }]);
         }
         let mut instances = Vec::new();
+        if self.runs_beside_accounts(env) {
+            instances.push(Instance { account: None, section: Box::new(self.clone()) });
+        }
         for (name, keys) in self.accounts() {
+            if !is_account_name(name) {
+                return Err(format!(
+                    "accounts.{name}: {name:?} is not an account name (a lowercase letter, then lowercase \
+                     letters, digits, '-' or '_'; at most 32)"
+                ));
+            }
             let merged = merge_account(self, keys).map_err(|e| format!("accounts.{name}: {e}"))?;
             instances.push(Instance { account: Some(name.clone()), section: Box::new(merged) });
         }
@@ -217,7 +265,7 @@ impl dyn Registered + '_ {
         env: &dyn Environment,
         targets: &dyn Fn(&str) -> Result<(), String>,
     ) -> Vec<String> {
-        let instances = match self.instances() {
+        let instances = match self.instances(env) {
             Ok(instances) => instances,
             Err(e) => return vec![format!("{at}.{e}")],
         };
@@ -237,7 +285,7 @@ impl dyn Registered + '_ {
     /// Every adapter this table runs when enabled, each built with its own account.
     pub fn build_all(&self, env: &dyn Environment, home: &Path) -> Result<Vec<Arc<dyn Platform>>, String> {
         let mut built = Vec::new();
-        for instance in self.instances()?.iter().filter(|i| i.section.enabled()) {
+        for instance in self.instances(env)?.iter().filter(|i| i.section.enabled()) {
             let cx = BuildContext { env, home, account: instance.account.as_deref() };
             let platform = instance.section.build(&cx).map_err(|e| match &instance.account {
                 Some(account) => format!("{}.accounts.{account}: {e}", self.name()),

@@ -32,6 +32,9 @@ pub enum TelegramMode {
 pub struct TelegramSettings {
     /// The bot token (from `TELEGRAM_BOT_TOKEN`); never logged.
     pub token: String,
+    /// The account this bot is (`[platforms.telegram.accounts.<name>]`): the adapter is then
+    /// `telegram@<name>`, with its own chats, cursor and webhook route; `None`: `telegram`.
+    pub account: Option<String>,
     /// Bot API base URL, e.g. `https://api.telegram.org`, a local Bot API server, or a fake.
     pub api_url: String,
     /// Polling or webhook.
@@ -68,6 +71,7 @@ impl std::fmt::Debug for TelegramSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TelegramSettings")
             .field("token", &"[redacted]")
+            .field("account", &self.account)
             .field("api_url", &self.api_url)
             .field("mode", &self.mode)
             .field("require_mention", &self.require_mention)
@@ -85,6 +89,7 @@ impl Default for TelegramSettings {
     fn default() -> Self {
         Self {
             token: String::new(),
+            account: None,
             api_url: "https://api.telegram.org".to_owned(),
             mode: TelegramMode::Polling,
             require_mention: false,

@@ -48,6 +48,8 @@ pub const NAME: &str = "telegram";
 
 /// The Telegram platform adapter.
 pub struct TelegramPlatform {
+    /// `telegram`, or `telegram@<account>`.
+    name: String,
     settings: TelegramSettings,
     /// `Err` when `api_url` is unusable; `run` and every call report it.
     bot: Result<Bot, String>,
@@ -84,6 +86,7 @@ impl TelegramPlatform {
         }
         let webhook = matches!(settings.mode, TelegramMode::Webhook { .. });
         Self {
+            name: hermesd_platform::section::instance_name(NAME, settings.account.as_deref()),
             redactor: Redactor::new("<token>", &[settings.token.as_str()]),
             rules: Rules::from_settings(&settings),
             media: MediaStore { media: MediaDir::new(settings.media_dir.clone(), settings.max_file_bytes) },
@@ -172,6 +175,8 @@ impl TelegramPlatform {
             tracing::debug!(platform = NAME, update, "update ignored");
             return Ok(());
         };
+        // Chats are the adapter's: each bot's DM with one person is a chat of its own.
+        normalised.event.chat_mut().platform.clone_from(&self.name);
         // A stranger costs one access check: no download, nothing stored.
         let admission = ctx.ingress.admit(&normalised.event).await?;
         if !admission.admitted() {
@@ -195,7 +200,7 @@ impl TelegramPlatform {
 #[async_trait]
 impl Platform for TelegramPlatform {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn chat_type_of(&self, chat_id: &str) -> hermesd_platform::ChatType {
@@ -265,7 +270,11 @@ impl Platform for TelegramPlatform {
     }
 
     fn webhook_path(&self) -> Option<String> {
-        matches!(self.settings.mode, TelegramMode::Webhook { .. }).then(|| WEBHOOK_PATH.to_owned())
+        let webhook = matches!(self.settings.mode, TelegramMode::Webhook { .. });
+        webhook.then(|| match &self.settings.account {
+            Some(account) => format!("/{NAME}/{account}/webhook"),
+            None => WEBHOOK_PATH.to_owned(),
+        })
     }
 
     async fn handle_webhook(&self, ctx: &PlatformContext, request: WebhookRequest) -> WebhookResponse {

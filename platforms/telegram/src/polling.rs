@@ -64,7 +64,7 @@ pub(crate) async fn run(
     let mut backoff = Backoff::new();
     delete_webhook(platform, bot, cancel).await;
     let mut offset = loop {
-        match ctx.ingress.load_cursor(NAME).await {
+        match ctx.ingress.load_cursor(&platform.name).await {
             Ok(cursor) => break cursor.and_then(|c| parse_cursor(&c)),
             Err(error) => {
                 tracing::warn!(platform = NAME, %error, "cannot load the update offset; retrying");
@@ -164,7 +164,7 @@ async fn handle_batch(
             return Err(Stop::Retry);
         }
         let next = last.saturating_add(1);
-        if let Err(error) = ctx.ingress.save_cursor(NAME, &next.to_string()).await {
+        if let Err(error) = ctx.ingress.save_cursor(&platform.name, &next.to_string()).await {
             tracing::warn!(platform = NAME, update = last, %error, "cannot save the update offset; retrying");
             return Err(Stop::Retry);
         }

@@ -1,15 +1,21 @@
 //! `[platforms.telegram]`: the table's keys and defaults, its checks for `hermesd check`, and the
 //! adapter built from it. The token comes from `TELEGRAM_BOT_TOKEN` (and the webhook secret from
-//! `TELEGRAM_WEBHOOK_SECRET`), never from the file.
+//! `TELEGRAM_WEBHOOK_SECRET`), never from the file; each bot of `[platforms.telegram.accounts.<a>]`
+//! names the variables of its own (`token_env`, `webhook_secret_env`) and runs as `telegram@<a>`,
+//! beside the table's own bot when `TELEGRAM_BOT_TOKEN` is set.
 
 use std::sync::Arc;
 
+use hermesd_platform::Environment;
 use hermesd_platform::Platform;
 use hermesd_platform::duration::HumanDuration;
-use hermesd_platform::section::{BuildContext, Checks, Section};
+use hermesd_platform::section::{Accounts, BuildContext, Checks, Section};
 use serde::{Deserialize, Serialize};
 
 use crate::{NAME, TelegramMode, TelegramPlatform, TelegramSettings};
+
+/// The variable holding the table's own bot token.
+const TOKEN_ENV: &str = "TELEGRAM_BOT_TOKEN";
 
 /// How updates arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +54,15 @@ pub struct TelegramConfig {
     /// Stream answers while the model writes them: a preview message edited through the chat's
     /// pacer (a native draft in private chats), replaced by the final answer.
     pub streaming: bool,
+    /// The variable holding the bot token.
+    pub token_env: String,
+    /// The variable holding the webhook secret (webhook mode).
+    pub webhook_secret_env: String,
+    /// The profile this bot's chats belong to; absent: `default`.
+    pub profile: Option<String>,
+    /// More bots: `[platforms.telegram.accounts.<name>]`, each with this table's keys (its own
+    /// `token_env` above all) laid over the table's.
+    pub accounts: Accounts,
 }
 
 impl Default for TelegramConfig {
@@ -64,6 +79,10 @@ impl Default for TelegramConfig {
             max_file_mb: 20,
             poll_timeout: HumanDuration::secs(10),
             streaming: false,
+            token_env: TOKEN_ENV.into(),
+            webhook_secret_env: "TELEGRAM_WEBHOOK_SECRET".into(),
+            profile: None,
+            accounts: Accounts::new(),
         }
     }
 }
@@ -78,9 +97,9 @@ impl Section for TelegramConfig {
     }
 
     fn check(&self, checks: &mut Checks<'_>) {
-        checks.secret("TELEGRAM_BOT_TOKEN");
+        checks.secret(&self.token_env);
         if self.mode == Receive::Webhook {
-            checks.secret("TELEGRAM_WEBHOOK_SECRET");
+            checks.secret(&self.webhook_secret_env);
         }
         checks.http_url("api_url", &self.api_url);
         if !(1..=15).contains(&self.poll_timeout.get().as_secs()) {
@@ -92,12 +111,13 @@ impl Section for TelegramConfig {
         let mode = match self.mode {
             Receive::Webhook => TelegramMode::Webhook {
                 url: self.webhook_url.clone(),
-                secret: cx.env.required_secret("TELEGRAM_WEBHOOK_SECRET")?,
+                secret: cx.env.required_secret(&self.webhook_secret_env)?,
             },
             Receive::Polling => TelegramMode::Polling,
         };
         let settings = TelegramSettings {
-            token: cx.env.required_secret("TELEGRAM_BOT_TOKEN")?,
+            token: cx.env.required_secret(&self.token_env)?,
+            account: cx.account.map(str::to_owned),
             api_url: self.api_url.clone(),
             mode,
             require_mention: self.require_mention,
@@ -117,6 +137,18 @@ impl Section for TelegramConfig {
 
     fn signed_requests(&self) -> Option<&'static str> {
         (self.mode == Receive::Webhook).then_some("webhook mode")
+    }
+
+    fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    fn runs_beside_accounts(&self, env: &dyn Environment) -> bool {
+        matches!(env.secret(&self.token_env), Ok(Some(_)))
+    }
+
+    fn profile(&self) -> Option<&str> {
+        self.profile.as_deref()
     }
 }
 
@@ -147,5 +179,42 @@ mod tests {
         assert!(problems(&TelegramConfig { enabled: false, ..config }, &[]).is_empty(), "off: not checked");
         let on = TelegramConfig { enabled: true, ..TelegramConfig::default() };
         assert!(problems(&on, &[("TELEGRAM_BOT_TOKEN", "1:x")]).is_empty());
+    }
+
+    #[test]
+    fn accounts_are_bots_of_their_own_beside_the_tables_bot_when_its_token_is_set() {
+        let table = |third: &str, keys: serde_json::Value| {
+            serde_json::json!({"enabled": true, "poll_timeout": "2s", "accounts": {
+                "work": {"token_env": "TG_WORK", "profile": "work"}, third: keys,
+            }})
+        };
+        let config: TelegramConfig = serde_json::from_value(table("Bad", serde_json::json!({}))).unwrap();
+        let registered: &dyn hermesd_platform::section::Registered = &config;
+        let env = |vars: &[(&str, &str)]| -> std::collections::HashMap<String, String> {
+            vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+        let bad = registered.instances(&env(&[])).unwrap_err();
+        assert!(bad.starts_with("accounts.Bad: \"Bad\" is not an account name"), "{bad}");
+
+        let config: TelegramConfig =
+            serde_json::from_value(table("spare", serde_json::json!({"mode": "webhook"}))).unwrap();
+        let registered: &dyn hermesd_platform::section::Registered = &config;
+        assert_eq!(
+            problems(&config, &[]),
+            [
+                "platforms.telegram.accounts.spare: TELEGRAM_BOT_TOKEN is not set",
+                "platforms.telegram.accounts.spare: TELEGRAM_WEBHOOK_SECRET is not set",
+                "platforms.telegram.accounts.work: TG_WORK is not set",
+            ]
+        );
+        let only_accounts = registered.instances(&env(&[("TG_WORK", "1:w")])).unwrap();
+        let names: Vec<String> = only_accounts.iter().map(|i| i.name()).collect();
+        assert_eq!(names, ["telegram@spare", "telegram@work"], "no table token: only the accounts run");
+        let work = &only_accounts[1].section;
+        assert_eq!(work.profile(), Some("work"));
+        let beside = registered.instances(&env(&[("TELEGRAM_BOT_TOKEN", "1:t")])).unwrap();
+        let names: Vec<String> = beside.iter().map(|i| i.name()).collect();
+        assert_eq!(names, ["telegram", "telegram@spare", "telegram@work"]);
+        assert_eq!(beside[0].section.profile(), None);
     }
 }

@@ -228,3 +228,33 @@ fn max_parked_turns_is_bounded() {
     assert!(!named(problems("1")) && !named(problems("4096")));
     assert_eq!(Config::parse("").expect("parses").agent.max_parked_turns, 64);
 }
+
+#[test]
+fn an_accounts_profile_must_exist_and_its_targets_are_checked() {
+    let text = r#"
+[platforms.telegram]
+enabled = true
+
+[platforms.telegram.accounts.work]
+token_env = "TG_WORK"
+profile = "wrok"
+
+[platforms.telegram.accounts.home]
+token_env = "TG_HOME"
+
+[profiles.work]
+
+[cron]
+default_deliver = "telegram@work:42"
+"#;
+    let config = Config::parse(text).unwrap();
+    let problems = config.validate(&env(&[("TG_WORK", "1:w"), ("TG_HOME", "1:h")]));
+    assert_eq!(problems, ["platforms.telegram.accounts.work.profile: no profile \"wrok\" (profiles: default, work)"]);
+    let fixed = Config::parse(&text.replace("wrok", "work").replace("telegram@work:42", "telegram@nobody:42")).unwrap();
+    let problems = fixed.validate(&env(&[("TG_WORK", "1:w"), ("TG_HOME", "1:h")]));
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("platform \"telegram@nobody\" is not enabled"), "{problems:?}");
+    let profiles = fixed.platforms.profiles(&env(&[("TG_WORK", "1:w"), ("TG_HOME", "1:h")]));
+    assert_eq!(profiles, HashMap::from([("telegram@work".to_owned(), "work".to_owned())]));
+    assert!(fixed.profile_advice().is_empty(), "an account names the profile: {:?}", fixed.profile_advice());
+}
