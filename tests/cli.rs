@@ -137,6 +137,15 @@ fn profiles_are_listed_shown_and_checked_with_their_lines() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("profiles: default, work"));
 
+    // A cron job of a profile: its models are the ones a run may start on.
+    let added = stdout(&hermesd(home, &["cron", "add", "every 1h", "weekly report", "--profile", "work"]));
+    assert!(added.contains("profile work"), "{added}");
+    let wrong_model = hermesd(home, &["cron", "add", "every 1h", "x", "--profile", "work", "--model", "main-model"]);
+    assert!(String::from_utf8_lossy(&wrong_model.stderr).contains("choose one of: work-model"), "{wrong_model:?}");
+    let nobody = hermesd(home, &["cron", "add", "every 1h", "x", "--profile", "nobody"]);
+    assert_eq!(nobody.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("no profile \"nobody\" (profiles: default, work)"));
+
     std::fs::write(home.join("config.toml"), format!("{config}\n[profiles.Ops]\nagent = {{ max_iterations = 0 }}\n"))
         .unwrap();
     let check = hermesd(home, &["check"]);

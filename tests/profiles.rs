@@ -6,6 +6,9 @@ mod support;
 
 use std::time::Duration;
 
+use hermesd::agent::tools::cronjob::jobs::{JobRules, JobSpec, prepare};
+use hermesd::store::{CronStore, SqliteStore};
+use hermesd::webhooks::signature::sign_generic;
 use serde_json::{Value, json};
 use support::fake_llm::Step;
 use support::fake_telegram::{Chat, FakeTelegram, User, serve_bots};
@@ -175,4 +178,116 @@ async fn two_telegram_bots_on_one_bot_api_are_two_profiles_with_their_own_sessio
 async fn readyz(base: &str) -> (u16, String) {
     let response = client().get(format!("{base}/readyz")).send().await.unwrap();
     (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_job_and_a_webhook_route_of_a_profile_run_on_its_model_and_persona() {
+    let (home_llm, work_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let home = tempfile::tempdir().unwrap();
+    let extra = "[cron]\ntick = \"1s\"\n\n[[webhooks]]\nroute = \"deploys\"\nsecret_env = \"HOOK_SECRET\"\n\
+                 prompt = \"DEPLOY {service}\"\ndeliver = \"local\"\nprofile = \"work\"\n\n";
+    let config = two_profiles(&home_llm, &work_llm).replace("[profiles.work]", &format!("{extra}[profiles.work]"));
+    let d = start_daemon(home.path(), &config, &[("HOOK_SECRET", "a-long-enough-secret")]).await;
+
+    // A job of the work profile, as `hermesd cron add --profile work` stores it.
+    let spec = JobSpec {
+        schedule: "every 1s".into(),
+        prompt: "CRON-REPORT".into(),
+        deliver: Some("local".into()),
+        profile: Some("work".into()),
+        ..JobSpec::default()
+    };
+    let rules = JobRules { tz: chrono_tz::Tz::UTC, default_deliver: "local", models: &[], check_target: &|_| Ok(()) };
+    let job = prepare(spec, &rules, chrono::Utc::now()).unwrap();
+    let store = SqliteStore::open(&home.path().join("state.db"), Duration::from_secs(5), 1).await.unwrap();
+    store.create_job(&job, chrono::Utc::now().timestamp_millis()).await.unwrap();
+    store.close().await;
+    let asked = |llm: &FakeLlm, needle: &str| llm.requests().iter().any(|r| r.to_string().contains(needle));
+    assert!(eventually(WAIT, || asked(&work_llm, "CRON-REPORT")).await, "the job never ran on the work model");
+    let run = work_llm.requests().into_iter().find(|r| r.to_string().contains("CRON-REPORT")).unwrap();
+    assert!(system(&run).starts_with(WORK_PERSONA), "{}", system(&run));
+
+    // A signed webhook delivery of the route naming the work profile.
+    let body = json!({"service": "billing"}).to_string().into_bytes();
+    let ts = chrono::Utc::now().timestamp();
+    let response = client()
+        .post(format!("{}/webhooks/deploys", d.base))
+        .header("x-webhook-timestamp", ts.to_string())
+        .header("x-webhook-signature", sign_generic(b"a-long-enough-secret", ts, &body))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    assert!(eventually(WAIT, || asked(&work_llm, "DEPLOY billing")).await, "the webhook never ran on the work model");
+    assert!(!asked(&home_llm, "CRON-REPORT") && !asked(&home_llm, "DEPLOY billing"), "the default's model was asked");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_turn_on_two_bots_answers_every_message_of_both_exactly_once() {
+    let slow = Duration::from_millis(1500);
+    let home_llm = FakeLlm::builder().latency(slow).start().await;
+    let work_llm = FakeLlm::builder().latency(slow).start().await;
+    let home_bot = FakeTelegram::builder().token(HOME_TOKEN).bot("home_bot", 42).start().await;
+    let work_bot = FakeTelegram::builder().token(WORK_TOKEN).bot("work_bot", 43).start().await;
+    let api_url = serve_bots(&[&home_bot, &work_bot]).await;
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let profiles = two_profiles(&home_llm, &work_llm);
+    let config = format!(
+        "{}\n[agent]\ndrain_timeout = \"2s\"\n\n[platforms.telegram]\nenabled = true\napi_url = \"{api_url}\"\n\
+         poll_timeout = \"1s\"\n\n[platforms.telegram.accounts.work]\ntoken_env = \"TELEGRAM_WORK_TOKEN\"\n\
+         profile = \"work\"\n",
+        profiles.replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""))
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let env = [
+        ("TELEGRAM_BOT_TOKEN", HOME_TOKEN),
+        ("TELEGRAM_WORK_TOKEN", WORK_TOKEN),
+        ("TELEGRAM_ALLOWED_USERS", "3001,3002"),
+    ];
+    let log = || support::daemon_log(home.path());
+    let mut child = support::spawn_gateway_with_env(home.path(), &env);
+    support::wait_ready(port, home.path()).await;
+    let users: Vec<User> = (3001..=3002).map(|id| User::new(id, &format!("user{id}"))).collect();
+    for user in &users {
+        home_bot.push_message(&Chat::private(user), user, &format!("home crash {}", user.id));
+        work_bot.push_message(&Chat::private(user), user, &format!("work crash {}", user.id));
+    }
+    let started = || home_llm.count() == 2 && work_llm.count() == 2;
+    assert!(eventually(WAIT, started).await, "turns started; log:\n{}", log());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(home_bot.sent().is_empty() && work_bot.sent().is_empty(), "nothing answered before the kill");
+
+    let mut child = support::spawn_gateway_with_env(home.path(), &env);
+    support::wait_ready(port, home.path()).await;
+    // After the restart each bot polls on from its own stored offset: a new message to each is
+    // answered too, and nothing old comes again.
+    for user in &users {
+        home_bot.push_message(&Chat::private(user), user, &format!("home after {}", user.id));
+        work_bot.push_message(&Chat::private(user), user, &format!("work after {}", user.id));
+    }
+    let answers = |bot: &FakeTelegram, id: i64| bot.texts(id).iter().filter(|t| t.starts_with("echo: ")).count();
+    let done = || users.iter().all(|u| answers(&home_bot, u.id) >= 2 && answers(&work_bot, u.id) >= 2);
+    assert!(eventually(Duration::from_secs(30), done).await, "{:?} {:?}\n{}", home_bot.sent(), work_bot.sent(), log());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for user in &users {
+        let id = user.id;
+        // Answers only: a message that found its session busy also hears "queued".
+        let sorted = |texts: Vec<String>| {
+            let mut answers: Vec<String> = texts.into_iter().filter(|t| t.starts_with("echo: ")).collect();
+            answers.sort();
+            answers
+        };
+        assert_eq!(sorted(home_bot.texts(id)), [format!("echo: home after {id}"), format!("echo: home crash {id}")]);
+        assert_eq!(sorted(work_bot.texts(id)), [format!("echo: work after {id}"), format!("echo: work crash {id}")]);
+    }
+    // Each interrupted turn ran once more on its own profile's model, and only once.
+    assert_eq!((home_llm.count(), work_llm.count()), (6, 6));
+    let home_asked = home_llm.requests().iter().any(|r| r.to_string().contains("work crash"));
+    assert!(!home_asked, "a work bot's message reached the default's model");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

@@ -39,6 +39,9 @@ pub enum CronCommand {
         /// Toolsets the runs get, comma-separated (default: those of the `cron` platform).
         #[arg(long, value_delimiter = ',')]
         toolsets: Option<Vec<String>>,
+        /// The profile the runs belong to (its model, persona and memory; default: `default`).
+        #[arg(long)]
+        profile: Option<String>,
     },
     /// Delete a job (its run history stays).
     Remove {
@@ -83,16 +86,37 @@ pub(super) async fn run(loaded: Loaded, command: CronCommand) -> ExitCode {
                 jobs.iter().map(|j| describe(j, tz)).collect::<Vec<_>>().join("\n")
             }
         }),
-        CronCommand::Add { schedule, prompt, name, deliver, repeat, model, toolsets } => {
+        CronCommand::Add { schedule, prompt, name, deliver, repeat, model, toolsets, profile } => {
+            let profile = profile.filter(|p| p != crate::config::DEFAULT_PROFILE);
+            let Some(resolved) =
+                loaded.config.profile(profile.as_deref().unwrap_or(crate::config::DEFAULT_PROFILE), &loaded.paths)
+            else {
+                eprintln!(
+                    "hermesd: no profile {:?} (profiles: {})",
+                    profile.unwrap_or_default(),
+                    loaded.config.profile_names().join(", ")
+                );
+                return ExitCode::from(EXIT_CONFIG);
+            };
+            let models: Vec<String> = resolved.models.iter().map(|m| m.name.clone()).collect();
             // There is no originating chat on the command line: `origin` means `local` here.
             let default = match loaded.config.cron.default_deliver.as_str() {
                 "origin" => "local",
                 other => other,
             };
-            let spec =
-                JobSpec { schedule, prompt, name, deliver, repeat, model, toolsets, origin: None, created_by: None };
+            let spec = JobSpec {
+                schedule,
+                prompt,
+                name,
+                deliver,
+                repeat,
+                model,
+                toolsets,
+                origin: None,
+                created_by: None,
+                profile,
+            };
             let check = |target: &Target| loaded.config.check_target(&target.to_string(), false);
-            let models: Vec<String> = loaded.config.model_chain().iter().map(|m| m.name.clone()).collect();
             let rules = JobRules { tz, default_deliver: default, models: &models, check_target: &check };
             match prepare(spec, &rules, now) {
                 Ok(job) => store

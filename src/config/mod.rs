@@ -34,7 +34,7 @@ pub use model::{AgentConfig, BusyPolicy, CompressionConfig, ModelConfig, Provide
 pub use platforms::{ApiPlatformConfig, NotBuilt, PlatformsConfig};
 pub use profiles::{
     ApiModels, DEFAULT_KEY, DEFAULT_PROFILE, MAX_PROFILE_NAME, PROFILE_MODEL_PREFIX, Profile, ProfileAgentConfig,
-    ProfileConfig, Profiles, SOUL_FILE, Soul, is_profile_name, profile_key, profile_of_key,
+    ProfileConfig, Profiles, SOUL_FILE, Soul, is_profile_name, profile_key, profile_of_key, profile_of_session_key,
 };
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail};
 pub use sessions::{
@@ -273,6 +273,9 @@ pub struct WebhookConfig {
     /// Longest value inserted for one placeholder, in characters.
     #[serde(default = "default_webhook_value_chars")]
     pub max_value_chars: usize,
+    /// The profile its turns belong to (its model, persona and memory); absent: `default`.
+    #[serde(default)]
+    pub profile: Option<String>,
 }
 
 fn default_webhook_rate() -> u32 {

@@ -187,8 +187,8 @@ impl Soul {
 }
 
 impl Config {
-    /// What `hermesd check` and the daemon's start say about what profiles do not reach yet: a
-    /// profile no platform account names is reached only through the API.
+    /// What `hermesd check` and the daemon's start say about profiles no chat reaches: a profile
+    /// no platform account or webhook names is reached only through the API and cron jobs.
     pub fn profile_advice(&self) -> Vec<String> {
         let mut named = std::collections::HashSet::new();
         for section in self.platforms.sections().into_iter().filter(|s| s.enabled()) {
@@ -196,14 +196,14 @@ impl Config {
             let accounts = section.accounts().values();
             named.extend(accounts.filter_map(|keys| keys.get("profile")?.as_str().map(str::to_owned)));
         }
+        named.extend(self.webhooks.iter().filter_map(|hook| hook.profile.clone()));
         self.profiles
             .keys()
             .filter(|name| !named.contains(*name))
             .map(|name| {
                 format!(
-                    "profiles.{name}: reached through the API only (model \"profile:{name}\"): no platform account \
-                     names it (`profile = \"{name}\"`); cron jobs and webhooks reach the profile `default` in this \
-                     version"
+                    "profiles.{name}: reached through the API only (model \"profile:{name}\") and `hermesd cron add \
+                     --profile {name}`: no platform account or webhook names it (`profile = \"{name}\"`)"
                 )
             })
             .collect()
@@ -266,6 +266,13 @@ impl Config {
 /// A profile's part of its session keys: `main` for the default (today's keys), else its name.
 pub fn profile_key(profile: &str) -> &str {
     if profile == DEFAULT_PROFILE { DEFAULT_KEY } else { profile }
+}
+
+/// The profile a session key (`agent:<profile>:…`) belongs to; the default for a key of another
+/// shape.
+pub fn profile_of_session_key(key: &str) -> &str {
+    let part = key.strip_prefix("agent:").and_then(|rest| rest.split(':').next());
+    part.map_or(DEFAULT_PROFILE, profile_of_key)
 }
 
 /// The profile a key part names (`profile_key` undone).

@@ -212,6 +212,10 @@ fn check_webhooks(config: &Config, env: &Env, extra: &[&str], problems: &mut Vec
         if hook.prompt.trim().is_empty() {
             problems.push(format!("{at}.prompt: must not be empty"));
         }
+        if let Some(profile) = hook.profile.as_deref().filter(|p| !config.profile_names().contains(p)) {
+            let names = config.profile_names().join(", ");
+            problems.push(format!("{at}.profile: no profile {profile:?} (profiles: {names})"));
+        }
         if let Err(e) = config.check_target_with(&hook.deliver, false, extra) {
             problems.push(format!("{at}.deliver: {e}"));
         }

@@ -157,7 +157,7 @@ fn event(run: &CronRun) -> InboundEvent {
     InboundEvent::Message {
         event_id: format!("{}:{}", run.job.id, run.scheduled_at),
         message: InboundMessage {
-            profile: None,
+            profile: run.job.profile.clone(),
             message_id: format!("run-{}", run.run_id),
             chat,
             sender: Sender {

@@ -73,6 +73,8 @@ pub struct CronJob {
     /// The user id (on the origin's platform) who created it from a chat; `None`: the operator
     /// (CLI) or a job older than this field.
     pub created_by: Option<String>,
+    /// The profile its runs belong to; `None`: the default profile.
+    pub profile: Option<String>,
     /// Created, Unix ms.
     pub created_at: i64,
     /// Last run's start, Unix ms.
@@ -112,6 +114,8 @@ pub struct NewJob {
     pub model: Option<String>,
     /// Creating user's id (on the origin's platform); `None` for the operator's CLI.
     pub created_by: Option<String>,
+    /// The profile its runs belong to; `None`: the default profile.
+    pub profile: Option<String>,
 }
 
 /// A change to a job; `None` fields stay as they are.

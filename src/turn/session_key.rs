@@ -7,7 +7,7 @@
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use hermesd_platform::{ChatRef, ChatType, Sender};
 
-use crate::config::{DEFAULT_PROFILE, ResetMode, ResetPolicy, profile_key, profile_of_key};
+use crate::config::{ResetMode, ResetPolicy, profile_key};
 use crate::store::{ResetReason, SessionKey};
 
 /// `agent:{profile}:{platform}:{chat_type}:{chat_id}[:{thread_id}][:{user_id}]`, the default
@@ -39,8 +39,7 @@ pub fn session_key(profile: &str, chat: &ChatRef, sender: &Sender, group_per_use
 
 /// The profile a session key belongs to (the default for a key of another shape).
 pub fn profile_of(key: &str) -> &str {
-    let part = key.strip_prefix("agent:").and_then(|rest| rest.split(':').next());
-    part.map_or(DEFAULT_PROFILE, profile_of_key)
+    crate::config::profile_of_session_key(key)
 }
 
 /// Whether a session last active at `last_active_ms` has expired under `policy` at `now_ms`.
@@ -102,6 +101,7 @@ pub fn stale_bound(policies: impl IntoIterator<Item = ResetPolicy>, now_ms: i64)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DEFAULT_PROFILE;
 
     fn sender() -> Sender {
         Sender { id: "u7".into(), name: None, is_bot: false, roles: Vec::new() }

@@ -92,7 +92,7 @@ pub async fn receive(State(state): State<WebhookState>, Path(name): Path<String>
     let event = InboundEvent::Message {
         event_id: event_id.clone(),
         message: InboundMessage {
-            profile: None,
+            profile: route.config.profile.clone(),
             message_id: delivery.clone(),
             chat,
             sender: Sender {

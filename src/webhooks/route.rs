@@ -162,6 +162,7 @@ mod tests {
                 rate_limit_per_minute: rate,
                 max_body_bytes: 1024,
                 max_value_chars: 100,
+                profile: None,
             },
             secret: Secret::new("0123456789"),
             limiter: Mutex::new(VecDeque::new()),

@@ -186,6 +186,10 @@ impl CronJobTool {
             model: args.model.clone(),
             toolsets: args.toolsets.clone(),
             created_by: Some(ctx.user_id.clone()),
+            // Its runs are the creating chat's profile's, with that profile's models.
+            profile: Some(crate::config::profile_of_session_key(&ctx.session_key))
+                .filter(|p| *p != crate::config::DEFAULT_PROFILE)
+                .map(str::to_owned),
         };
         // The rules borrow a non-Send closure: keep them out of the awaits below.
         let job = {

@@ -232,6 +232,7 @@ mod tests {
             toolsets: None,
             model: None,
             created_by: created_by.map(str::to_owned),
+            profile: None,
             created_at: 0,
             last_run_at: None,
             last_status: None,

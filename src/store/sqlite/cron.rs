@@ -15,7 +15,7 @@ use crate::store::{
 };
 
 const JOB_COLUMNS: &str = "id, name, prompt, schedule, timezone, next_run_at, repeat, state, deliver, origin, \
-     toolsets, model, created_by, created_at, last_run_at, last_status, last_error, run_count";
+     toolsets, model, created_by, profile, created_at, last_run_at, last_status, last_error, run_count";
 
 fn job_from_row(row: &SqliteRow) -> StoreResult<CronJob> {
     let state: String = row.get("state");
@@ -35,6 +35,7 @@ fn job_from_row(row: &SqliteRow) -> StoreResult<CronJob> {
         toolsets: toolsets.map(|text| from_json(&text, "cron_jobs.toolsets")).transpose()?,
         model: row.get("model"),
         created_by: row.get("created_by"),
+        profile: row.get("profile"),
         created_at: row.get("created_at"),
         last_run_at: row.get("last_run_at"),
         last_status: row.get("last_status"),
@@ -61,8 +62,8 @@ impl CronStore for SqliteStore {
             async move {
                 sqlx::query(
                     "INSERT INTO cron_jobs (id, name, prompt, schedule, timezone, next_run_at, repeat, deliver, origin, \
-                     toolsets, model, created_by, created_at, updated_at) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     toolsets, model, created_by, profile, created_at, updated_at) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(&job.id)
                 .bind(&job.name)
@@ -76,6 +77,7 @@ impl CronStore for SqliteStore {
                 .bind(toolsets)
                 .bind(&job.model)
                 .bind(&job.created_by)
+                .bind(&job.profile)
                 .bind(now)
                 .bind(now)
                 .execute(&mut *self.writer.get().await?)

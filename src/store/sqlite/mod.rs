@@ -84,6 +84,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (19, "fts_pending", include_str!("../../../migrations/0019_fts_pending.sql")),
     (20, "quarantined_messages", include_str!("../../../migrations/0020_quarantined_messages.sql")),
     (21, "leases", include_str!("../../../migrations/0021_leases.sql")),
+    (22, "cron_profile", include_str!("../../../migrations/0022_cron_profile.sql")),
 ];
 
 /// The SQLite store.

@@ -40,6 +40,8 @@ pub struct JobSpec {
     pub origin: Option<ChatRef>,
     /// The user creating it from that chat; `None`: the operator.
     pub created_by: Option<String>,
+    /// The profile its runs belong to (the creating chat's); `None`: the default.
+    pub profile: Option<String>,
 }
 
 /// Where a job is checked: the zone, the default target, the configured models and whether a
@@ -107,6 +109,7 @@ pub fn prepare(spec: JobSpec, rules: &JobRules<'_>, now: DateTime<Utc>) -> Resul
         toolsets: spec.toolsets,
         model: spec.model,
         created_by: spec.created_by,
+        profile: spec.profile,
     })
 }
 
@@ -136,7 +139,8 @@ pub fn describe(job: &CronJob, tz: Tz) -> String {
         (Some(status), None) => format!(" · last {status}"),
         _ => String::new(),
     };
-    format!("{} \"{}\" · {schedule} · {next} · → {}{last}", job.id, job.name, job.deliver)
+    let profile = job.profile.as_deref().map(|p| format!(" · profile {p}")).unwrap_or_default();
+    format!("{} \"{}\" · {schedule} · {next} · → {}{profile}{last}", job.id, job.name, job.deliver)
 }
 
 #[cfg(test)]

@@ -169,3 +169,18 @@ async fn jobs_per_person_are_capped_and_non_admins_schedule_no_faster_than_the_m
     let faster = call(&tool, &ann, json!({"action": "update", "job_id": job_id(&slow), "schedule": "every 30s"})).await;
     assert!(matches!(faster, Err(ToolError::Denied(_))), "{faster:?}");
 }
+
+#[tokio::test]
+async fn a_job_runs_in_the_profile_of_the_chat_that_made_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tool, ann) = setup(&dir).await;
+    let at_work = ToolContext { session_key: "agent:work:telegram@work:dm:7".into(), ..ann.clone() };
+    let at_home = ToolContext { session_key: "agent:main:telegram:dm:7".into(), ..ann.clone() };
+    for (ctx, prompt) in [(&at_work, "file the report"), (&at_home, "water the plants")] {
+        call(&tool, ctx, json!({"action": "create", "schedule": "every 1h", "prompt": prompt})).await.unwrap();
+    }
+    let jobs = ann.store.list_jobs().await.unwrap();
+    let profile_of = |prompt: &str| jobs.iter().find(|j| j.prompt == prompt).unwrap().profile.clone();
+    assert_eq!(profile_of("file the report").as_deref(), Some("work"));
+    assert_eq!(profile_of("water the plants"), None, "the default profile's job names none");
+}

@@ -23,6 +23,7 @@ fn job(id: &str, next_run_at: i64) -> NewJob {
         toolsets: None,
         model: None,
         created_by: None,
+        profile: None,
     }
 }
 
