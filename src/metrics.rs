@@ -17,7 +17,7 @@ pub const INBOUND_TOTAL: &str = "hermesd_inbound_events_total";
 /// Outbound chunks by platform and outcome (`sent`, `retried`, `failed`).
 pub const OUTBOUND_TOTAL: &str = "hermesd_outbound_messages_total";
 /// Finished turns by outcome (`ok`, `error`, `stopped`, `interrupted`, `rejected`, `limited`:
-/// refused by a `[limits]` cap).
+/// refused by a `[limits]` cap) and profile.
 pub const TURNS_TOTAL: &str = "hermesd_turns_total";
 /// Turn wall time, accept to reply stored.
 pub const TURN_SECONDS: &str = "hermesd_turn_duration_seconds";

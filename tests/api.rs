@@ -320,7 +320,7 @@ async fn health_readiness_and_metrics() {
     let metrics = get("/metrics").await.unwrap().text().await.unwrap();
     for needle in [
         "hermesd_inbound_events_total{platform=\"api\",outcome=\"new\"} 1",
-        "hermesd_turns_total{outcome=\"ok\"} 1",
+        "hermesd_turns_total{outcome=\"ok\",profile=\"default\"} 1",
         "hermesd_outbound_messages_total{platform=\"api\",outcome=\"sent\"} 1",
         "hermesd_turn_duration_seconds_count 1",
         "hermesd_queue_depth 0",

@@ -12,7 +12,7 @@ use hermesd::webhooks::signature::sign_generic;
 use serde_json::{Value, json};
 use support::fake_llm::Step;
 use support::fake_telegram::{Chat, FakeTelegram, User, serve_bots};
-use support::{FakeLlm, client, config_for, eventually, start_daemon};
+use support::{FakeLlm, client, config_for, eventually, local_key, start_daemon};
 
 const HOME_PERSONA: &str = "You are the HOME-PERSONA.";
 const WORK_PERSONA: &str = "You are the WORK-PERSONA.";
@@ -172,6 +172,22 @@ async fn two_telegram_bots_on_one_bot_api_are_two_profiles_with_their_own_sessio
     assert_eq!(status, 200, "{ready}");
     let ready: Value = serde_json::from_str(&ready).unwrap();
     assert_eq!(ready["platforms"], json!({"telegram": "ok", "telegram@work": "ok"}), "{ready}");
+
+    // The operator sends from the work bot (`hermesd send telegram:1001 … --account work`).
+    let sent = client()
+        .post(format!("{}/admin/send", d.base))
+        .bearer_auth(local_key(home.path()))
+        .json(&json!({"target": format!("telegram:{}", dm.id), "account": "work", "text": "from the operator"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200, "{:?}", sent.text().await);
+    assert_eq!(work_bot.texts(dm.id).last().map(String::as_str), Some("from the operator"));
+    assert_eq!(home_bot.texts(dm.id).len(), 1, "not from the home bot");
+    let metrics = client().get(format!("{}/metrics", d.base)).send().await.unwrap().text().await.unwrap();
+    for line in ["hermesd_turns_total{outcome=\"ok\",profile=\"work\"} 1", "profile=\"default\"} 1"] {
+        assert!(metrics.contains(line), "{line} missing in\n{metrics}");
+    }
     d.daemon.stop().await;
 }
 

@@ -126,7 +126,7 @@ async fn a_fallbacks_answer_is_priced_with_its_own_prices_and_a_cost_cap_stops_t
         "hermesd_model_tokens_total{kind=\"input\"} 20",
         "hermesd_model_tokens_total{kind=\"output\"} 10",
         "hermesd_model_calls_total{priced=\"yes\"} 2",
-        "hermesd_turns_total{outcome=\"limited\"} 1",
+        "hermesd_turns_total{outcome=\"limited\",profile=\"default\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing in\n{metrics}");
     }

@@ -77,6 +77,10 @@ pub enum Command {
         target: String,
         /// The text (markdown).
         text: String,
+        /// The platform account to send from (`--account work` with `telegram:42` is
+        /// `telegram@work:42`).
+        #[arg(long)]
+        account: Option<String>,
     },
     /// Manage scheduled prompts.
     Cron {
@@ -214,7 +218,19 @@ pub fn main() -> ExitCode {
             Command::Chat { user } => run::chat(loaded, &user).await,
             Command::Sessions { command } => sessions::run(loaded, command).await,
             Command::Pairing { command } => pairing::run(loaded, command).await,
-            Command::Send { target, text } => send::run(loaded, &target, &text).await,
+            Command::Send { target, text, account } => {
+                let target = match account {
+                    Some(account) => match crate::vocab::target::on_account(&target, &account) {
+                        Ok(target) => target,
+                        Err(e) => {
+                            eprintln!("hermesd: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                    },
+                    None => target,
+                };
+                send::run(loaded, &target, &text).await
+            }
             Command::Cron { command } => cron::run(loaded, command).await,
             Command::Profiles { command } => profiles::run(&loaded, command),
             Command::Skills { command } => skills::run(loaded, command),

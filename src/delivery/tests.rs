@@ -126,3 +126,20 @@ async fn explicit_chats_get_their_type_from_the_platform() {
     assert_eq!(resolved.chat_type, ChatType::Group);
     assert_eq!(targets.explicit_chat("gone".into(), "g1".into(), None).chat_type, ChatType::Dm);
 }
+
+#[test]
+fn an_account_moves_a_platform_target_onto_it() {
+    use crate::vocab::target::on_account;
+    assert_eq!(on_account("telegram:42", "work").as_deref(), Ok("telegram@work:42"));
+    assert_eq!(on_account("slack:C1:17.5", "ops").as_deref(), Ok("slack@ops:C1:17.5"));
+    assert_eq!(on_account("telegram", "work").as_deref(), Ok("telegram@work"));
+    for (target, account, error) in [
+        ("local", "work", "--account needs a platform target"),
+        ("telegram@home:1", "work", "names an account already"),
+        ("telegram:1", "Work!", "is not an account name"),
+        ("tele gram:1", "work", "invalid delivery target"),
+    ] {
+        let refused = on_account(target, account).unwrap_err();
+        assert!(refused.contains(error), "{target} {account}: {refused}");
+    }
+}

@@ -24,6 +24,9 @@ const WAIT: Duration = Duration::from_secs(30);
 pub(super) struct SendRequest {
     target: String,
     text: String,
+    /// The platform's account to send from (`telegram` + `work` = `telegram@work`).
+    #[serde(default)]
+    account: Option<String>,
 }
 
 fn answer(status: StatusCode, body: serde_json::Value) -> Response {
@@ -40,8 +43,14 @@ pub(super) async fn send(State(state): State<AppState>, request: Request) -> Res
         Ok(body) => body,
         Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e.body_text() })),
     };
-    match deliver(state.store.as_ref(), &state.outbox, &state.targets, &request.target, None, &request.text, WAIT).await
-    {
+    let target = match &request.account {
+        Some(account) => match crate::vocab::target::on_account(&request.target, account) {
+            Ok(target) => target,
+            Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e })),
+        },
+        None => request.target.clone(),
+    };
+    match deliver(state.store.as_ref(), &state.outbox, &state.targets, &target, None, &request.text, WAIT).await {
         Ok((chat, SendOutcome::Delivered(ids))) => {
             answer(StatusCode::OK, json!({ "status": "delivered", "chat": chat.key(), "message_ids": ids }))
         }

@@ -14,7 +14,6 @@ use crate::agent::tools::place::turn_whose;
 use crate::agent::tools::send_file::{attach_media, split_media_lines};
 use crate::clock::now_ms;
 use crate::delivery::turns::{Routed, TurnOrigin};
-use crate::metrics::TURNS_TOTAL;
 use crate::store::StoreError;
 use crate::usage::{Payer, TurnUsage};
 use crate::vocab::origin::Origin;
@@ -25,7 +24,7 @@ impl TurnRunner {
         let Some(text) = self.parts.accounting.refusal(payer, now_ms()).await else { return Ok(false) };
         let ending = Ending { error: Some("daily limit reached"), ..Ending::default() };
         self.finish(at, &text, OutboundKind::Reply, ending).await?;
-        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "limited")]);
+        self.count_turn(&at.job.key, "limited");
         Ok(true)
     }
 

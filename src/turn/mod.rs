@@ -247,7 +247,13 @@ impl TurnRunner {
                 tracing::error!(error = %e, seq, "could not record failed turn");
             }
         }
-        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "error")]);
+        self.count_turn(&job.key, "error");
+    }
+
+    /// Count a turn's end by outcome and profile (never by user or chat).
+    fn count_turn(&self, key: &SessionKey, outcome: &str) {
+        let profile = self.agent(key).name.as_str();
+        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", outcome), ("profile", profile)]);
     }
 
     /// Compact a session now (`/compress`, sent as `message`); returns what happened, for the user.

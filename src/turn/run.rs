@@ -22,7 +22,6 @@ use crate::agent::runtime::tokens::estimate_tokens;
 use crate::agent::tools::{Registry, ToolContext, ToolPolicy};
 use crate::clock::now_ms;
 use crate::delivery::turns::TurnOrigin;
-use crate::metrics::TURNS_TOTAL;
 use crate::outbox::Preview;
 use crate::store::{EventState, SessionInfo, StoreError};
 use crate::usage::{Payer, TurnUsage};
@@ -107,7 +106,7 @@ impl TurnRunner {
             );
             let ending = Ending { state: EventState::Failed, error: Some("session suspended"), ..Ending::default() };
             self.finish(at, &text, OutboundKind::Error, ending).await?;
-            self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "rejected")]);
+            self.count_turn(&job.key, "rejected");
             return Ok(true);
         }
         if let TurnOrigin::Webhook(route) = at.origin
@@ -116,7 +115,7 @@ impl TurnRunner {
             let user = Message::text(Role::User, job.message.text.clone());
             self.parts.store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
             self.finish(at, &job.message.text, OutboundKind::Reply, Ending::default()).await?;
-            self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", "delivered")]);
+            self.count_turn(&job.key, "delivered");
             return Ok(true);
         }
         self.refused_by_limits(at, payer).await
@@ -336,7 +335,7 @@ impl TurnRunner {
             LoopOutcome::Stopped => {
                 let (text, label) = stopped_text(stop);
                 self.finish(at, text, OutboundKind::Reply, ending(EventState::Done, Some(label))).await?;
-                self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
+                self.count_turn(&job.key, label);
                 return Ok(());
             }
         };
@@ -351,7 +350,7 @@ impl TurnRunner {
         if state == EventState::Done {
             self.name_later(session, job, &result.text);
         }
-        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", label)]);
+        self.count_turn(&job.key, label);
         self.parts.metrics.observe_turn(job.accepted_at.elapsed());
         Ok(())
     }

@@ -90,6 +90,27 @@ impl Target {
     }
 }
 
+/// `target` (as written) sent from the platform's account `account` (`hermesd send --account`):
+/// `telegram:42` becomes `telegram@work:42`. A target that names an account or no platform is an
+/// error.
+pub fn on_account(target: &str, account: &str) -> Result<String, String> {
+    let with = |platform: &str| {
+        if platform.contains('@') {
+            return Err(format!("{target}: names an account already; leave out --account"));
+        }
+        Ok(format!("{platform}@{account}"))
+    };
+    let moved = match Target::parse(target).map_err(|e| e.to_string())? {
+        Target::Home(platform) => Target::Home(with(&platform)?),
+        Target::Chat { platform, chat_id, thread_id } => {
+            Target::Chat { platform: with(&platform)?, chat_id, thread_id }
+        }
+        Target::Origin | Target::Local => return Err(format!("{target}: --account needs a platform target")),
+    };
+    // The account must be a name the target form accepts.
+    Target::parse(&moved.to_string()).map(|t| t.to_string()).map_err(|_| format!("{account:?} is not an account name"))
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
