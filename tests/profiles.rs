@@ -307,3 +307,28 @@ async fn kill_9_mid_turn_on_two_bots_answers_every_message_of_both_exactly_once(
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_own_limits_bind_its_turns_only() {
+    let (home_llm, work_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let home = tempfile::tempdir().unwrap();
+    let config = two_profiles(&home_llm, &work_llm)
+        .replace("[profiles.work.model]", "[profiles.work.limits]\nuser_daily_turns = 1\n\n[profiles.work.model]");
+    let d = start_daemon(home.path(), &config, &[]).await;
+    let ask = |model: &'static str, text: &'static str| {
+        let url = format!("{}/v1/chat/completions", d.base);
+        async move {
+            let body = json!({"model": model, "user": "ann", "messages": [{"role": "user", "content": text}]});
+            let answer: Value = client().post(url).json(&body).send().await.unwrap().json().await.unwrap();
+            answer["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    assert_eq!(ask("profile:work", "first").await, "echo: first");
+    let refused = ask("profile:work", "second").await;
+    assert!(refused.starts_with("Daily limit reached: You have used 1 turns"), "{refused}");
+    assert_eq!(work_llm.count(), 1, "the refused turn made no model call");
+    for text in ["home one", "home two"] {
+        assert_eq!(ask("hermes-agent", text).await, format!("echo: {text}"), "the default has no cap");
+    }
+    d.daemon.stop().await;
+}

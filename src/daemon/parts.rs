@@ -235,8 +235,9 @@ fn profile_agent(
         .with_skills(skills)
         .with_memory(config.memory.clone());
     let (tools_config, agent_config) = (&config.tools, &config.agent);
-    let mut registry =
-        tools::builtin(tools_config, agent_config, shared.fetcher.clone(), &chain, &prompts, shared.extras.clone());
+    // The profile's caps also bound the cron jobs made in its chats.
+    let extras = tools::ExtraTools { limits: profile.limits.clone(), ..shared.extras.clone() };
+    let mut registry = tools::builtin(tools_config, agent_config, shared.fetcher.clone(), &chain, &prompts, extras);
     for tool in shared.hass.iter().flat_map(|t| t.tools()) {
         registry.register(tool);
     }
@@ -298,12 +299,14 @@ pub(super) fn runner(
     let accounting = {
         let access = access.clone();
         let exempt = Box::new(move |platform: &str, user: &str| access.is_named_admin(platform, user));
-        Arc::new(crate::usage::Accounting::new(
-            store.clone(),
-            config.limits.clone(),
-            exempt,
-            adapters.usage_board.clone(),
-        ))
+        let mut accounting =
+            crate::usage::Accounting::new(store.clone(), config.limits.clone(), exempt, adapters.usage_board.clone());
+        for (name, profile) in &config.profiles {
+            if let Some(limits) = &profile.limits {
+                accounting = accounting.with_profile_limits(name, limits.clone());
+            }
+        }
+        Arc::new(accounting)
     };
     let parts = RunnerParts {
         store: store.clone(),

@@ -41,7 +41,7 @@ impl Router {
         if message.chat.chat_type != ChatType::Dm {
             lines.push(format!("this chat today: {}", summary_line(&chat_today)));
         }
-        if let Some(caps) = accounting.caps_line(&payer, &user_today, &chat_today) {
+        if let Some(caps) = accounting.caps_line(&payer, &self.inner.runner.agent(key).name, &user_today, &chat_today) {
             lines.push(caps);
         }
         lines.join("\n")

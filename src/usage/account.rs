@@ -12,6 +12,7 @@
 //! the turn's end is stored; `caps_line` is `/usage`'s line on the caps that bind. Named admins
 //! (`Access::is_named_admin`) are exempt.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use hermesd_platform::InboundMessage;
@@ -66,6 +67,8 @@ impl Payer {
 pub struct Accounting {
     store: Arc<dyn Store>,
     limits: LimitsConfig,
+    /// The caps of profiles with `limits` of their own.
+    profile_limits: HashMap<String, LimitsConfig>,
     exempt: Box<ExemptFn>,
     board: Arc<UsageBoard>,
 }
@@ -99,7 +102,18 @@ impl Unit {
 impl Accounting {
     /// Accounting over `store` with `limits`; `exempt` names the admins caps do not bind.
     pub fn new(store: Arc<dyn Store>, limits: LimitsConfig, exempt: Box<ExemptFn>, board: Arc<UsageBoard>) -> Self {
-        Self { store, limits, exempt, board }
+        Self { store, limits, profile_limits: HashMap::new(), exempt, board }
+    }
+
+    /// This accounting with `limits` for the turns of `profile`.
+    pub fn with_profile_limits(mut self, profile: &str, limits: LimitsConfig) -> Self {
+        self.profile_limits.insert(profile.to_owned(), limits);
+        self
+    }
+
+    /// The caps of `profile`'s turns: its own, else the top-level `[limits]`.
+    fn limits(&self, profile: &str) -> &LimitsConfig {
+        self.profile_limits.get(profile).unwrap_or(&self.limits)
     }
 
     /// Where turns post their usage for the platform rendering it (the API).
@@ -112,20 +126,21 @@ impl Accounting {
         &self.store
     }
 
-    /// Whether `[limits]` bind `payer` at all.
-    fn binds(&self, payer: &Payer) -> bool {
-        payer.capped && self.limits.any() && !(self.limits.exempt_admins && (self.exempt)(&payer.platform, &payer.user))
+    /// Whether the caps of `profile` bind `payer` at all.
+    fn binds(&self, payer: &Payer, profile: &str) -> bool {
+        let limits = self.limits(profile);
+        payer.capped && limits.any() && !(limits.exempt_admins && (self.exempt)(&payer.platform, &payer.user))
     }
 
-    /// The message for `payer` when one of their caps is reached today; `None`: the turn may
-    /// run. A store that cannot be read lets the turn run (and says so in the log).
-    pub async fn refusal(&self, payer: &Payer, now_ms: i64) -> Option<String> {
-        if !self.binds(payer) {
+    /// The message for `payer` when one of their caps under `profile` is reached today; `None`:
+    /// the turn may run. A store that cannot be read lets the turn run (and says so in the log).
+    pub async fn refusal(&self, payer: &Payer, profile: &str, now_ms: i64) -> Option<String> {
+        if !self.binds(payer, profile) {
             return None;
         }
         let user = self.today(UsageScope::User, payer, now_ms).await?;
         let chat = self.today(UsageScope::Chat, payer, now_ms).await?;
-        let caps = self.caps(&user, &chat);
+        let caps = self.caps(profile, &user, &chat);
         let reached = caps.iter().find(|c| c.limit > 0 && c.used >= c.limit)?;
         let who = match reached.scope {
             UsageScope::User => "You have",
@@ -142,8 +157,8 @@ impl Accounting {
     }
 
     /// Every cap set, with today's use of `user` and `chat`.
-    fn caps(&self, user: &UsageSum, chat: &UsageSum) -> Vec<Cap> {
-        let l = &self.limits;
+    fn caps(&self, profile: &str, user: &UsageSum, chat: &UsageSum) -> Vec<Cap> {
+        let l = self.limits(profile);
         let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let all = [
             (
@@ -173,12 +188,12 @@ impl Accounting {
 
     /// `/usage`'s line about the caps that bind `payer`: each one's use today; `None` when none
     /// binds.
-    pub fn caps_line(&self, payer: &Payer, user: &UsageSum, chat: &UsageSum) -> Option<String> {
-        if !self.binds(payer) {
+    pub fn caps_line(&self, payer: &Payer, profile: &str, user: &UsageSum, chat: &UsageSum) -> Option<String> {
+        if !self.binds(payer, profile) {
             return None;
         }
         let parts: Vec<String> = self
-            .caps(user, chat)
+            .caps(profile, user, chat)
             .iter()
             .map(|c| {
                 let whose = if c.scope == UsageScope::User { "you" } else { "this chat" };
