@@ -25,6 +25,9 @@
 //!   40 messages, closed loop, with a bearer key, the default toolsets, messages of a few hundred
 //!   bytes and paragraph answers with usage, so prompts grow with each session's history (the
 //!   mean and largest prompt are printed); CPU per turn at 50 sessions is judged here (≤ 0.6 ms);
+//! - profiles and accounts (benches/gateway/profiles.rs): idle RSS of a daemon with 10 profiles,
+//!   and with 20 Telegram accounts on them, against the API alone, and turns/s spread over the
+//!   profiles against the API alone (medians of 3, interleaved);
 //! - scale (benches/gateway/scale.rs), every run on a daemon of its own, medians of 3: RSS with 10,000
 //!   sessions alive at once and for 2 minutes after their actors exited, and daemon CPU per
 //!   message for the first chats vs after 100,000 distinct chats;
@@ -44,7 +47,7 @@
 //!
 //! `HERMESD_BENCH_QUICK=1` runs each workload once with 5 messages per session (a smoke test).
 //! `HERMESD_BENCH_SCALE=only` runs only the scale workloads (`=memory`, `=chats`: one of them;
-//! `=search`: only the million-message search; `=none`: only the first table and the price of a
+//! `=search`: only the million-message search; `=profiles`: only the profiles and accounts rows; `=none`: only the first table and the price of a
 //! synced accept, no scale or search workloads; `=realistic`: only the realistic rows); `HERMESD_BENCH_BIN=<path>` runs
 //! another `hermesd` build (e.g. to compare allocators or versions).
 //! All traffic stays on 127.0.0.1; arguments cargo passes (`--bench`, filters) are ignored.
@@ -57,10 +60,15 @@ mod daemon;
 mod durability;
 #[path = "gateway/fake_llm.rs"]
 mod fake_llm;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../tests/support/fake_telegram/mod.rs"]
+mod fake_telegram;
 #[path = "gateway/load.rs"]
 mod load;
 #[path = "support/profile.rs"]
 mod profile;
+#[path = "gateway/profiles.rs"]
+mod profiles;
 #[path = "gateway/report.rs"]
 mod report;
 #[path = "gateway/scale.rs"]
@@ -138,6 +146,12 @@ fn main() {
         report::print_realistic(&realistic, &settings);
         report::print_problems(&errors, &[exit]);
         return;
+    }
+    if only.is_none() || only.as_deref() == Some("profiles") {
+        runtime.block_on(profiles::run(&settings, &client(), &llm)).print();
+        if only.is_some() {
+            return;
+        }
     }
     if only.is_none() || only.as_deref() == Some("search") {
         runtime.block_on(search::run(settings.quick)).print();

@@ -43,6 +43,17 @@ impl Daemon {
         agent_extra: &str,
         key: Option<&str>,
     ) -> (Self, Duration) {
+        let env: Vec<(String, String)> = key.map(|k| ("API_SERVER_KEY".to_owned(), k.to_owned())).into_iter().collect();
+        Self::start_with_env(client, llm, agent_extra, &env).await
+    }
+
+    /// Like `start_with`, with `env` set for the daemon (tokens, keys).
+    pub(crate) async fn start_with_env(
+        client: &reqwest::Client,
+        llm: &FakeLlm,
+        agent_extra: &str,
+        env: &[(String, String)],
+    ) -> (Self, Duration) {
         let home = tempfile::tempdir().expect("create a daemon home");
         let port = free_port();
         write_config(home.path(), port, llm, agent_extra);
@@ -51,9 +62,7 @@ impl Daemon {
         // `HERMESD_BENCH_BIN` runs another build of hermesd (e.g. an older one, to compare).
         let bin = std::env::var("HERMESD_BENCH_BIN").unwrap_or_else(|_| BIN.to_owned());
         let mut command = Command::new(bin);
-        if let Some(key) = key {
-            command.env("API_SERVER_KEY", key);
-        }
+        command.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let child = command
             .arg("--home")
             .arg(home.path())
