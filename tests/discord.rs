@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fake_discord::{Channel, FakeDiscord, User};
 use support::fake_llm::Step;
-use support::{FakeLlm, TestDaemon, config_for, eventually, start_daemon};
+use support::{FakeLlm, TestDaemon, client, config_for, eventually, start_daemon};
 
 const TOKEN: &str = "discord-test-token";
 const WAIT: Duration = Duration::from_secs(10);
@@ -546,4 +546,35 @@ async fn a_crash_between_send_and_receipt_resends_with_the_same_nonce_and_double
     assert_eq!(nonces[0], nonces[1], "the resend carried the first attempt's nonce");
     assert_ne!(nonces[1], nonces[2], "another chunk, another nonce");
     assert_eq!(dc.texts(dm.id), ["echo: are you there", "echo: and now"], "nothing doubled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bots_are_two_accounts_each_answering_its_own_dms_on_its_own_profile() {
+    let (home_llm, work_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let home_bot = fake_discord().await;
+    let work_bot = FakeDiscord::builder().token("work-bot-token").bot(User::new(9102, "workbot")).start().await;
+    let home = tempfile::tempdir().unwrap();
+    // The account takes the table's keys and sets its own token variable, API and profile.
+    let work = format!(
+        "[platforms.discord.accounts.work]\ntoken_env = \"DISCORD_WORK_TOKEN\"\napi_url = \"{}\"\nprofile = \"work\"\n\n\
+         [profiles.work.model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"work-model\"\n",
+        work_bot.base_url(),
+        work_llm.base_url()
+    );
+    let config = discord_config(&home_llm, &home_bot, &work, "");
+    let env = [("DISCORD_WORK_TOKEN", "work-bot-token"), ("DISCORD_ALLOWED_USERS", "1001")];
+    let d = start(home.path(), &config, &env).await;
+    let dm = Channel::dm(7301);
+    home_bot.post(&dm, &ann(), "hello home");
+    work_bot.post(&dm, &ann(), "hello work");
+    let answered = || home_bot.texts(dm.id).len() == 1 && work_bot.texts(dm.id).len() == 1;
+    assert!(eventually(WAIT, answered).await, "{:?} {:?}", home_bot.texts(dm.id), work_bot.texts(dm.id));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(home_bot.texts(dm.id), ["echo: hello home"], "answered once, by its own bot");
+    assert_eq!(work_bot.texts(dm.id), ["echo: hello work"]);
+    let asked = |llm: &FakeLlm| llm.requests().iter().map(last_user).collect::<Vec<_>>();
+    assert_eq!((asked(&home_llm), asked(&work_llm)), (vec!["hello home".to_owned()], vec!["hello work".to_owned()]));
+    let ready: Value = client().get(format!("{}/readyz", d.base)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(ready["platforms"], json!({"discord": "ok", "discord@work": "ok"}), "{ready}");
+    d.daemon.stop().await;
 }

@@ -4,7 +4,8 @@
 //! Three daemons, each on a fresh home: the API alone (`base`); with 10 profiles, each with its
 //! own model chain and persona (`profiles`); and with those 10 profiles and 2 Telegram bots each,
 //! 20 accounts long-polling one fake Bot API (`accounts`). For each, the idle RSS (`VmRSS`
-//! 2 s after ready) and a closed loop of 10 API sessions × `settings.messages` turns, spread over
+//! 2 s after ready) and, after a warm-up, a closed loop of 10 API sessions × 20 ×
+//! `settings.messages` turns (4,000 in all), spread over
 //! the profiles (`model: "profile:pN"`) on the last two, for turns/s. Idle RSS per extra profile
 //! is (profiles − base) / 10, per extra account (accounts − profiles) / 20 (target: under 1 MB
 //! each); turns/s with profiles and accounts ÷ base (target: within 5 %). Each figure is the
@@ -24,6 +25,10 @@ use crate::load::median;
 const PROFILES: usize = 10;
 const ACCOUNTS_PER_PROFILE: usize = 2;
 const SESSIONS: usize = 10;
+/// Turns each session sends per measured run (20 times the light workloads': a run of a few
+/// hundred milliseconds would measure the machine's noise), after `WARMUP` unmeasured ones.
+const MESSAGES_FACTOR: usize = 20;
+const WARMUP: usize = 10;
 const SETTLE: Duration = Duration::from_secs(2);
 const RSS_TARGET_MB: f64 = 1.0;
 const TURNS_TOLERANCE: f64 = 0.05;
@@ -119,7 +124,10 @@ async fn measure(
     let (daemon, _) = Daemon::start_with_env(client, llm, &extra, &env).await;
     tokio::time::sleep(SETTLE).await;
     let idle = status_mb(daemon.pid(), "VmRSS");
-    let turns = closed_loop(client, &daemon.base, profiles, settings.messages).await;
+    let turns = match closed_loop(client, &daemon.base, profiles, WARMUP).await {
+        Ok(_) => closed_loop(client, &daemon.base, profiles, settings.messages * MESSAGES_FACTOR).await,
+        Err(e) => Err(e),
+    };
     let (status, log) = daemon.stop().await;
     if !status.success() {
         return Err(format!("daemon exited with {status}: {log}"));

@@ -57,7 +57,7 @@ pub(crate) fn decode(cursor: &str, recent: &Recent) {
 
 /// Loads the cursor saved by an earlier run.
 pub(crate) async fn restore(platform: &DiscordPlatform, ctx: &PlatformContext) {
-    match ctx.ingress.load_cursor(NAME).await {
+    match ctx.ingress.load_cursor(&platform.name).await {
         Ok(Some(cursor)) => decode(&cursor, &platform.recent),
         Ok(None) => {}
         Err(error) => tracing::warn!(platform = NAME, %error, "cannot load the discord cursor; no catch-up at start"),
@@ -75,7 +75,7 @@ pub(crate) async fn persist(platform: &DiscordPlatform, ctx: &PlatformContext, f
         }
         *saved = Some(Instant::now());
     }
-    if let Err(error) = ctx.ingress.save_cursor(NAME, &encode(&platform.recent)).await {
+    if let Err(error) = ctx.ingress.save_cursor(&platform.name, &encode(&platform.recent)).await {
         tracing::warn!(platform = NAME, %error, "cannot save the discord cursor");
     }
 }

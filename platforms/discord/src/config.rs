@@ -23,6 +23,9 @@ pub struct Reactions {
 pub struct DiscordSettings {
     /// The bot token (from `DISCORD_BOT_TOKEN`); never logged.
     pub token: String,
+    /// The account this bot is (`[platforms.discord.accounts.<name>]`): the adapter is then
+    /// `discord@<name>`, with its own chats and cursor; `None`: `discord`.
+    pub account: Option<String>,
     /// REST base URL, e.g. `https://discord.com`, a proxy, or a fake; the gateway URL is asked
     /// from it.
     pub api_url: String,
@@ -50,6 +53,7 @@ impl Default for DiscordSettings {
     fn default() -> Self {
         Self {
             token: String::new(),
+            account: None,
             api_url: "https://discord.com".to_owned(),
             require_mention: true,
             auto_thread: true,
@@ -67,6 +71,7 @@ impl std::fmt::Debug for DiscordSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DiscordSettings")
             .field("token", &"<redacted>")
+            .field("account", &self.account)
             .field("api_url", &self.api_url)
             .field("require_mention", &self.require_mention)
             .field("auto_thread", &self.auto_thread)

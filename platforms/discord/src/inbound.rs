@@ -157,7 +157,7 @@ pub(crate) fn normalise_message(
 /// Moves a message event into the thread opened on it.
 pub(crate) fn move_into_thread(event: &mut InboundEvent, thread: u64) {
     if let InboundEvent::Message { message, .. } = event {
-        message.chat = ChatRef::new(NAME, thread.to_string(), ChatType::Thread);
+        message.chat = ChatRef::new(message.chat.platform.clone(), thread.to_string(), ChatType::Thread);
     }
 }
 

@@ -53,6 +53,8 @@ const MEMORY: usize = 4096;
 
 /// The Discord platform adapter.
 pub struct DiscordPlatform {
+    /// `discord`, or `discord@<account>`.
+    name: String,
     settings: DiscordSettings,
     /// `Err` when the HTTP client cannot be built; `run` and every call report it.
     rest: Result<Rest, String>,
@@ -79,6 +81,7 @@ impl DiscordPlatform {
     /// Builds the adapter; no network until `run`. Run [`DiscordSettings::validate`] first.
     pub fn new(settings: DiscordSettings) -> Self {
         Self {
+            name: hermesd_platform::section::instance_name(NAME, settings.account.as_deref()),
             rest: Rest::new(&settings.token, &settings.api_url),
             rules: Rules::from_settings(&settings),
             media: MediaStore { media: MediaDir::new(settings.media_dir.clone(), settings.max_file_bytes) },
@@ -193,6 +196,8 @@ impl DiscordPlatform {
         if let Some(sender_roles) = sender_roles {
             backfill::set_roles(&mut normalised.event, sender_roles);
         }
+        // Chats are the adapter's: each bot's DM with one person is a chat of its own.
+        normalised.event.chat_mut().platform.clone_from(&self.name);
         let channel = message.channel_id.get();
         let message_id = message.id.get();
         // A stranger costs one access check: no thread opened, no download, nothing stored.
@@ -224,7 +229,8 @@ impl DiscordPlatform {
     async fn on_press(&self, ctx: &PlatformContext, press: &ComponentInteraction, cancel: &CancellationToken) {
         let (Ok(rest), Some(me)) = (self.rest(), self.me()) else { return };
         let place = self.place(rest, press.guild_id.map(|g| g.get()), press.channel_id.get(), me.id).await;
-        let Some(event) = inbound::normalise_press(press, place) else { return };
+        let Some(mut event) = inbound::normalise_press(press, place) else { return };
+        event.chat_mut().platform.clone_from(&self.name);
         match admit(ctx, &event, cancel).await {
             Some(Admission::Admit) => {}
             // A stranger's press is left unacknowledged: Discord shows them it failed.
@@ -399,7 +405,7 @@ fn thread_name(text: &str) -> String {
 #[async_trait]
 impl Platform for DiscordPlatform {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn chat_type_of(&self, _chat_id: &str) -> hermesd_platform::ChatType {

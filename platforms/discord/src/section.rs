@@ -1,10 +1,12 @@
 //! `[platforms.discord]`: the table's keys and defaults, its checks for `hermesd check`, and the
 //! adapter built from it. The token comes from `DISCORD_BOT_TOKEN`; channel filters add to
-//! `DISCORD_ALLOWED_CHANNELS` and `DISCORD_IGNORED_CHANNELS`.
+//! `DISCORD_ALLOWED_CHANNELS` and `DISCORD_IGNORED_CHANNELS`. Each bot of
+//! `[platforms.discord.accounts.<a>]` names its own token variable (`token_env`) and runs as
+//! `discord@<a>`, beside the table's own bot when `DISCORD_BOT_TOKEN` is set.
 
 use std::sync::Arc;
 
-use hermesd_platform::section::{BuildContext, Checks, Section};
+use hermesd_platform::section::{Accounts, BuildContext, Checks, Section};
 use hermesd_platform::{Environment, Platform};
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +41,13 @@ pub struct DiscordConfig {
     /// Stream answers while the model writes them: a preview message edited through the chat's
     /// pacer, replaced by the final answer.
     pub streaming: bool,
+    /// The variable holding the bot token.
+    pub token_env: String,
+    /// The profile this bot's chats belong to; absent: `default`.
+    pub profile: Option<String>,
+    /// More bots: `[platforms.discord.accounts.<name>]`, each with this table's keys (its own
+    /// `token_env` above all) laid over the table's.
+    pub accounts: Accounts,
 }
 
 impl Default for DiscordConfig {
@@ -55,9 +64,15 @@ impl Default for DiscordConfig {
             reaction_done: String::new(),
             reaction_failed: String::new(),
             streaming: false,
+            token_env: TOKEN_ENV.into(),
+            profile: None,
+            accounts: Accounts::new(),
         }
     }
 }
+
+/// The variable holding the table's own bot token.
+const TOKEN_ENV: &str = "DISCORD_BOT_TOKEN";
 
 /// The variables whose channel ids add to the table's lists.
 const ALLOWED_VAR: &str = "DISCORD_ALLOWED_CHANNELS";
@@ -80,7 +95,7 @@ impl Section for DiscordConfig {
     }
 
     fn check(&self, checks: &mut Checks<'_>) {
-        checks.secret("DISCORD_BOT_TOKEN");
+        checks.secret(&self.token_env);
         checks.http_url("api_url", &self.api_url);
         checks.positive("max_file_mb", self.max_file_mb);
         let is_id = |id: &str| id.trim().parse::<u64>().is_ok_and(|n| n > 0);
@@ -103,7 +118,8 @@ impl Section for DiscordConfig {
     fn build(&self, cx: &BuildContext<'_>) -> Result<Arc<dyn Platform>, String> {
         let emoji = |text: &str| Some(text.trim().to_owned()).filter(|e| !e.is_empty());
         let settings = DiscordSettings {
-            token: cx.env.required_secret("DISCORD_BOT_TOKEN")?,
+            token: cx.env.required_secret(&self.token_env)?,
+            account: cx.account.map(str::to_owned),
             api_url: self.api_url.clone(),
             require_mention: self.require_mention,
             auto_thread: self.auto_thread,
@@ -124,6 +140,18 @@ impl Section for DiscordConfig {
 
     fn streaming(&self) -> bool {
         self.streaming
+    }
+
+    fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    fn runs_beside_accounts(&self, env: &dyn Environment) -> bool {
+        matches!(env.secret(&self.token_env), Ok(Some(_)))
+    }
+
+    fn profile(&self) -> Option<&str> {
+        self.profile.as_deref()
     }
 }
 
@@ -157,5 +185,27 @@ mod tests {
             ]
         );
         assert_eq!(DiscordConfig::channels(&config.allowed_channels, &env, IGNORED_VAR), ["12", "general", "5", "x"]);
+    }
+
+    #[test]
+    fn accounts_are_bots_of_their_own_checked_under_their_key() {
+        let table = serde_json::json!({"enabled": true, "accounts": {
+            "work": {"token_env": "DC_WORK", "profile": "work", "max_file_mb": 0},
+        }});
+        let config: DiscordConfig = serde_json::from_value(table).unwrap();
+        assert_eq!(
+            section_problems(&config, &[]),
+            [
+                "platforms.discord.accounts.work: DC_WORK is not set",
+                "platforms.discord.accounts.work.max_file_mb: must be positive",
+            ]
+        );
+        let registered: &dyn hermesd_platform::section::Registered = &config;
+        let env: HashMap<String, String> = HashMap::from([("DISCORD_BOT_TOKEN".to_owned(), "t".to_owned())]);
+        let names: Vec<String> = registered.instances(&env).unwrap().iter().map(|i| i.name()).collect();
+        assert_eq!(names, ["discord", "discord@work"], "the table's own bot runs beside: its token is set");
+        let alone = registered.instances(&HashMap::<String, String>::new()).unwrap();
+        assert_eq!(alone.len(), 1);
+        assert_eq!(alone[0].section.profile(), Some("work"));
     }
 }
