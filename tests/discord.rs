@@ -578,3 +578,54 @@ async fn two_bots_are_two_accounts_each_answering_its_own_dms_on_its_own_profile
     assert_eq!(ready["platforms"], json!({"discord": "ok", "discord@work": "ok"}), "{ready}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_bind_a_guild_to_a_profile_and_one_channel_to_another_model() {
+    let (home_llm, work_llm, alt_llm) = (FakeLlm::echo().await, FakeLlm::echo().await, FakeLlm::echo().await);
+    let dc = fake_discord().await;
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[[model.fallback]]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"alt-model\"\n\n\
+         [profiles.work]\nsoul = \"You are the WORK agent.\"\n\n[profiles.work.model]\nprovider = \"chat_completions\"\n\
+         base_url = \"{}\"\nname = \"work-model\"\n\n\
+         [[routes]]\nplatform = \"discord\"\nchat = \"8403\"\nrequire_mention = true\n\n\
+         [[routes]]\nplatform = \"discord\"\nchat = \"8402\"\nmodel = \"alt-model\"\nsystem_prompt = \"ROUTE-8402 rules.\"\n\n\
+         [[routes]]\nplatform = \"discord\"\nguild = \"{GUILD}\"\nprofile = \"work\"\n",
+        alt_llm.base_url(),
+        work_llm.base_url()
+    );
+    let config = discord_config(&home_llm, &dc, "require_mention = false\nauto_thread = false", &extra);
+    let d = start(home.path(), &config, &[("DISCORD_ALLOWED_USERS", "1001")]).await;
+    let (team, special, dm) = (Channel::text(GUILD, 8401), Channel::text(GUILD, 8402), Channel::dm(7401));
+    for (channel, text) in [(&team, "in the guild"), (&special, "in the special channel"), (&dm, "in a dm")] {
+        dc.post(channel, &ann(), text);
+        assert!(eventually(WAIT, || !dc.texts(channel.id).is_empty()).await, "{text}: {:?}", dc.calls());
+    }
+    let asked = |llm: &FakeLlm| llm.requests().iter().map(last_user).collect::<Vec<_>>();
+    assert_eq!(asked(&work_llm), ["in the guild"], "the guild is the work profile's");
+    assert_eq!(asked(&alt_llm), ["in the special channel"], "one channel starts on another model");
+    assert_eq!(asked(&home_llm), ["in a dm"], "a DM to the same bot is the default's");
+    let work_system = support::prompt(&work_llm.requests()[0]).remove(0).1;
+    assert!(work_system.starts_with("You are the WORK agent."), "{work_system}");
+    let alt_system = support::prompt(&alt_llm.requests()[0]).remove(0).1;
+    assert!(alt_system.contains("ROUTE-8402 rules.") && !alt_system.contains("WORK agent"), "{alt_system}");
+
+    // /whoami says what answers here.
+    dc.post(&team, &ann(), "/whoami");
+    assert!(eventually(WAIT, || dc.texts(team.id).len() == 2).await, "{:?}", dc.texts(team.id));
+    let whoami = dc.texts(team.id).remove(1);
+    for line in ["profile: work", "route: routes[2] (profile work)", "model: work-model"] {
+        assert!(whoami.contains(line), "{line} missing in {whoami}");
+    }
+
+    // A channel whose route requires a mention: an unaddressed message gets nothing, a mention
+    // an answer.
+    let strict = Channel::text(GUILD, 8403);
+    dc.post(&strict, &ann(), "talking among ourselves");
+    dc.post(&strict, &ann(), &format!("{} are you there?", mention(&dc)));
+    assert!(eventually(WAIT, || !dc.texts(strict.id).is_empty()).await, "{:?}", dc.calls());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(dc.texts(strict.id).len(), 1, "{:?}", dc.texts(strict.id));
+    assert!(!asked(&home_llm).iter().any(|t| t.contains("among ourselves")), "{:?}", asked(&home_llm));
+    d.daemon.stop().await;
+}

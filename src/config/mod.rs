@@ -13,6 +13,7 @@ mod memory;
 mod model;
 mod platforms;
 mod profiles;
+mod routes;
 mod secrets;
 mod sessions;
 mod terminal;
@@ -36,6 +37,7 @@ pub use profiles::{
     ApiModels, DEFAULT_KEY, DEFAULT_PROFILE, MAX_PROFILE_NAME, PROFILE_MODEL_PREFIX, Profile, ProfileAgentConfig,
     ProfileConfig, Profiles, SOUL_FILE, Soul, is_profile_name, profile_key, profile_of_key, profile_of_session_key,
 };
+pub use routes::RouteConfig;
 pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail};
 pub use sessions::{
     RecoveryConfig, ResetMode, ResetOverride, ResetPolicy, RetentionConfig, SessionsConfig, StoreConfig,
@@ -85,6 +87,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Agents of their own besides the top-level one (the profile `default`).
     pub profiles: Profiles,
+    /// `[[routes]]`: chats bound to a profile and overrides per channel, first match wins.
+    pub routes: Vec<RouteConfig>,
 }
 
 /// `[http]`.

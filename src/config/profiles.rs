@@ -197,13 +197,14 @@ impl Config {
             named.extend(accounts.filter_map(|keys| keys.get("profile")?.as_str().map(str::to_owned)));
         }
         named.extend(self.webhooks.iter().filter_map(|hook| hook.profile.clone()));
+        named.extend(self.routes.iter().filter_map(|route| route.profile.clone()));
         self.profiles
             .keys()
             .filter(|name| !named.contains(*name))
             .map(|name| {
                 format!(
                     "profiles.{name}: reached through the API only (model \"profile:{name}\") and `hermesd cron add \
-                     --profile {name}`: no platform account or webhook names it (`profile = \"{name}\"`)"
+                     --profile {name}`: no platform account, route or webhook names it (`profile = \"{name}\"`)"
                 )
             })
             .collect()

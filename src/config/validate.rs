@@ -86,6 +86,7 @@ impl Config {
         }
         check_platforms(self, env, extra, &mut problems);
         check_webhooks(self, env, extra, &mut problems);
+        super::routes::check_routes(self, extra, &mut problems);
         problems.extend(self.mcp.problems());
         if self.cron.tick.get().as_millis() < 1000 {
             problems.push("cron.tick: must be at least 1s".into());

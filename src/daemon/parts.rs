@@ -311,6 +311,7 @@ pub(super) fn runner(
     let parts = RunnerParts {
         store: store.clone(),
         agents: Arc::new(agent.agents),
+        routes: config.routes.clone().into(),
         outbox: outbox.clone(),
         metrics: metrics.clone(),
         approvals: Arc::new(Approvals::default()),

@@ -109,7 +109,7 @@ impl Targets {
             (None, Some(adapter)) => adapter.chat_type_of(&chat_id),
             (None, None) => ChatType::Dm,
         };
-        ChatRef { platform, chat_id, chat_type, thread_id }
+        ChatRef { platform, chat_id, chat_type, thread_id, guild: None }
     }
 }
 

@@ -24,6 +24,8 @@ pub enum ChatCommand {
     Stop,
     /// Show this session, its queue and the model
     Status,
+    /// Show who you are here, the profile and route answering this chat, and the model
+    Whoami,
     /// Summarise older history now to free context
     Compress,
     /// Approve the pending action

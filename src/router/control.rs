@@ -59,6 +59,7 @@ impl Router {
             ChatCommand::Resume { .. } if running => BUSY.to_owned(),
             ChatCommand::Resume { words } => self.resume(key, &words, prefix).await,
             ChatCommand::Status => self.status(key, state.as_deref()).await,
+            ChatCommand::Whoami => self.whoami(key, message).await,
             ChatCommand::Compress if running => BUSY.to_owned(),
             ChatCommand::Compress => match self.queue_work(seq, key, message, Work::Compress) {
                 Ok(()) => return,
@@ -127,6 +128,39 @@ impl Router {
             ChatCommand::Help => commands::help(prefix),
         };
         self.answer(seq, message, &text).await;
+    }
+
+    /// `/whoami`: the sender as this platform knows them, the profile and the route answering the
+    /// chat, and the model its session uses now.
+    async fn whoami(&self, key: &SessionKey, message: &InboundMessage) -> String {
+        let runner = &self.inner.runner;
+        let sender = &message.sender;
+        let who = match &sender.name {
+            Some(name) => format!("{name} ({}:{})", message.chat.platform, sender.id),
+            None => format!("{}:{}", message.chat.platform, sender.id),
+        };
+        let admin = if self.is_admin(message) { " · admin" } else { "" };
+        let routed = runner.route(&message.chat, &sender.id);
+        let route = match routed {
+            Some((index, route)) => {
+                let mut sets = Vec::new();
+                sets.extend(route.profile.as_ref().map(|p| format!("profile {p}")));
+                sets.extend(route.model.as_ref().map(|m| format!("model {m}")));
+                sets.extend(route.system_prompt.as_ref().map(|_| "a system prompt".to_owned()));
+                sets.extend(route.toolsets.as_ref().map(|t| format!("toolsets {}", t.join(", "))));
+                sets.extend(route.require_mention.map(|r| format!("require_mention {r}")));
+                format!("routes[{index}] ({})", sets.join(", "))
+            }
+            None => "none".to_owned(),
+        };
+        let model = match runner.store().route(&key.key).await {
+            Ok(Some(session)) => runner.store().session(&session.id).await.ok().flatten().and_then(|s| s.model),
+            _ => None,
+        };
+        let model =
+            model.or_else(|| routed.and_then(|(_, r)| r.model.clone())).unwrap_or_else(|| runner.model(key).to_owned());
+        let profile = &runner.agent(key).name;
+        format!("you: {who}{admin}\nprofile: {profile}\nroute: {route}\nmodel: {model}")
     }
 
     pub(super) async fn status(&self, key: &SessionKey, state: Option<&ActorState>) -> String {

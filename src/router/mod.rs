@@ -134,12 +134,17 @@ impl Router {
         }
     }
 
-    /// The profile answering `chat`: the one the message asked for by name (the API's
-    /// `model`), else its adapter's account's, else the default.
-    fn profile_of<'a>(&'a self, chat: &ChatRef, asked: Option<&'a str>) -> &'a str {
+    /// The profile answering `user` in `chat`: the one the message asked for by name (the
+    /// API's `model`), else the first matching route's, else its adapter's account's, else the
+    /// default.
+    fn profile_of<'a>(&'a self, chat: &ChatRef, user: &str, asked: Option<&'a str>) -> &'a str {
         let agents = self.inner.runner.agents();
         if let Some(asked) = asked.filter(|p| agents.has(p)) {
             return asked;
+        }
+        let routed = self.inner.runner.route(chat, user).and_then(|(_, route)| route.profile.as_deref());
+        if let Some(profile) = routed.filter(|p| agents.has(p)) {
+            return profile;
         }
         match self.inner.settings.profiles.get(&chat.platform) {
             Some(profile) if agents.has(profile) => profile,
@@ -181,7 +186,14 @@ impl Router {
         }
         match event {
             InboundEvent::Message { message, .. } => {
-                let profile = self.profile_of(&message.chat, message.profile.as_deref());
+                // A route may ask more of a chat than its platform: only messages to the bot.
+                let route = self.inner.runner.route(&message.chat, &message.sender.id);
+                if route.is_some_and(|(_, r)| r.require_mention == Some(true)) && !message.addressed {
+                    tracing::debug!(platform = %chat.platform, "unaddressed message in a route that requires a mention");
+                    self.close(seq, &chat, &[]).await;
+                    return;
+                }
+                let profile = self.profile_of(&message.chat, &message.sender.id, message.profile.as_deref());
                 let key = session_key(profile, &message.chat, &message.sender, self.inner.settings.group_per_user);
                 let prefix = self.inner.runner.outbox().platforms().command_prefix(&message.chat.platform);
                 match commands::parse(&message.text, prefix) {
@@ -195,7 +207,7 @@ impl Router {
                 }
             }
             InboundEvent::Action { action, .. } => {
-                let profile = self.profile_of(&action.chat, None);
+                let profile = self.profile_of(&action.chat, &action.sender.id, None);
                 let key = session_key(profile, &action.chat, &action.sender, self.inner.settings.group_per_user);
                 let approvals = self.inner.runner.approvals();
                 let answered = match action.data.as_str() {

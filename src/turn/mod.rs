@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use hermesd_platform::{InboundMessage, OutboundKind};
+use hermesd_platform::{ChatRef, InboundMessage, OutboundKind};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -40,7 +40,7 @@ use crate::agent::runtime::prompt::PromptBuilder;
 use crate::agent::tools::ToolPolicy;
 use crate::agent::tools::place::{Whose, turn_whose};
 use crate::clock::now_ms;
-use crate::config::{RecoveryConfig, SessionsConfig, ToolsConfig};
+use crate::config::{RecoveryConfig, RouteConfig, SessionsConfig, ToolsConfig};
 use crate::delivery::turns::{NOT_FOR_CRON, Routing, TurnOrigin};
 use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
@@ -83,6 +83,9 @@ pub struct RunnerParts {
     pub store: Arc<dyn Store>,
     /// Each profile's agent: models, prompts, tools, limits.
     pub agents: Arc<Agents>,
+    /// `[[routes]]`, in order: the first matching a chat binds it to a profile and overrides its
+    /// model, prompt, toolsets and mention rule.
+    pub routes: Arc<[RouteConfig]>,
     /// The outbox.
     pub outbox: Outbox,
     /// Metrics.
@@ -148,6 +151,11 @@ impl TurnRunner {
     /// Each profile's agent.
     pub fn agents(&self) -> &Agents {
         &self.parts.agents
+    }
+
+    /// The route of a message in `chat` from `user` (the first that matches), with its index.
+    pub fn route(&self, chat: &ChatRef, user: &str) -> Option<(usize, &RouteConfig)> {
+        self.parts.routes.iter().enumerate().find(|(_, route)| route.matches(chat, user))
     }
 
     /// The agent of the profile `key` belongs to.
@@ -283,9 +291,14 @@ impl TurnRunner {
     /// The tool policy of a turn: the platform's toolsets; for a cron run the job's own (else
     /// the `cron` platform's), never more than its creating chat's platform allows, and never
     /// the interactive or job-creating ones.
-    fn policy(&self, origin: &TurnOrigin, key: &SessionKey) -> ToolPolicy {
+    fn policy(&self, origin: &TurnOrigin, key: &SessionKey, message: &InboundMessage) -> ToolPolicy {
         let tools = &self.settings.tools;
-        let platform_policy = self.agent(key).narrow(ToolPolicy::new(tools.toolsets_for(&key.platform)));
+        let mut platform_policy = self.agent(key).narrow(ToolPolicy::new(tools.toolsets_for(&key.platform)));
+        if let Some((_, route)) = self.route(&message.chat, &message.sender.id)
+            && let Some(sets) = &route.toolsets
+        {
+            platform_policy = platform_policy.narrow(&ToolPolicy::new(sets));
+        }
         if let TurnOrigin::HassWatch { .. } = origin {
             // A watched change runs like a cron job: nobody is there to answer questions.
             let sets = platform_policy.toolsets().iter().filter(|set| !NOT_FOR_CRON.contains(&set.as_str()));
@@ -302,8 +315,10 @@ impl TurnRunner {
 
     /// The session's prompt builder: its platform and its facts, taken from `message`.
     fn session_prompts(&self, key: &SessionKey, message: &InboundMessage) -> PromptBuilder {
+        let route = self.route(&message.chat, &message.sender.id).and_then(|(_, r)| r.system_prompt.clone());
         self.agent(key)
             .prompts
+            .with_addendum(route)
             .for_session(SessionFacts::of(key, message))
             .for_whose(Whose::of(&message.chat, &message.sender.id))
     }

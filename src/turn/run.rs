@@ -127,9 +127,11 @@ impl TurnRunner {
     async fn prepare(&self, job: &TurnJob, session: &SessionInfo, origin: &TurnOrigin) -> Result<Prepared, StoreError> {
         let store = &self.parts.store;
         let agent = self.agent(&job.key);
-        let policy = self.policy(origin, &job.key);
+        let policy = self.policy(origin, &job.key, &job.message);
+        let route = self.route(&job.message.chat, &job.message.sender.id).map(|(_, route)| route);
         let tools = agent.registry.allowed(&policy);
         let chosen = session.model.as_deref().or_else(|| self.parts.routing.model(origin));
+        let chosen = chosen.or_else(|| route.and_then(|r| r.model.as_deref()));
         let chain = match chosen {
             Some(name) => agent.chain.starting_with(name),
             None => agent.chain.clone(),

@@ -36,8 +36,10 @@ impl ChatType {
     }
 }
 
-/// Where a message lives: platform, chat and optional thread.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Where a message lives: platform, chat and optional thread (its identity), and the guild or
+/// team the chat belongs to, where the platform has them (a fact about the chat, left out of its
+/// identity: a delivery target names a chat without it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChatRef {
     /// The platform's short name (`telegram`, `api`, ...).
     pub platform: String,
@@ -48,12 +50,31 @@ pub struct ChatRef {
     /// The thread inside the chat, when the platform has threads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
+    /// The Discord guild or Slack team the chat is in, when the adapter knows it (routes match
+    /// on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guild: Option<String>,
+}
+
+impl PartialEq for ChatRef {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.platform, &self.chat_id, self.chat_type, &self.thread_id)
+            == (&other.platform, &other.chat_id, other.chat_type, &other.thread_id)
+    }
+}
+
+impl Eq for ChatRef {}
+
+impl std::hash::Hash for ChatRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.platform, &self.chat_id, self.chat_type, &self.thread_id).hash(state);
+    }
 }
 
 impl ChatRef {
     /// A chat without a thread.
     pub fn new(platform: impl Into<String>, chat_id: impl Into<String>, chat_type: ChatType) -> Self {
-        Self { platform: platform.into(), chat_id: chat_id.into(), chat_type, thread_id: None }
+        Self { platform: platform.into(), chat_id: chat_id.into(), chat_type, thread_id: None, guild: None }
     }
 
     /// A key unique per chat and thread, for pacers and per-chat state.

@@ -139,7 +139,10 @@ pub(crate) fn normalise_message(
     let inbound = InboundMessage {
         profile: None,
         message_id: message.id.get().to_string(),
-        chat: ChatRef::new(NAME, channel.to_string(), chat_type),
+        chat: ChatRef {
+            guild: message.guild_id.map(|guild| guild.get().to_string()),
+            ..ChatRef::new(NAME, channel.to_string(), chat_type)
+        },
         sender: sender(&message.author, roles.unwrap_or_default()),
         text,
         attachments: Vec::new(),
@@ -157,7 +160,9 @@ pub(crate) fn normalise_message(
 /// Moves a message event into the thread opened on it.
 pub(crate) fn move_into_thread(event: &mut InboundEvent, thread: u64) {
     if let InboundEvent::Message { message, .. } = event {
-        message.chat = ChatRef::new(message.chat.platform.clone(), thread.to_string(), ChatType::Thread);
+        let guild = message.chat.guild.take();
+        message.chat =
+            ChatRef { guild, ..ChatRef::new(message.chat.platform.clone(), thread.to_string(), ChatType::Thread) };
     }
 }
 
@@ -176,7 +181,10 @@ pub(crate) fn normalise_press(press: &ComponentInteraction, place: Place) -> Opt
         Place::Thread { .. } => ChatType::Thread,
     };
     let action = InboundAction {
-        chat: ChatRef::new(NAME, press.channel_id.get().to_string(), chat_type),
+        chat: ChatRef {
+            guild: press.guild_id.map(|guild| guild.get().to_string()),
+            ..ChatRef::new(NAME, press.channel_id.get().to_string(), chat_type)
+        },
         sender: sender(user, roles),
         message_id: press.message.id.get().to_string(),
         data: press.data.custom_id.clone(),

@@ -207,7 +207,7 @@ pub(crate) fn normalise(
         (ChatType::Thread, thread) => Some(thread.unwrap_or(ts).to_owned()),
         (_, thread) => thread.map(str::to_owned),
     };
-    let chat = ChatRef { platform: NAME.to_owned(), chat_id: channel.to_owned(), chat_type, thread_id };
+    let chat = ChatRef { platform: NAME.to_owned(), chat_id: channel.to_owned(), chat_type, thread_id, guild: None };
     let mut event_id = format!("{channel}:{ts}");
     if edited {
         let edit_ts = event.edited.as_ref().and_then(|e| e.ts.as_deref()).unwrap_or("0");
@@ -253,7 +253,7 @@ pub(crate) fn normalise_interaction(interaction: &Interaction, bot: &BotIdentity
     Some(InboundEvent::Action {
         event_id,
         action: InboundAction {
-            chat: ChatRef { platform: NAME.to_owned(), chat_id: channel, chat_type, thread_id },
+            chat: ChatRef { platform: NAME.to_owned(), chat_id: channel, chat_type, thread_id, guild: None },
             sender: Sender { id: user.id.clone(), name, is_bot: false, roles: Vec::new() },
             message_id: message_ts,
             data,

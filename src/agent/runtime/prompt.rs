@@ -54,6 +54,8 @@ pub struct PromptBuilder {
     memory: MemoryConfig,
     /// Whose session the prompt is for; `None`: nobody's (only the shared memory).
     whose: Option<Whose>,
+    /// A route's words for its chats, appended to the persona.
+    addendum: Option<String>,
 }
 
 impl PromptBuilder {
@@ -70,7 +72,13 @@ impl PromptBuilder {
             facts: None,
             memory: MemoryConfig::default(),
             whose: None,
+            addendum: None,
         }
+    }
+
+    /// This builder with `text` (a route's `system_prompt`) after the persona.
+    pub fn with_addendum(&self, text: Option<String>) -> Self {
+        Self { addendum: text.filter(|t| !t.trim().is_empty()), ..self.clone() }
     }
 
     /// This builder with the profile's persona.
@@ -138,6 +146,10 @@ impl PromptBuilder {
             Some(soul) => format!("{soul}\n\n{}", self.identity.trim()),
             None => self.identity.trim().to_owned(),
         };
+        if let Some(addendum) = &self.addendum {
+            prompt.push_str("\n\n");
+            prompt.push_str(addendum.trim());
+        }
         if !toolsets.is_empty() {
             prompt.push_str("\n\n# Tools\n");
             prompt.push_str(TOOL_GUIDANCE);

@@ -31,7 +31,13 @@ fn with(mut value: Value, key: &str, field: Value) -> Value {
 }
 
 fn chat(channel: &str, chat_type: ChatType, thread: Option<&str>) -> ChatRef {
-    ChatRef { platform: "slack".into(), chat_id: channel.into(), chat_type, thread_id: thread.map(str::to_owned) }
+    ChatRef {
+        platform: "slack".into(),
+        chat_id: channel.into(),
+        chat_type,
+        thread_id: thread.map(str::to_owned),
+        guild: None,
+    }
 }
 
 fn expected(event_id: &str, chat: ChatRef, user: &str, text: &str, addressed: bool) -> Option<InboundEvent> {
