@@ -169,6 +169,14 @@ impl Daemon {
                 local_key: Some(access.1),
                 model_id: config.platforms.api.model_id.clone(),
                 models: Arc::new(config.api_models()),
+                profiles: Arc::new(
+                    config
+                        .profile_names()
+                        .into_iter()
+                        .filter_map(|name| config.profile(name, &paths))
+                        .map(|p| (p.name.to_owned(), p.models.first().map(|m| m.name.clone())))
+                        .collect(),
+                ),
                 ready: ready.clone(),
                 sse_keepalive: config.http.sse_keepalive.get(),
                 platforms: adapters.platforms.clone(),

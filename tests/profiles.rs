@@ -172,6 +172,7 @@ async fn two_telegram_bots_on_one_bot_api_are_two_profiles_with_their_own_sessio
     assert_eq!(status, 200, "{ready}");
     let ready: Value = serde_json::from_str(&ready).unwrap();
     assert_eq!(ready["platforms"], json!({"telegram": "ok", "telegram@work": "ok"}), "{ready}");
+    assert_eq!(ready["profiles"], json!({"default": "model fake-model", "work": "model work-model"}), "{ready}");
 
     // The operator sends from the work bot (`hermesd send telegram:1001 … --account work`).
     let sent = client()

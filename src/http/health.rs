@@ -42,16 +42,31 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if state.ready.draining.load(Ordering::SeqCst) {
         problems.push("draining: shutting down".to_owned());
     }
+    // One line per profile: the model its turns start on.
+    let profiles: serde_json::Map<String, serde_json::Value> = state
+        .profiles
+        .iter()
+        .map(|(name, model)| {
+            let line = model.as_ref().map_or_else(|| "no model configured".to_owned(), |m| format!("model {m}"));
+            (name.clone(), line.into())
+        })
+        .collect();
     let mcp = state.mcp.report();
     let (sandbox, sandbox_problem) = state.ready.sandbox.get().cloned().unwrap_or_default();
     problems.extend(sandbox_problem);
     if problems.is_empty() {
-        (StatusCode::OK, Json(json!({ "status": "ready", "platforms": platforms, "sandbox": sandbox, "mcp": mcp })))
+        (
+            StatusCode::OK,
+            Json(
+                json!({ "status": "ready", "platforms": platforms, "profiles": profiles, "sandbox": sandbox, "mcp": mcp }),
+            ),
+        )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({
-                "status": "not ready", "problems": problems, "platforms": platforms, "sandbox": sandbox, "mcp": mcp
+                "status": "not ready", "problems": problems, "platforms": platforms, "profiles": profiles,
+                "sandbox": sandbox, "mcp": mcp
             })),
         )
     }

@@ -85,6 +85,8 @@ pub struct AppState {
     pub model_id: String,
     /// The model ids the API answers to, each naming a profile.
     pub models: Arc<crate::config::ApiModels>,
+    /// Each profile with its primary model (`None`: no model configured), for `/readyz`.
+    pub profiles: Arc<Vec<(String, Option<String>)>>,
     /// Readiness flags.
     pub ready: Arc<Readiness>,
     /// SSE keepalive interval.
