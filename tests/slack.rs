@@ -304,3 +304,24 @@ async fn the_adapter_passes_the_conformance_kit() {
     };
     check_reports_rate_limit(|| platform.send(&message), Duration::from_secs(3)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_route_changes_the_model_for_that_channel_only() {
+    let (llm, alt_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let slack = FakeSlack::start(BOT_TOKEN, APP_TOKEN).await;
+    let home = tempfile::tempdir().unwrap();
+    let routes = format!(
+        "[[model.fallback]]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"alt-model\"\n\n\
+         [[routes]]\nplatform = \"slack\"\nguild = \"T1\"\nchat = \"C2\"\nmodel = \"alt-model\"\n",
+        alt_llm.base_url()
+    );
+    let config = format!("{}\n{routes}", slack_config(&llm, &slack, ""));
+    let d = start(home.path(), &config, &[]).await;
+    for channel in ["C1", "C2"] {
+        slack.push_event(slack.user_message(channel, "U1", &format!("<@{BOT_USER}> hello {channel}"), None));
+        assert!(eventually(WAIT, || slack.posted_to(channel).len() == 1).await, "{:?}", slack.posted());
+    }
+    assert!(llm_saw(&llm, "hello C1") && !llm_saw(&llm, "hello C2"), "C1 stays on the primary");
+    assert!(llm_saw(&alt_llm, "hello C2") && !llm_saw(&alt_llm, "hello C1"), "C2 starts on the route's model");
+    d.daemon.stop().await;
+}

@@ -67,6 +67,8 @@ pub(crate) struct RawEvent {
     pub(crate) thread_ts: Option<String>,
     pub(crate) channel: Option<String>,
     pub(crate) channel_type: Option<String>,
+    /// The workspace (team) the message was posted in.
+    pub(crate) team: Option<String>,
     #[serde(default)]
     pub(crate) files: Vec<RawFile>,
     pub(crate) user_profile: Option<RawProfile>,
@@ -207,7 +209,8 @@ pub(crate) fn normalise(
         (ChatType::Thread, thread) => Some(thread.unwrap_or(ts).to_owned()),
         (_, thread) => thread.map(str::to_owned),
     };
-    let chat = ChatRef { platform: NAME.to_owned(), chat_id: channel.to_owned(), chat_type, thread_id, guild: None };
+    let guild = outer.team.clone().or_else(|| event.team.clone());
+    let chat = ChatRef { platform: NAME.to_owned(), chat_id: channel.to_owned(), chat_type, thread_id, guild };
     let mut event_id = format!("{channel}:{ts}");
     if edited {
         let edit_ts = event.edited.as_ref().and_then(|e| e.ts.as_deref()).unwrap_or("0");
