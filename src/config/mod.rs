@@ -213,7 +213,10 @@ impl Default for ToolsConfig {
 impl ToolsConfig {
     /// The toolsets `platform` gets.
     pub fn toolsets_for(&self, platform: &str) -> &[String] {
-        self.platforms.get(platform).unwrap_or(&self.toolsets)
+        // An account (`telegram@work`) has its platform's toolsets unless it has its own: an
+        // operator who narrowed a platform narrowed every bot on it.
+        let base = platform.split_once('@').map(|(base, _)| base);
+        self.platforms.get(platform).or_else(|| base.and_then(|b| self.platforms.get(b))).unwrap_or(&self.toolsets)
     }
 }
 

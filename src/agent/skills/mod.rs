@@ -202,6 +202,8 @@ impl Skills {
     pub fn visibility(&self, meta: &SkillMeta, platform: Option<&str>) -> Result<(), SkillError> {
         let hidden = |why: String| Err(SkillError::Hidden { name: meta.name.clone(), why });
         let config = &self.inner.config;
+        // An account (`telegram@work`) is its platform here.
+        let platform = platform.map(|p| p.split_once('@').map_or(p, |(base, _)| base));
         if config.disabled.iter().any(|d| d == &meta.name) {
             return hidden("disabled in [skills] disabled".into());
         }

@@ -70,6 +70,8 @@ fn visibility_by_config_chat_platform_and_operating_system() {
     telegram.extend(["off-on-slack", "tg-only"]);
     assert_eq!(names(Some("telegram")), telegram);
     assert_eq!(names(Some("slack")), ["everywhere"]);
+    assert_eq!(names(Some("telegram@work")), telegram, "an account is its platform");
+    assert_eq!(names(Some("slack@ops")), ["everywhere"]);
     assert!(matches!(s.load("off", None), Err(SkillError::Hidden { .. })));
     assert!(matches!(s.load("tg-only", Some("discord")), Err(SkillError::Hidden { .. })));
     assert!(s.load("tg-only", None).is_ok(), "the operator sees chat-platform skills");
