@@ -107,9 +107,15 @@ pub struct NotBuilt {
 }
 
 impl PlatformsConfig {
-    /// The chat platforms that stream answers as previews (`streaming = true`).
-    pub fn streaming(&self) -> Vec<String> {
-        self.sections().into_iter().filter(|s| s.enabled() && s.streaming()).map(|s| s.name().to_owned()).collect()
+    /// The adapters (accounts apart) that stream answers as previews (`streaming = true`).
+    pub fn streaming(&self, env: &dyn hermesd_platform::Environment) -> Vec<String> {
+        let mut names = Vec::new();
+        for section in self.sections() {
+            let instances = section.instances(env).unwrap_or_default();
+            let streams = instances.iter().filter(|i| i.section.enabled() && i.section.streaming());
+            names.extend(streams.map(hermesd_platform::section::Instance::name));
+        }
+        names
     }
 
     /// Whether the platform named `name` is registered and enabled.
@@ -132,5 +138,36 @@ impl PlatformsConfig {
             }
         }
         profiles
+    }
+}
+
+#[cfg(test)]
+mod account_tests {
+    use crate::config::Config;
+
+    #[test]
+    fn an_account_has_its_platforms_toolsets_unless_it_has_its_own() {
+        let text = "[tools]\ntoolsets = [\"memory\", \"web\"]\n\n[tools.platforms]\ntelegram = [\"memory\"]\n\
+                    \"telegram@open\" = [\"web\"]\n";
+        let tools = Config::parse(text).unwrap().tools;
+        assert_eq!(tools.toolsets_for("telegram@work"), ["memory"], "narrowed with its platform");
+        assert_eq!(tools.toolsets_for("telegram@open"), ["web"], "its own list");
+        assert_eq!(tools.toolsets_for("discord@work"), ["memory", "web"]);
+    }
+}
+
+#[cfg(test)]
+mod streaming_tests {
+    use std::collections::HashMap;
+
+    use crate::config::Config;
+
+    #[test]
+    fn each_account_streams_as_its_own_table_says() {
+        let text = "[platforms.telegram]\nenabled = true\nstreaming = true\n\n[platforms.telegram.accounts.quiet]\n\
+                    token_env = \"TG_QUIET\"\nstreaming = false\n\n[platforms.telegram.accounts.loud]\ntoken_env = \"TG_LOUD\"\n";
+        let config = Config::parse(text).unwrap();
+        let env: HashMap<String, String> = HashMap::from([("TELEGRAM_BOT_TOKEN".to_owned(), "1:t".to_owned())]);
+        assert_eq!(config.platforms.streaming(&env), ["telegram", "telegram@loud"]);
     }
 }

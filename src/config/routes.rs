@@ -254,18 +254,3 @@ system_prompt = " "
         assert!(none.is_empty(), "{none:?}");
     }
 }
-
-#[cfg(test)]
-mod account_tests {
-    use crate::config::Config;
-
-    #[test]
-    fn an_account_has_its_platforms_toolsets_unless_it_has_its_own() {
-        let text = "[tools]\ntoolsets = [\"memory\", \"web\"]\n\n[tools.platforms]\ntelegram = [\"memory\"]\n\
-                    \"telegram@open\" = [\"web\"]\n";
-        let tools = Config::parse(text).unwrap().tools;
-        assert_eq!(tools.toolsets_for("telegram@work"), ["memory"], "narrowed with its platform");
-        assert_eq!(tools.toolsets_for("telegram@open"), ["web"], "its own list");
-        assert_eq!(tools.toolsets_for("discord@work"), ["memory", "web"]);
-    }
-}

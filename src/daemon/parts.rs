@@ -125,7 +125,7 @@ impl Delivery {
         let (cancel, tracker) = (CancellationToken::new(), TaskTracker::new());
         let outbox = Outbox::new(store.clone(), platforms.clone(), metrics.clone(), tracker.clone(), cancel.clone())
             .with_redaction(env.redaction())
-            .with_streaming(config.platforms.streaming())
+            .with_streaming(config.platforms.streaming(env))
             .with_data_dir(paths.home.clone());
         Self { outbox, cancel, tracker }
     }
