@@ -253,7 +253,7 @@ async fn kill_9_mid_turn_on_two_bots_answers_every_message_of_both_exactly_once(
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let profiles = two_profiles(&home_llm, &work_llm);
     let config = format!(
-        "{}\n[agent]\ndrain_timeout = \"2s\"\n\n[platforms.telegram]\nenabled = true\napi_url = \"{api_url}\"\n\
+        "{}\n[agent]\ndrain_timeout = \"2s\"\n# Each message its own turn: a recovered one and a new one never merge.\nbatch_window = \"0s\"\n\n[platforms.telegram]\nenabled = true\napi_url = \"{api_url}\"\n\
          poll_timeout = \"1s\"\n\n[platforms.telegram.accounts.work]\ntoken_env = \"TELEGRAM_WORK_TOKEN\"\n\
          profile = \"work\"\n",
         profiles.replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""))
