@@ -11,7 +11,8 @@ use hermesd::store::{CronStore, SqliteStore};
 use hermesd::webhooks::signature::sign_generic;
 use serde_json::{Value, json};
 use support::fake_llm::Step;
-use support::fake_telegram::{Chat, FakeTelegram, User, serve_bots};
+use support::fake_telegram::shared::serve_bots;
+use support::fake_telegram::{Chat, FakeTelegram, User};
 use support::{FakeLlm, client, config_for, eventually, local_key, start_daemon};
 
 const HOME_PERSONA: &str = "You are the HOME-PERSONA.";
@@ -23,12 +24,14 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// The system prompt of a recorded request.
 fn system(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["role"] == "system")
-        .map_or_else(String::new, |m| m["content"].as_str().unwrap_or_default().to_owned())
+    support::prompt(request).into_iter().find(|(role, _)| role == "system").map(|(_, text)| text).unwrap_or_default()
+}
+
+/// The work model's next turn saves `WORK_FACT` about the user, then answers "noted at work".
+fn save_work_fact(work_llm: &FakeLlm) {
+    let save = json!({"action": "add", "target": "user", "content": WORK_FACT}).to_string();
+    work_llm.push(Duration::ZERO, Step::ToolCalls(vec![("memory".into(), save)]));
+    work_llm.push(Duration::ZERO, Step::Reply("noted at work".into()));
 }
 
 /// A default model on `home_llm` and a profile `work` on `work_llm` with its persona inline.
@@ -59,14 +62,7 @@ async fn the_api_model_field_chooses_the_profile_with_its_own_model_persona_and_
     };
 
     // The work profile, by `profile:work`: its own model and persona; it saves a fact.
-    work_llm.push(
-        Duration::ZERO,
-        Step::ToolCalls(vec![(
-            "memory".into(),
-            json!({"action": "add", "target": "user", "content": WORK_FACT}).to_string(),
-        )]),
-    );
-    work_llm.push(Duration::ZERO, Step::Reply("noted at work".into()));
+    save_work_fact(&work_llm);
     let (status, body) = ask("profile:work", "ann", "remember my badge").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["message"]["content"], "noted at work");
@@ -139,14 +135,7 @@ async fn two_telegram_bots_on_one_bot_api_are_two_profiles_with_their_own_sessio
 
     // Ann writes to the work bot: the work profile's model and persona answer there; it saves a
     // fact in the work profile's memory.
-    work_llm.push(
-        Duration::ZERO,
-        Step::ToolCalls(vec![(
-            "memory".into(),
-            json!({"action": "add", "target": "user", "content": WORK_FACT}).to_string(),
-        )]),
-    );
-    work_llm.push(Duration::ZERO, Step::Reply("noted at work".into()));
+    save_work_fact(&work_llm);
     work_bot.push_message(&dm, &ann, "remember my badge");
     assert!(eventually(WAIT, || work_bot.texts(dm.id).iter().any(|t| t == "noted at work")).await);
     assert!(system(&work_llm.requests()[0]).starts_with(WORK_PERSONA));

@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 use crate::Settings;
 use crate::daemon::{Daemon, status_mb};
 use crate::fake_llm::FakeLlm;
-use crate::fake_telegram::{FakeTelegram, serve_bots};
+use crate::fake_telegram::FakeTelegram;
+use crate::fake_telegram::shared::serve_bots;
 use crate::load::median;
 
 const PROFILES: usize = 10;

@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 mod html;
 mod model;
 pub mod multipart;
+pub mod shared;
 mod upload;
 
 pub use html::{check_html, visible_text};
@@ -129,48 +130,6 @@ impl FakeTelegramBuilder {
         });
         FakeTelegram { addr, shared }
     }
-}
-
-/// Several fake bots behind one Bot API address, as the real one serves every bot: each request
-/// goes to the bot whose token its path carries (an unknown token is refused like the real API).
-pub async fn serve_bots(bots: &[&FakeTelegram]) -> String {
-    let by_token: Arc<HashMap<String, Arc<Shared>>> =
-        Arc::new(bots.iter().map(|b| (b.shared.token.clone(), b.shared.clone())).collect());
-    let pick = |by_token: &HashMap<String, Arc<Shared>>, bot: &str| {
-        bot.strip_prefix("bot").and_then(|token| by_token.get(token)).cloned()
-    };
-    let (methods, files) = (by_token.clone(), by_token);
-    let app = Router::new()
-        .route(
-            "/{bot}/{method}",
-            post(move |Path((bot, name)): Path<(String, String)>, headers: HeaderMap, body: Bytes| {
-                let shared = pick(&methods, &bot);
-                async move {
-                    match shared {
-                        Some(shared) => method(State(shared), Path((bot, name)), headers, body).await,
-                        None => reply(Err(error(401, "Unauthorized"))),
-                    }
-                }
-            }),
-        )
-        .route(
-            "/file/{bot}/{*path}",
-            get(move |Path((bot, path)): Path<(String, String)>| {
-                let shared = pick(&files, &bot);
-                async move {
-                    match shared {
-                        Some(shared) => file(State(shared), Path((bot, path))).await,
-                        None => StatusCode::UNAUTHORIZED.into_response(),
-                    }
-                }
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the shared bot api");
-    let addr = listener.local_addr().expect("shared bot api addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}")
 }
 
 impl FakeTelegram {
