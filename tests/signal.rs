@@ -307,3 +307,36 @@ async fn deliveries_to_signal_go_to_the_home_channel() {
     assert_eq!(sent_to(&fake, BOB.uuid), ["nightly report"], "an explicit target is a person's UUID");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_numbers_are_two_accounts_each_answering_its_own_chats_on_its_own_profile() {
+    const WORK: &str = "+15550002222";
+    let (home_llm, work_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let (home_cli, work_cli) = (FakeSignal::start().await, FakeSignal::start().await);
+    let home = tempfile::tempdir().unwrap();
+    // The work number is served by a signal-cli of its own and answers on the work profile.
+    let work = format!(
+        "[platforms.signal.accounts.work]\naccount = \"{WORK}\"\nhttp_url = \"{}\"\nprofile = \"work\"\n\n\
+         [profiles.work.model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"work-model\"\n",
+        work_cli.url(),
+        work_llm.base_url()
+    );
+    let config = format!("{}\n{work}", signal_config(&home_llm, &home_cli, "", NO_BATCHING));
+    let d = start(home.path(), &config, &[]).await;
+    home_cli.push(envelopes::dm(ALICE, 1_700_000_000_101, "hello home"));
+    let mut to_work = envelopes::dm(ALICE, 1_700_000_000_102, "hello work");
+    to_work["account"] = serde_json::json!(WORK);
+    work_cli.push(to_work);
+    let answered = || sent_to(&home_cli, ALICE.uuid).len() == 1 && sent_to(&work_cli, ALICE.uuid).len() == 1;
+    assert!(eventually(WAIT, answered).await, "{:?} {:?}", home_cli.calls("send"), work_cli.calls("send"));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(sent_to(&home_cli, ALICE.uuid), ["echo: hello home"], "answered once, from its own number");
+    assert_eq!(sent_to(&work_cli, ALICE.uuid), ["echo: hello work"]);
+    assert!(work_cli.calls("send").iter().all(|p| p["account"] == WORK), "{:?}", work_cli.calls("send"));
+    assert!(llm_saw(&home_llm, "hello home") && !llm_saw(&home_llm, "hello work"));
+    assert!(llm_saw(&work_llm, "hello work") && !llm_saw(&work_llm, "hello home"), "the work profile's model");
+    let ready: serde_json::Value =
+        support::client().get(format!("{}/readyz", d.base)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(ready["platforms"], serde_json::json!({"signal": "ok", "signal@work": "ok"}), "{ready}");
+    d.daemon.stop().await;
+}

@@ -325,3 +325,44 @@ async fn a_channel_route_changes_the_model_for_that_channel_only() {
     assert!(llm_saw(&alt_llm, "hello C2") && !llm_saw(&alt_llm, "hello C1"), "C2 starts on the route's model");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_apps_are_two_accounts_each_verified_with_its_own_secret() {
+    let (home_llm, work_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let home_app = FakeSlack::start(BOT_TOKEN, APP_TOKEN).await;
+    let work_app = FakeSlack::start("xoxb-work-bot", "xapp-unused").await;
+    let home = tempfile::tempdir().unwrap();
+    // The table's app keeps Socket Mode; the work app is an account on the Events API with its
+    // own token, signing secret, Web API and profile.
+    let work = format!(
+        "[platforms.slack.accounts.work]\nmode = \"events\"\nbot_token_env = \"SLACK_WORK_BOT_TOKEN\"\n\
+         signing_secret_env = \"SLACK_WORK_SIGNING_SECRET\"\napi_url = \"{}\"\nprofile = \"work\"\n\n\
+         [profiles.work.model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"work-model\"\n",
+        work_app.api_url(),
+        work_llm.base_url()
+    );
+    let config = format!("{}\n{work}", slack_config(&home_llm, &home_app, ""));
+    let env = [("SLACK_WORK_BOT_TOKEN", "xoxb-work-bot"), ("SLACK_WORK_SIGNING_SECRET", "work-secret")];
+    let d = start(home.path(), &config, &env).await;
+    assert!(ready(&d.base).await, "both apps know who they are");
+
+    home_app.push_event(home_app.user_message("D1", "U1", "hello home", None));
+    let callback = work_app.callback(work_app.user_message("D1", "U1", "hello work", None));
+    let (status, _) = post_event(&d.base, &callback, &EventPost::to_account(SECRET, "work")).await;
+    assert_eq!(status, 401, "the work app's path takes only the work app's signature");
+    let (status, _) = post_event(&d.base, &callback, &EventPost::signed("work-secret")).await;
+    assert_eq!(status, 404, "the table's app is on Socket Mode: no /slack/events");
+    let (status, body) = post_event(&d.base, &callback, &EventPost::to_account("work-secret", "work")).await;
+    assert_eq!(status, 200, "{body}");
+
+    let answered = || home_app.texts("D1").len() == 1 && work_app.texts("D1").len() == 1;
+    assert!(eventually(WAIT, answered).await, "{:?} {:?}", home_app.posted(), work_app.posted());
+    settle().await;
+    assert_eq!(home_app.texts("D1"), ["echo: hello home"], "answered once, by its own app");
+    assert_eq!(work_app.texts("D1"), ["echo: hello work"]);
+    assert!(llm_saw(&home_llm, "hello home") && !llm_saw(&home_llm, "hello work"));
+    assert!(llm_saw(&work_llm, "hello work") && !llm_saw(&work_llm, "hello home"), "the work profile's model");
+    let ready: Value = support::client().get(format!("{}/readyz", d.base)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(ready["platforms"], json!({"slack": "ok", "slack@work": "ok"}), "{ready}");
+    d.daemon.stop().await;
+}

@@ -264,3 +264,49 @@ async fn a_refused_token_fails_readiness_and_says_so() {
     assert!(!body.contains(TOKEN), "{body}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_numbers_are_two_accounts_each_verified_with_its_own_app_secret() {
+    use support::fake_whatsapp::webhook::{for_number, post_signed_at};
+    const WORK_NUMBER: &str = "208800112233";
+    let (home_llm, work_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
+    let home_fake = FakeWhatsApp::start(TOKEN).await;
+    let work_fake = FakeWhatsApp::start_number("EAAwork-token", WORK_NUMBER).await;
+    let home = tempfile::tempdir().unwrap();
+    // The work number is an account of another app: its own token, app secret, Graph API and
+    // profile; its webhooks come to /whatsapp/work/webhook.
+    let work = format!(
+        "[platforms.whatsapp.accounts.work]\nphone_number_id = \"{WORK_NUMBER}\"\napi_url = \"{}\"\n\
+         access_token_env = \"WA_WORK_TOKEN\"\napp_secret_env = \"WA_WORK_SECRET\"\nprofile = \"work\"\n\n\
+         [profiles.work.model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"work-model\"\n",
+        work_fake.api_url(),
+        work_llm.base_url()
+    );
+    let config = format!("{}\n{work}", wa_config(&home_llm, &home_fake, ""));
+    let mut env = secrets();
+    env.extend([("WA_WORK_TOKEN", "EAAwork-token"), ("WA_WORK_SECRET", "work-secret")]);
+    let d = start_daemon(home.path(), &config, &env).await;
+    assert!(ready(&d.base).await, "both numbers' tokens were checked");
+
+    let (_, to_home) = webhook::text(ANN, "hello home");
+    let (_, to_work) = webhook::text(ANN, "hello work");
+    let to_work = for_number(to_work, WORK_NUMBER);
+    let (status, _) = post_signed_at(&d.base, "/whatsapp/work/webhook", SECRET, &to_work).await;
+    assert_eq!(status, 401, "the work number's path takes only the work app's signature");
+    let (status, body) = webhook::post(&d.base, SECRET, &to_work).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = webhook::post(&d.base, SECRET, &to_home).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_signed_at(&d.base, "/whatsapp/work/webhook", "work-secret", &to_work).await;
+    assert_eq!(status, 200, "{body}");
+
+    let answered = || home_fake.texts(ANN).len() == 1 && work_fake.texts(ANN).len() == 1;
+    assert!(eventually(WAIT, answered).await, "{:?} {:?}", home_fake.calls(), work_fake.calls());
+    settle().await;
+    assert_eq!(home_fake.texts(ANN), ["echo: hello home"], "the work number's message never reached the table's");
+    assert_eq!(work_fake.texts(ANN), ["echo: hello work"], "answered once, from its own number");
+    assert_eq!((home_llm.count(), work_llm.count()), (1, 1), "each on its own profile's model");
+    let ready: Value = support::client().get(format!("{}/readyz", d.base)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(ready["platforms"], serde_json::json!({"whatsapp": "ok", "whatsapp@work": "ok"}), "{ready}");
+    d.daemon.stop().await;
+}

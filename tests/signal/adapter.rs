@@ -119,7 +119,11 @@ async fn typing_reactions_and_files_use_signal_clis_calls() {
     let platform = platform(&fake, dir.path());
     let group = ChatRef::new("signal", "group:R3JvdXA=", ChatType::Group);
     platform.typing(&group).await.expect("typing");
-    assert_eq!(fake.calls("sendTyping"), [json!({"groupId": "R3JvdXA="})]);
+    assert_eq!(
+        fake.calls("sendTyping"),
+        [json!({"groupId": "R3JvdXA=", "account": ACCOUNT})],
+        "every call names the account, as a multi-account signal-cli needs"
+    );
     platform.react(&dm(), &format!("{}:1700000000001", ALICE.uuid), "👍").await.expect("reaction");
     let reaction = fake.calls("sendReaction").remove(0);
     assert_eq!(

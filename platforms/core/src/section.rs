@@ -178,11 +178,24 @@ pub trait Section: fmt::Debug + Send + Sync {
         &NO_ACCOUNTS
     }
 
-    /// Whether the table itself runs beside its accounts, as the platform's default account
-    /// (e.g. its own token is set); by default only the accounts run.
+    /// The variable whose being set makes the table's own adapter run beside its accounts (its
+    /// own token, e.g. `TELEGRAM_BOT_TOKEN`); `None`: see `runs_beside_accounts`.
+    fn own_credential(&self) -> Option<&str> {
+        None
+    }
+
+    /// Whether the table itself runs beside its accounts, as the platform's default account: by
+    /// default when its `own_credential` is set; without one, only the accounts run.
     fn runs_beside_accounts(&self, env: &dyn Environment) -> bool {
-        let _ = env;
-        false
+        self.own_credential().is_some_and(|name| matches!(env.secret(name), Ok(Some(_))))
+    }
+
+    /// What this adapter is on its platform, compared (never shown) to tell two adapters apart:
+    /// two of one table with the same identity would receive, and answer, the same messages.
+    /// By default the value of `own_credential`; `None`: not known.
+    fn identity(&self, env: &dyn Environment) -> Option<String> {
+        let name = self.own_credential()?;
+        env.secret(name).ok().flatten().map(|secret| format!("credential {}", secret.expose()))
     }
 
     /// The profile this table's (or account's) chats belong to (`profile = "…"`); `None`: the
@@ -270,11 +283,21 @@ impl dyn Registered + '_ {
             Err(e) => return vec![format!("{at}.{e}")],
         };
         let mut problems = Vec::new();
+        let mut seen: Vec<(String, String)> = Vec::new();
         for instance in instances.iter().filter(|i| i.section.enabled()) {
             let at = match &instance.account {
                 Some(account) => format!("{at}.accounts.{account}"),
                 None => at.to_owned(),
             };
+            if let Some(identity) = instance.section.identity(env) {
+                if let Some((first, _)) = seen.iter().find(|(_, other)| *other == identity) {
+                    problems.push(format!(
+                        "{at}: the same account as {first} (set its own credentials or number; two adapters would \
+                         answer each message twice)"
+                    ));
+                }
+                seen.push((at.clone(), identity));
+            }
             let mut checks = Checks::new(at, env, targets);
             instance.section.check(&mut checks);
             problems.extend(checks.finish());

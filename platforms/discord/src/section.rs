@@ -146,8 +146,8 @@ impl Section for DiscordConfig {
         &self.accounts
     }
 
-    fn runs_beside_accounts(&self, env: &dyn Environment) -> bool {
-        matches!(env.secret(&self.token_env), Ok(Some(_)))
+    fn own_credential(&self) -> Option<&str> {
+        Some(&self.token_env)
     }
 
     fn profile(&self) -> Option<&str> {

@@ -9,6 +9,9 @@ use std::time::Duration;
 /// Everything the Signal adapter needs; the host fills it from config and the environment.
 #[derive(Debug, Clone)]
 pub struct SignalSettings {
+    /// The hermesd account this number is (`[platforms.signal.accounts.<name>]`): the adapter
+    /// is then `signal@<name>`, with chats and sessions of its own.
+    pub account_name: Option<String>,
     /// signal-cli's HTTP daemon, e.g. `http://127.0.0.1:8080`.
     pub http_url: String,
     /// The account signal-cli serves (`+15550001111`); sent with every call, which a
@@ -36,6 +39,7 @@ pub struct SignalSettings {
 impl Default for SignalSettings {
     fn default() -> Self {
         Self {
+            account_name: None,
             http_url: DEFAULT_HTTP_URL.to_owned(),
             account: String::new(),
             account_uuid: None,

@@ -45,6 +45,8 @@ pub const MAX_MESSAGE_CHARS: usize = 2000;
 
 /// The Signal platform adapter.
 pub struct SignalPlatform {
+    /// `signal`, or `signal@<account>`.
+    name: String,
     settings: SignalSettings,
     http: reqwest::Client,
     rpc: Rpc,
@@ -72,7 +74,8 @@ impl SignalPlatform {
             patterns: settings.mention_patterns.iter().map(|p| p.trim().to_lowercase()).collect(),
         };
         Ok(Self {
-            rpc: Rpc::new(http.clone(), settings.base(), settings.api_timeout),
+            name: hermesd_platform::section::instance_name(NAME, settings.account_name.as_deref()),
+            rpc: Rpc::new(http.clone(), settings.base(), &settings.account, settings.api_timeout),
             media: MediaStore::new(MediaDir::new(settings.media_dir.clone(), settings.max_file_bytes)),
             health: HealthTracker::new(settings.stream_deadline),
             streams_opened: AtomicU64::new(0),
@@ -112,6 +115,8 @@ impl SignalPlatform {
             return;
         }
         let Some(mut normalised) = inbound::normalise(payload, &self.rules) else { return };
+        // Chats are the adapter's: each number's chat with one person is a chat of its own.
+        normalised.event.chat_mut().platform.clone_from(&self.name);
         let event_id = normalised.event.event_id().to_owned();
         let admission = match patiently(cancel, || ctx.ingress.admit(&normalised.event)).await {
             Some(admission) => admission,
@@ -163,7 +168,7 @@ where
 #[async_trait]
 impl Platform for SignalPlatform {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn chat_type_of(&self, chat_id: &str) -> hermesd_platform::ChatType {

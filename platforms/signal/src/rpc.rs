@@ -87,18 +87,22 @@ pub(crate) fn retry_after(data: &Value) -> Duration {
 /// The largest answer read from an ordinary call (a `receive` batch, a send result).
 pub(crate) const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 
-/// A JSON-RPC client for one signal-cli daemon.
+/// A JSON-RPC client for one account of a signal-cli daemon.
 #[derive(Debug)]
 pub(crate) struct Rpc {
     http: reqwest::Client,
     url: String,
+    /// The number every call is made for (`params.account`): a multi-account daemon needs it to
+    /// pick the account, a single-account one accepts it.
+    account: String,
     timeout: Duration,
     next_id: AtomicU64,
 }
 
 impl Rpc {
-    pub(crate) fn new(http: reqwest::Client, base: &str, timeout: Duration) -> Self {
-        Self { http, url: format!("{base}/api/v1/rpc"), timeout, next_id: AtomicU64::new(1) }
+    pub(crate) fn new(http: reqwest::Client, base: &str, account: &str, timeout: Duration) -> Self {
+        let (url, account) = (format!("{base}/api/v1/rpc"), account.to_owned());
+        Self { http, url, account, timeout, next_id: AtomicU64::new(1) }
     }
 
     /// Calls `method` with `params`, bounded by the client's timeout.
@@ -115,10 +119,13 @@ impl Rpc {
     pub(crate) async fn call_capped(
         &self,
         method: &str,
-        params: Value,
+        mut params: Value,
         timeout: Duration,
         max_body: usize,
     ) -> Result<Value, RpcError> {
+        if let Some(params) = params.as_object_mut() {
+            params.insert("account".to_owned(), Value::String(self.account.clone()));
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = json!({"jsonrpc": "2.0", "method": method, "params": params, "id": id});
         let transport = |detail: String| RpcError::Transport { method: method.to_owned(), detail };

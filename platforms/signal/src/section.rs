@@ -2,13 +2,15 @@
 //! table's keys and defaults, its checks for `hermesd check`, and the adapter built from it.
 //! `http_url` and `account` may come from `SIGNAL_HTTP_URL` and `SIGNAL_ACCOUNT` instead; the
 //! file wins. signal-cli's HTTP daemon has no authentication, so the URL must be loopback
-//! unless `allow_remote` says otherwise.
+//! unless `allow_remote` says otherwise. Each number of `[platforms.signal.accounts.<a>]` sets
+//! its own `account` (and `http_url` when another signal-cli serves it) and runs as `signal@<a>`,
+//! beside the table's own number when that is set (here or in `SIGNAL_ACCOUNT`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use hermesd_platform::duration::HumanDuration;
-use hermesd_platform::section::{BuildContext, Checks, Section};
+use hermesd_platform::section::{Accounts, BuildContext, Checks, Section};
 use hermesd_platform::{Environment, Platform};
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +43,11 @@ pub struct SignalConfig {
     pub api_timeout: HumanDuration,
     /// Accept a non-loopback `http_url` (only behind your own authenticating proxy).
     pub allow_remote: bool,
+    /// The profile this number's chats belong to; absent: `default`.
+    pub profile: Option<String>,
+    /// More numbers: `[platforms.signal.accounts.<name>]`, each with this table's keys (its own
+    /// `account` above all) laid over the table's.
+    pub accounts: Accounts,
 }
 
 impl Default for SignalConfig {
@@ -56,6 +63,8 @@ impl Default for SignalConfig {
             stream_deadline: HumanDuration::secs(45),
             api_timeout: HumanDuration::secs(30),
             allow_remote: false,
+            profile: None,
+            accounts: Accounts::new(),
         }
     }
 }
@@ -74,6 +83,7 @@ impl SignalConfig {
     /// The adapter's settings, media under `media_dir`.
     pub fn settings(&self, env: &dyn Environment, media_dir: PathBuf) -> SignalSettings {
         SignalSettings {
+            account_name: None,
             http_url: self.http_url(env),
             account: self.account(env).unwrap_or_default(),
             account_uuid: self.account_uuid.clone(),
@@ -114,7 +124,8 @@ impl Section for SignalConfig {
     }
 
     fn build(&self, cx: &BuildContext<'_>) -> Result<Arc<dyn Platform>, String> {
-        let settings = self.settings(cx.env, cx.media_dir(NAME));
+        let settings =
+            SignalSettings { account_name: cx.account.map(str::to_owned), ..self.settings(cx.env, cx.media_dir(NAME)) };
         settings.validate().map_err(|problems| problems.join("; "))?;
         if settings.deadline_below_keepalive() {
             tracing::warn!(
@@ -136,6 +147,22 @@ impl Section for SignalConfig {
             ));
         }
         advice
+    }
+
+    fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    fn runs_beside_accounts(&self, env: &dyn Environment) -> bool {
+        self.account(env).is_some_and(|number| !number.is_empty())
+    }
+
+    fn identity(&self, env: &dyn Environment) -> Option<String> {
+        self.account(env).map(|number| format!("the number {number}"))
+    }
+
+    fn profile(&self) -> Option<&str> {
+        self.profile.as_deref()
     }
 }
 
@@ -198,5 +225,31 @@ mod tests {
         assert!(problems(&config, &[("SIGNAL_ACCOUNT", "+15550001111")]).is_empty());
         assert_eq!(config.advice(&vars).len(), 1);
         assert!(SignalConfig::default().advice(&vars).is_empty());
+    }
+
+    #[test]
+    fn accounts_are_numbers_of_their_own_and_one_number_cannot_be_two_accounts() {
+        let table = serde_json::json!({"enabled": true, "accounts": {
+            "work": {"account": "+15550002222", "profile": "work"},
+            "copy": {"profile": "work"},
+        }});
+        let config: SignalConfig = serde_json::from_value(table).unwrap();
+        let registered: &dyn hermesd_platform::section::Registered = &config;
+        let names = |vars: &[(&str, &str)]| -> Vec<String> {
+            registered.instances(&env(vars)).unwrap().iter().map(|i| i.name()).collect()
+        };
+        assert_eq!(names(&[]), ["signal@copy", "signal@work"], "no number of the table's own: only the accounts");
+        let own = [("SIGNAL_ACCOUNT", "+15550001111")];
+        assert_eq!(names(&own), ["signal", "signal@copy", "signal@work"]);
+        assert_eq!(
+            problems(&config, &own),
+            [
+                "platforms.signal.accounts.copy: the same account as platforms.signal (set its own credentials or number; \
+              two adapters would answer each message twice)"
+            ],
+            "an account without a number of its own would be the table's number again"
+        );
+        let work = registered.instances(&env(&[])).unwrap().remove(1);
+        assert_eq!(work.section.profile(), Some("work"));
     }
 }

@@ -7,7 +7,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Where the host's HTTP server routes Slack's Events API requests.
+/// Where the host's HTTP server routes Slack's Events API requests (`/slack/<account>/events`
+/// for an account's app).
 pub const EVENTS_PATH: &str = "/slack/events";
 
 /// How events reach the adapter. `Debug` never shows the token or secret.
@@ -29,6 +30,9 @@ pub enum SlackMode {
 /// `Debug` never shows the tokens.
 #[derive(Clone)]
 pub struct SlackSettings {
+    /// The account this app is (`[platforms.slack.accounts.<name>]`): the adapter is then
+    /// `slack@<name>`, with chats, sessions and an events path of its own.
+    pub account: Option<String>,
     /// The bot token (`xoxb-…`, from `SLACK_BOT_TOKEN`); never logged.
     pub bot_token: String,
     /// Web API base URL, e.g. `https://slack.com/api`, a proxy, or a fake.
@@ -64,6 +68,7 @@ pub struct SlackSettings {
 impl Default for SlackSettings {
     fn default() -> Self {
         Self {
+            account: None,
             bot_token: String::new(),
             api_url: "https://slack.com/api".to_owned(),
             mode: SlackMode::Socket { app_token: String::new() },
@@ -92,6 +97,7 @@ impl fmt::Debug for SlackMode {
 impl fmt::Debug for SlackSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlackSettings")
+            .field("account", &self.account)
             .field("bot_token", &"<redacted>")
             .field("api_url", &self.api_url)
             .field("mode", &self.mode)
@@ -146,6 +152,14 @@ impl SlackSettings {
             problems.push("slack: api_timeout must be at least 100ms".to_owned());
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
+    }
+
+    /// The path Slack posts this app's events and interactions to.
+    pub fn events_path(&self) -> String {
+        match &self.account {
+            Some(account) => format!("/{}/{account}/events", crate::NAME),
+            None => EVENTS_PATH.to_owned(),
+        }
     }
 
     /// The Web API base without a trailing slash (slack-morphism appends `/{method}`).

@@ -53,6 +53,8 @@ pub const MAX_MESSAGE_CHARS: usize = 39_000;
 
 /// The Slack platform adapter.
 pub struct SlackPlatform {
+    /// `slack`, or `slack@<account>`.
+    name: String,
     settings: SlackSettings,
     /// `Err` when no TLS client could be built; `run` and every call report it.
     client: Result<Client, String>,
@@ -81,6 +83,7 @@ impl SlackPlatform {
         };
         let stale_after = settings.socket_idle_reconnect + settings.socket_ping_interval * 3 + Duration::from_secs(30);
         Self {
+            name: hermesd_platform::section::instance_name(NAME, settings.account.as_deref()),
             bot_token: api::token(&settings.bot_token),
             redactor: Redactor::new("<secret>", &[settings.bot_token.as_str(), secret]),
             rules: Rules::from_settings(&settings),
@@ -167,6 +170,8 @@ impl SlackPlatform {
             tracing::debug!(platform = NAME, event = ?callback.event_id, "event ignored");
             return Ok(());
         };
+        // Chats are the adapter's: each app's DM with one person is a chat of its own.
+        normalised.event.chat_mut().platform.clone_from(&self.name);
         // A stranger costs one access check: no download, nothing stored.
         let admission = ctx.ingress.admit(&normalised.event).await?;
         if !admission.admitted() {
@@ -191,7 +196,12 @@ impl SlackPlatform {
     }
 
     /// Admits, then accepts, a button press; `Ok` means it may be acknowledged.
-    pub(crate) async fn deliver_press(&self, ctx: &PlatformContext, event: InboundEvent) -> Result<(), IngressError> {
+    pub(crate) async fn deliver_press(
+        &self,
+        ctx: &PlatformContext,
+        mut event: InboundEvent,
+    ) -> Result<(), IngressError> {
+        event.chat_mut().platform.clone_from(&self.name);
         if ctx.ingress.admit(&event).await?.admitted() {
             ctx.ingress.accept(event).await?;
         }
@@ -247,7 +257,7 @@ impl SlackPlatform {
 #[async_trait]
 impl Platform for SlackPlatform {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn command_prefix(&self) -> char {
@@ -289,7 +299,7 @@ impl Platform for SlackPlatform {
             }
             SlackMode::Events { .. } => {
                 self.health.ready();
-                tracing::info!(platform = NAME, path = EVENTS_PATH, "events api ready");
+                tracing::info!(platform = NAME, path = %self.settings.events_path(), "events api ready");
                 cancel.cancelled().await;
                 Ok(())
             }
@@ -327,7 +337,7 @@ impl Platform for SlackPlatform {
     }
 
     fn webhook_path(&self) -> Option<String> {
-        matches!(self.settings.mode, SlackMode::Events { .. }).then(|| EVENTS_PATH.to_owned())
+        matches!(self.settings.mode, SlackMode::Events { .. }).then(|| self.settings.events_path())
     }
 
     async fn handle_webhook(&self, ctx: &PlatformContext, request: WebhookRequest) -> WebhookResponse {

@@ -1,12 +1,15 @@
 //! `[platforms.slack]`: the table's keys and defaults, its checks for `hermesd check`, and the
 //! adapter built from it. Tokens come from `SLACK_BOT_TOKEN`, plus `SLACK_APP_TOKEN` (Socket
 //! Mode) or `SLACK_SIGNING_SECRET` (Events API), never from the file; nothing here logs them.
+//! Each app of `[platforms.slack.accounts.<a>]` names the variables of its own
+//! (`bot_token_env`, `app_token_env`, `signing_secret_env`) and runs as `slack@<a>`, its events
+//! at `/slack/<a>/events`, beside the table's own app when `SLACK_BOT_TOKEN` is set.
 
 use std::sync::Arc;
 
 use hermesd_platform::Platform;
 use hermesd_platform::duration::HumanDuration;
-use hermesd_platform::section::{BuildContext, Checks, Section};
+use hermesd_platform::section::{Accounts, BuildContext, Checks, Section};
 use serde::{Deserialize, Serialize};
 
 use crate::{NAME, SlackMode, SlackPlatform, SlackSettings};
@@ -49,6 +52,17 @@ pub struct SlackConfig {
     pub streaming: bool,
     /// The longest one Web API call may take before it fails as transient (and is retried).
     pub api_timeout: HumanDuration,
+    /// The variable holding the bot token (`xoxb-…`).
+    pub bot_token_env: String,
+    /// The variable holding the app-level token (`xapp-…`, Socket Mode).
+    pub app_token_env: String,
+    /// The variable holding the signing secret (Events API).
+    pub signing_secret_env: String,
+    /// The profile this app's chats belong to; absent: `default`.
+    pub profile: Option<String>,
+    /// More apps: `[platforms.slack.accounts.<name>]`, each with this table's keys (its own
+    /// token variables above all) laid over the table's.
+    pub accounts: Accounts,
 }
 
 impl Default for SlackConfig {
@@ -65,18 +79,23 @@ impl Default for SlackConfig {
             socket_idle_reconnect: HumanDuration::secs(30 * 60),
             streaming: false,
             api_timeout: HumanDuration::secs(30),
+            bot_token_env: "SLACK_BOT_TOKEN".into(),
+            app_token_env: "SLACK_APP_TOKEN".into(),
+            signing_secret_env: "SLACK_SIGNING_SECRET".into(),
+            profile: None,
+            accounts: Accounts::new(),
         }
     }
 }
 
 impl SlackConfig {
     /// The secrets this mode needs, each with the prefix its kind of token starts with.
-    fn secrets(&self) -> [(&'static str, Option<&'static str>); 2] {
+    fn secrets(&self) -> [(&str, Option<&'static str>); 2] {
         let second = match self.mode {
-            Receive::Events => ("SLACK_SIGNING_SECRET", None),
-            Receive::Socket => ("SLACK_APP_TOKEN", Some("xapp-")),
+            Receive::Events => (self.signing_secret_env.as_str(), None),
+            Receive::Socket => (self.app_token_env.as_str(), Some("xapp-")),
         };
-        [("SLACK_BOT_TOKEN", Some("xoxb-")), second]
+        [(self.bot_token_env.as_str(), Some("xoxb-")), second]
     }
 }
 
@@ -111,11 +130,12 @@ impl Section for SlackConfig {
     fn build(&self, cx: &BuildContext<'_>) -> Result<Arc<dyn Platform>, String> {
         let secret = |name: &str| cx.env.required_secret(name);
         let mode = match self.mode {
-            Receive::Events => SlackMode::Events { signing_secret: secret("SLACK_SIGNING_SECRET")? },
-            Receive::Socket => SlackMode::Socket { app_token: secret("SLACK_APP_TOKEN")? },
+            Receive::Events => SlackMode::Events { signing_secret: secret(&self.signing_secret_env)? },
+            Receive::Socket => SlackMode::Socket { app_token: secret(&self.app_token_env)? },
         };
         let settings = SlackSettings {
-            bot_token: secret("SLACK_BOT_TOKEN")?,
+            account: cx.account.map(str::to_owned),
+            bot_token: secret(&self.bot_token_env)?,
             api_url: self.api_url.clone(),
             mode,
             require_mention: self.require_mention,
@@ -138,6 +158,18 @@ impl Section for SlackConfig {
 
     fn signed_requests(&self) -> Option<&'static str> {
         (self.mode == Receive::Events).then_some("events mode")
+    }
+
+    fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    fn own_credential(&self) -> Option<&str> {
+        Some(&self.bot_token_env)
+    }
+
+    fn profile(&self) -> Option<&str> {
+        self.profile.as_deref()
     }
 }
 
@@ -171,5 +203,35 @@ mod tests {
             problems(&events, &[("SLACK_BOT_TOKEN", "xoxb-1")]),
             ["platforms.slack: SLACK_SIGNING_SECRET is not set"]
         );
+    }
+
+    #[test]
+    fn accounts_are_apps_of_their_own_with_their_own_secrets() {
+        let table = serde_json::json!({"enabled": true, "mode": "events", "accounts": {
+            "work": {"bot_token_env": "SLACK_WORK_BOT", "signing_secret_env": "SLACK_WORK_SECRET", "profile": "work"},
+        }});
+        let config: SlackConfig = serde_json::from_value(table).unwrap();
+        assert_eq!(
+            problems(&config, &[("SLACK_WORK_BOT", "xapp-wrong")]),
+            [
+                "platforms.slack.accounts.work: SLACK_WORK_BOT must start with xoxb-",
+                "platforms.slack.accounts.work: SLACK_WORK_SECRET is not set",
+            ]
+        );
+        let registered: &dyn hermesd_platform::section::Registered = &config;
+        let env = |vars: &[(&str, &str)]| -> std::collections::HashMap<String, String> {
+            vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+        let names = |vars: &[(&str, &str)]| -> Vec<String> {
+            registered.instances(&env(vars)).unwrap().iter().map(|i| i.name()).collect()
+        };
+        assert_eq!(names(&[]), ["slack@work"], "no SLACK_BOT_TOKEN: only the accounts run");
+        assert_eq!(names(&[("SLACK_BOT_TOKEN", "xoxb-1")]), ["slack", "slack@work"]);
+        let vars = env(&[("SLACK_WORK_BOT", "xoxb-w"), ("SLACK_WORK_SECRET", "s")]);
+        let work = registered.instances(&vars).unwrap().remove(0);
+        assert_eq!(work.section.profile(), Some("work"));
+        let cx = BuildContext { env: &vars, home: std::path::Path::new("/h"), account: Some("work") };
+        let adapter = work.section.build(&cx).unwrap();
+        assert_eq!((adapter.name(), adapter.webhook_path().as_deref()), ("slack@work", Some("/slack/work/events")));
     }
 }

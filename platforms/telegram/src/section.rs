@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use hermesd_platform::Environment;
 use hermesd_platform::Platform;
 use hermesd_platform::duration::HumanDuration;
 use hermesd_platform::section::{Accounts, BuildContext, Checks, Section};
@@ -143,8 +142,8 @@ impl Section for TelegramConfig {
         &self.accounts
     }
 
-    fn runs_beside_accounts(&self, env: &dyn Environment) -> bool {
-        matches!(env.secret(&self.token_env), Ok(Some(_)))
+    fn own_credential(&self) -> Option<&str> {
+        Some(&self.token_env)
     }
 
     fn profile(&self) -> Option<&str> {

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The route Meta posts webhooks to (and asks the verification handshake on).
+/// The route Meta posts webhooks to (and asks the verification handshake on); an account's
+/// number has `/whatsapp/<account>/webhook`.
 pub const WEBHOOK_PATH: &str = "/whatsapp/webhook";
 
 /// The Graph API version used unless configured.
@@ -13,6 +14,9 @@ pub const DEFAULT_API_VERSION: &str = "v26.0";
 /// Everything the WhatsApp adapter needs.
 #[derive(Debug, Clone)]
 pub struct WhatsAppSettings {
+    /// The account this number is (`[platforms.whatsapp.accounts.<name>]`): the adapter is then
+    /// `whatsapp@<name>`, with chats, sessions and a webhook path of its own.
+    pub account: Option<String>,
     /// `WHATSAPP_ACCESS_TOKEN`: the bearer token for the Graph API.
     pub access_token: String,
     /// `WHATSAPP_APP_SECRET`: the key of `X-Hub-Signature-256`.
@@ -44,6 +48,7 @@ pub struct WhatsAppSettings {
 impl Default for WhatsAppSettings {
     fn default() -> Self {
         Self {
+            account: None,
             access_token: String::new(),
             app_secret: String::new(),
             verify_token: String::new(),
@@ -79,6 +84,14 @@ impl WhatsAppSettings {
             problems.push("max_file_mb: must be positive".into());
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
+    }
+
+    /// The path Meta posts this number's webhooks to.
+    pub fn webhook_path(&self) -> String {
+        match &self.account {
+            Some(account) => format!("/{}/{account}/webhook", crate::NAME),
+            None => WEBHOOK_PATH.to_owned(),
+        }
     }
 
     /// `{api_url}/{api_version}`, without a trailing slash.

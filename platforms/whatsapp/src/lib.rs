@@ -51,6 +51,8 @@ const RECHECK_AFTER_FAILURE: Duration = Duration::from_secs(60);
 
 /// The WhatsApp platform adapter.
 pub struct WhatsAppPlatform {
+    /// `whatsapp`, or `whatsapp@<account>`.
+    name: String,
     settings: WhatsAppSettings,
     /// `Err` when no HTTP client could be built; `run` and every call report it.
     graph: Result<Graph, String>,
@@ -70,6 +72,7 @@ impl WhatsAppPlatform {
         let redactor = Redactor::new("<secret>", &secrets);
         let graph = Graph::new(settings.graph_base(), &settings.access_token, settings.api_timeout, redactor);
         Self {
+            name: hermesd_platform::section::instance_name(NAME, settings.account.as_deref()),
             media: MediaStore::new(settings.media_dir.clone(), settings.max_file_bytes),
             health: HealthTracker::new(settings.token_check_interval),
             windows: Windows::default(),
@@ -106,6 +109,8 @@ impl WhatsAppPlatform {
         for mut normalised in parsed.events {
             let chat = normalised.event.chat().chat_id.clone();
             let wamid = normalised.event.event_id().to_owned();
+            // Chats are the adapter's: each number's chat with one person is a chat of its own.
+            normalised.event.chat_mut().platform.clone_from(&self.name);
             // The user wrote, so the window is open, even for a stranger's pairing reply.
             self.windows.inbound(&chat, normalised.at_ms, &wamid);
             // A stranger costs one access check: no download, nothing stored.
@@ -121,7 +126,7 @@ impl WhatsAppPlatform {
             tracing::debug!(platform = NAME, ?accepted, "message accepted");
         }
         for report in parsed.statuses {
-            let found = ctx.ingress.delivery_status(NAME, &report.id, &report.status).await?;
+            let found = ctx.ingress.delivery_status(&self.name, &report.id, &report.status).await?;
             tracing::debug!(platform = NAME, status = report.status.as_str(), found, "delivery status");
             if !found && matches!(report.status, DeliveryStatus::Failed(_)) && self.recent.contains(&report.id) {
                 // Meta was faster than the host's receipt: have it deliver the failure again.
@@ -142,7 +147,7 @@ impl WhatsAppPlatform {
             // Before `run` the durable record cannot be asked; a resend after a restart waits.
             let ingress =
                 self.ingress().ok_or_else(|| PlatformError::Transient("whatsapp adapter not started yet".into()))?;
-            match ingress.last_inbound_at(NAME, chat_id).await {
+            match ingress.last_inbound_at(&self.name, chat_id).await {
                 Ok(Some(at)) => {
                     self.windows.learn(chat_id, at);
                     last = self.windows.last_inbound(chat_id);
@@ -214,7 +219,7 @@ pub const ACCESS_RULES: hermesd_platform::AccessRules =
 #[async_trait]
 impl Platform for WhatsAppPlatform {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn access_rules(&self) -> hermesd_platform::AccessRules {
@@ -253,7 +258,7 @@ impl Platform for WhatsAppPlatform {
                 return Err(error);
             }
         };
-        tracing::info!(platform = NAME, path = WEBHOOK_PATH, "whatsapp webhook ready");
+        tracing::info!(platform = NAME, path = %self.settings.webhook_path(), "whatsapp webhook ready");
         loop {
             let valid = tokio::select! {
                 () = cancel.cancelled() => return Ok(()),
@@ -319,7 +324,7 @@ impl Platform for WhatsAppPlatform {
     }
 
     fn webhook_path(&self) -> Option<String> {
-        Some(WEBHOOK_PATH.to_owned())
+        Some(self.settings.webhook_path())
     }
 
     fn webhook_get(&self, query: &str) -> WebhookResponse {

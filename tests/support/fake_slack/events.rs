@@ -20,12 +20,19 @@ pub struct EventPost {
     pub tamper: bool,
     /// `x-slack-retry-num`, as on Slack's redeliveries.
     pub retry_num: Option<u32>,
+    /// The path posted to; `None`: `/slack/events`.
+    pub path: Option<String>,
 }
 
 impl EventPost {
     /// Correctly signed with `secret`, now.
     pub fn signed(secret: &str) -> Self {
         Self { secret: secret.to_owned(), ..Self::default() }
+    }
+
+    /// Signed with `secret`, posted to an account's `/slack/<account>/events`.
+    pub fn to_account(secret: &str, account: &str) -> Self {
+        Self { path: Some(format!("/slack/{account}/events")), ..Self::signed(secret) }
     }
 }
 
@@ -42,7 +49,7 @@ async fn post(base: &str, body: Vec<u8>, content_type: &str, how: &EventPost) ->
     let timestamp = (i64::try_from(now).expect("small") + how.skew_secs).to_string();
     let signed_body = if how.tamper { [body.as_slice(), b" "].concat() } else { body.clone() };
     let mut request = crate::support::client()
-        .post(format!("{base}/slack/events"))
+        .post(format!("{base}{}", how.path.as_deref().unwrap_or("/slack/events")))
         .header("content-type", content_type)
         .header("x-slack-request-timestamp", &timestamp)
         .header("x-slack-signature", signature(&how.secret, &timestamp, &signed_body))

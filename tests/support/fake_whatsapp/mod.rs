@@ -48,6 +48,8 @@ struct Store {
 
 struct Shared {
     token: String,
+    /// The business number's id this fake serves.
+    number: String,
     addr: Mutex<Option<SocketAddr>>,
     store: Mutex<Store>,
 }
@@ -68,8 +70,13 @@ pub struct FakeWhatsApp {
 impl FakeWhatsApp {
     /// Bind on 127.0.0.1:0 and serve; `token` is the only access token accepted.
     pub async fn start(token: &str) -> FakeWhatsApp {
-        let shared =
-            Arc::new(Shared { token: token.to_owned(), addr: Mutex::new(None), store: Mutex::new(Store::default()) });
+        Self::start_number(token, PHONE_NUMBER_ID).await
+    }
+
+    /// Like `start`, serving the business number `number` instead of `PHONE_NUMBER_ID`.
+    pub async fn start_number(token: &str, number: &str) -> FakeWhatsApp {
+        let (token, number) = (token.to_owned(), number.to_owned());
+        let shared = Arc::new(Shared { token, number, addr: Mutex::new(None), store: Mutex::new(Store::default()) });
         let app = Router::new()
             .route("/{version}/{id}", get(lookup))
             .route("/{version}/{id}/messages", post(messages))
@@ -191,13 +198,13 @@ async fn lookup(
     if !authorised(&shared, &headers) {
         return graph_error(StatusCode::UNAUTHORIZED, 190, "Invalid OAuth access token - Cannot parse access token");
     }
-    if id == PHONE_NUMBER_ID {
+    if id == shared.number {
         if let Some(response) = scripted(&shared, "phone", &json!({})) {
             return response;
         }
         record(&shared, "phone", json!({}));
         return axum::Json(json!({ "verified_name": "Hermes Test", "code_verification_status": "VERIFIED",
-            "display_phone_number": "+1 555-078-3881", "quality_rating": "GREEN", "id": PHONE_NUMBER_ID }))
+            "display_phone_number": "+1 555-078-3881", "quality_rating": "GREEN", "id": shared.number }))
         .into_response();
     }
     if let Some(response) = scripted(&shared, "media_lookup", &json!({ "id": id })) {
@@ -234,7 +241,7 @@ async fn messages(
     if !authorised(&shared, &headers) {
         return graph_error(StatusCode::UNAUTHORIZED, 190, "Invalid OAuth access token");
     }
-    if id != PHONE_NUMBER_ID {
+    if id != shared.number {
         return graph_error(StatusCode::BAD_REQUEST, 100, "Unsupported post request");
     }
     let Ok(payload) = serde_json::from_slice::<Value>(&body) else {
@@ -276,7 +283,7 @@ async fn upload(
     if !authorised(&shared, &headers) {
         return graph_error(StatusCode::UNAUTHORIZED, 190, "Invalid OAuth access token");
     }
-    if id != PHONE_NUMBER_ID {
+    if id != shared.number {
         return graph_error(StatusCode::BAD_REQUEST, 100, "Unsupported post request");
     }
     let text = String::from_utf8_lossy(&body);

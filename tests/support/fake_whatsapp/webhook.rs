@@ -78,9 +78,30 @@ pub fn status(recipient: &str, id: &str, status: &str, error_code: Option<i64>) 
 
 /// Posts `body` to `{base}/whatsapp/webhook` with `signature` (None: unsigned); (status, body).
 pub async fn post_with(base: &str, body: &[u8], signature: Option<&str>) -> (u16, String) {
+    post_at(base, "/whatsapp/webhook", body, signature).await
+}
+
+/// `notification` as Meta sends it for the business number `number` instead of the fake's.
+pub fn for_number(mut notification: Value, number: &str) -> Value {
+    for entry in notification["entry"].as_array_mut().into_iter().flatten() {
+        for change in entry["changes"].as_array_mut().into_iter().flatten() {
+            change["value"]["metadata"]["phone_number_id"] = json!(number);
+        }
+    }
+    notification
+}
+
+/// Posts `notification` signed with `app_secret` to `path` (an account's webhook).
+pub async fn post_signed_at(base: &str, path: &str, app_secret: &str, notification: &Value) -> (u16, String) {
+    let body = notification.to_string().into_bytes();
+    let signature = hermesd_whatsapp::sign(app_secret, &body);
+    post_at(base, path, &body, Some(&signature)).await
+}
+
+async fn post_at(base: &str, path: &str, body: &[u8], signature: Option<&str>) -> (u16, String) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut request = reqwest::Client::new()
-        .post(format!("{base}/whatsapp/webhook"))
+        .post(format!("{base}{path}"))
         .header("content-type", "application/json")
         .body(body.to_vec());
     if let Some(signature) = signature {
