@@ -5,6 +5,8 @@
 
 mod support;
 
+#[path = "email/accounts.rs"]
+mod accounts;
 #[path = "email/conformance.rs"]
 mod conformance;
 #[path = "email/delivery.rs"]

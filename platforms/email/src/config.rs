@@ -118,6 +118,9 @@ pub fn is_loopback(host: &str) -> bool {
 /// Everything the adapter needs; the host fills it from config and secrets.
 #[derive(Clone)]
 pub struct EmailSettings {
+    /// The account this mailbox is (`[platforms.email.accounts.<name>]`): the adapter is then
+    /// `email@<name>`, with chats, sessions and a cursor of its own.
+    pub account: Option<String>,
     /// The IMAP server mail is read from.
     pub imap_url: String,
     /// The SMTP submission server replies go through.
@@ -152,6 +155,7 @@ pub struct EmailSettings {
 impl Default for EmailSettings {
     fn default() -> Self {
         Self {
+            account: None,
             imap_url: "imaps://imap.example.com".into(),
             smtp_url: "smtps://smtp.example.com".into(),
             address: "agent@example.com".into(),
@@ -173,6 +177,7 @@ impl Default for EmailSettings {
 impl fmt::Debug for EmailSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EmailSettings")
+            .field("account", &self.account)
             .field("imap_url", &self.imap_url)
             .field("smtp_url", &self.smtp_url)
             .field("address", &self.address)

@@ -42,6 +42,8 @@ use threads::Threads;
 
 /// The e-mail platform adapter.
 pub struct EmailPlatform {
+    /// `email`, or `email@<account>`.
+    name: String,
     settings: EmailSettings,
     rules: Rules,
     media: MediaDir,
@@ -63,6 +65,7 @@ impl EmailPlatform {
         };
         let cycle = settings.idle_timeout.max(settings.poll_interval);
         Self {
+            name: hermesd_platform::section::instance_name(NAME, settings.account.as_deref()),
             rules,
             media: MediaDir::new(settings.media_dir.clone(), settings.max_file_bytes),
             mailer: Mailer::new(&settings),
@@ -92,6 +95,8 @@ impl EmailPlatform {
             }
         };
         let mut event = normalised.event;
+        // Chats are the adapter's: each mailbox's thread with one person is a chat of its own.
+        event.chat_mut().platform.clone_from(&self.name);
         let admission = ctx.ingress.admit(&event).await?;
         if !admission.admitted() {
             tracing::debug!(platform = NAME, ?admission, "mail from a sender without access");
@@ -200,7 +205,7 @@ fn short_hash(text: &str) -> String {
 #[async_trait]
 impl Platform for EmailPlatform {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn access_rules(&self) -> AccessRules {

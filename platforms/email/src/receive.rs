@@ -72,13 +72,13 @@ impl EmailPlatform {
         let mailbox = session.select(&self.settings.folder).await.map_err(|e| ImapError::command("SELECT", e))?;
         let validity = mailbox.uid_validity.ok_or_else(|| ImapError::command("SELECT", "no UIDVALIDITY"))?;
         let uid_next = mailbox.uid_next.unwrap_or(1);
-        let stored = ctx.ingress.load_cursor(NAME).await?.as_deref().and_then(Cursor::parse);
+        let stored = ctx.ingress.load_cursor(&self.name).await?.as_deref().and_then(Cursor::parse);
         let now = chrono::Utc::now().timestamp();
         let mut cursor = match cursor::start(stored, validity, uid_next, now) {
             Start::Resume(cursor) => cursor,
             Start::Fresh(cursor) => {
                 tracing::info!(platform = NAME, uid_next, "first start: mail already in the folder is not answered");
-                ctx.ingress.save_cursor(NAME, &cursor.format()).await?;
+                ctx.ingress.save_cursor(&self.name, &cursor.format()).await?;
                 cursor
             }
             Start::Resync { validity, since } => {
@@ -95,7 +95,7 @@ impl EmailPlatform {
                 }
                 // Nothing found: start after what is there now, as on a first start.
                 cursor.uid = cursor.uid.max(uid_next.saturating_sub(1));
-                ctx.ingress.save_cursor(NAME, &cursor.format()).await?;
+                ctx.ingress.save_cursor(&self.name, &cursor.format()).await?;
                 cursor
             }
         };
@@ -178,7 +178,7 @@ impl EmailPlatform {
         }
         cursor.uid = cursor.uid.max(uid);
         cursor.since = if resync { cursor.since.max(arrived) } else { arrived.max(cursor.since) };
-        ctx.ingress.save_cursor(NAME, &cursor.format()).await?;
+        ctx.ingress.save_cursor(&self.name, &cursor.format()).await?;
         Ok(())
     }
 }

@@ -1,11 +1,14 @@
 //! `[platforms.email]`: the table's keys and defaults, its checks for `hermesd check`, and the
 //! adapter built from it. The password comes from `EMAIL_PASSWORD`, allowed senders from
-//! `EMAIL_ALLOWED_USERS` (addresses, case-insensitive).
+//! `EMAIL_ALLOWED_USERS` (addresses, case-insensitive). Each mailbox of
+//! `[platforms.email.accounts.<a>]` sets its own `address` and the variable of its own password
+//! (`password_env`) and runs as `email@<a>`, beside the table's own mailbox when that has an
+//! `address`.
 
 use std::sync::Arc;
 
 use hermesd_platform::duration::HumanDuration;
-use hermesd_platform::section::{BuildContext, Checks, Section};
+use hermesd_platform::section::{Accounts, BuildContext, Checks, Section};
 use hermesd_platform::{AccessRules, Platform};
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +47,13 @@ pub struct EmailConfig {
     /// Answer unknown senders with a pairing code. Off: a reply to a spoofed sender is
     /// backscatter.
     pub pairing: bool,
+    /// The variable holding the IMAP and SMTP password.
+    pub password_env: String,
+    /// The profile this mailbox's chats belong to; absent: `default`.
+    pub profile: Option<String>,
+    /// More mailboxes: `[platforms.email.accounts.<name>]`, each with this table's keys (its
+    /// own `address` and `password_env` above all) laid over the table's.
+    pub accounts: Accounts,
 }
 
 impl Default for EmailConfig {
@@ -61,6 +71,9 @@ impl Default for EmailConfig {
             require_auth: true,
             max_file_mb: 20,
             pairing: false,
+            password_env: "EMAIL_PASSWORD".into(),
+            profile: None,
+            accounts: Accounts::new(),
         }
     }
 }
@@ -100,19 +113,37 @@ impl Section for EmailConfig {
     /// The adapter's own checks (URLs, plain only to loopback, address, durations,
     /// `authserv_id` unless `require_auth = false`) plus the password.
     fn check(&self, checks: &mut Checks<'_>) {
-        checks.secret("EMAIL_PASSWORD");
+        checks.secret(&self.password_env);
         for problem in self.settings(String::new(), std::path::PathBuf::new()).problems() {
             checks.keyed(problem);
         }
     }
 
     fn build(&self, cx: &BuildContext<'_>) -> Result<Arc<dyn Platform>, String> {
-        let password = cx.env.required_secret("EMAIL_PASSWORD")?;
-        Ok(Arc::new(EmailPlatform::new(self.settings(password, cx.media_dir(NAME)))))
+        let password = cx.env.required_secret(&self.password_env)?;
+        let settings = self.settings(password, cx.media_dir(NAME));
+        Ok(Arc::new(EmailPlatform::new(EmailSettings { account: cx.account.map(str::to_owned), ..settings })))
     }
 
     fn access_rules(&self) -> AccessRules {
         AccessRules { pairs_strangers: self.pairing, ..AccessRules::DEFAULT }
+    }
+
+    fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    fn runs_beside_accounts(&self, _env: &dyn hermesd_platform::Environment) -> bool {
+        !self.address.trim().is_empty()
+    }
+
+    fn identity(&self, _env: &dyn hermesd_platform::Environment) -> Option<String> {
+        let address = self.address.trim().to_ascii_lowercase();
+        (!address.is_empty()).then(|| format!("mailbox {address} {}", self.folder))
+    }
+
+    fn profile(&self) -> Option<&str> {
+        self.profile.as_deref()
     }
 }
 
@@ -133,5 +164,32 @@ mod tests {
         let settings =
             EmailConfig { username: " ".into(), address: "a@b.c".into(), ..config }.settings("pw".into(), "m".into());
         assert_eq!(settings.username, "a@b.c", "the address is the login by default");
+    }
+
+    #[test]
+    fn accounts_are_mailboxes_of_their_own() {
+        let table = serde_json::json!({"enabled": true, "imap_url": "imap://127.0.0.1:1", "smtp_url": "smtp://127.0.0.1:2",
+            "require_auth": false, "accounts": {
+                "work": {"address": "work@example.org", "password_env": "EMAIL_WORK_PASSWORD", "profile": "work"},
+                "copy": {"address": "Work@Example.org"},
+        }});
+        let config: EmailConfig = serde_json::from_value(table).unwrap();
+        let problems = section_problems(&config, &[("EMAIL_PASSWORD", "p"), ("EMAIL_WORK_PASSWORD", "w")]);
+        assert_eq!(
+            problems,
+            [
+                "platforms.email.accounts.work: the same account as platforms.email.accounts.copy (set its own credentials \
+              or number; two adapters would answer each message twice)"
+            ],
+            "one mailbox cannot be two accounts"
+        );
+        let registered: &dyn hermesd_platform::section::Registered = &config;
+        let env = std::collections::HashMap::<String, String>::new();
+        let names: Vec<String> = registered.instances(&env).unwrap().iter().map(|i| i.name()).collect();
+        assert_eq!(names, ["email@copy", "email@work"], "the table has no address: only the accounts run");
+        let with_own = EmailConfig { address: "me@example.org".into(), ..config };
+        let registered: &dyn hermesd_platform::section::Registered = &with_own;
+        assert_eq!(registered.instances(&env).unwrap().len(), 3);
+        assert_eq!(registered.instances(&env).unwrap()[2].section.profile(), Some("work"));
     }
 }
