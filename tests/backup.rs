@@ -6,15 +6,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use support::{FakeLlm, ask, config_for, start_daemon};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hermesd");
-
-fn hermesd(home: &Path, args: &[&str]) -> Output {
-    Command::new(BIN).args(["--home", home.to_str().unwrap()]).args(args).env_remove("API_SERVER_KEY").output().unwrap()
+fn hermesd(home: &Path, args: &[&str]) -> std::process::Output {
+    support::hermesd_cli(home, args)
 }
 
 /// `(quick_check verdict, inbound events, auto_vacuum mode)` of the database at `path`.

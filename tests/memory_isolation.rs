@@ -8,7 +8,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -272,10 +271,5 @@ fn check_tells_an_upgrading_operator_what_became_of_the_old_files() {
 }
 
 fn hermesd(home: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hermesd"))
-        .args(["--home", home.to_str().unwrap()])
-        .args(args)
-        .env_remove("API_SERVER_KEY")
-        .output()
-        .unwrap()
+    support::hermesd_cli(home, args)
 }

@@ -179,6 +179,18 @@ async fn two_telegram_bots_on_one_bot_api_are_two_profiles_with_their_own_sessio
         assert!(metrics.contains(line), "{line} missing in\n{metrics}");
     }
     d.daemon.stop().await;
+
+    // The operator's views narrow to one profile.
+    let out = |args: &[&str]| String::from_utf8_lossy(&support::hermesd_cli(home.path(), args).stdout).into_owned();
+    let work = out(&["sessions", "list", "--profile", "work"]);
+    assert!(work.contains("agent:work:telegram@work:") && !work.contains("agent:main:"), "{work}");
+    let default = out(&["sessions", "list", "--profile", "default"]);
+    assert!(default.contains("agent:main:telegram:") && !default.contains("agent:work:"), "{default}");
+    assert_eq!(out(&["sessions", "search", "badge", "--profile", "work"]).lines().count(), 1, "remember my badge");
+    assert!(out(&["sessions", "export", "--all", "--profile", "default"]).contains("what is my badge?"));
+    assert!(!out(&["sessions", "export", "--all", "--profile", "default"]).contains("remember my badge"));
+    let bad = support::hermesd_cli(home.path(), &["sessions", "list", "--profile", "Not A Name"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
 }
 
 async fn readyz(base: &str) -> (u16, String) {

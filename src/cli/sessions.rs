@@ -20,6 +20,9 @@ pub enum SessionsCommand {
         /// How many.
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        /// Only this profile's sessions (`default` for the top-level agent).
+        #[arg(long)]
+        profile: Option<String>,
     },
     /// One session's messages (archived ones marked).
     Show {
@@ -33,6 +36,9 @@ pub enum SessionsCommand {
         /// Only this session.
         #[arg(long)]
         session: Option<String>,
+        /// Only this profile's sessions.
+        #[arg(long)]
+        profile: Option<String>,
         /// How many hits.
         #[arg(long, default_value_t = 20)]
         limit: u32,
@@ -47,6 +53,9 @@ pub enum SessionsCommand {
         /// `jsonl` (one JSON object per message) or `md`.
         #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
         format: ExportFormat,
+        /// With `--all`: only this profile's sessions.
+        #[arg(long, requires = "all")]
+        profile: Option<String>,
     },
     /// Delete sessions inactive for longer than a duration, with their messages.
     Prune {
@@ -75,7 +84,30 @@ fn time(ms: i64) -> String {
     super::format_time(ms, true)
 }
 
+/// The session key prefix of profile `name` (`agent:<key>:`); an error for a name no profile
+/// can have. A profile gone from the config still names its stored sessions.
+fn profile_prefix(name: &str) -> Result<String, String> {
+    if name != crate::config::DEFAULT_PROFILE && !crate::config::is_profile_name(name) {
+        return Err(format!("--profile {name:?} is not a profile name"));
+    }
+    Ok(format!("agent:{}:", crate::config::profile_key(name)))
+}
+
 pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
+    let profile = match &command {
+        SessionsCommand::List { profile, .. }
+        | SessionsCommand::Search { profile, .. }
+        | SessionsCommand::Export { profile, .. } => profile.as_deref(),
+        _ => None,
+    };
+    let prefix = match profile.map(profile_prefix).transpose() {
+        Ok(prefix) => prefix,
+        Err(e) => {
+            eprintln!("hermesd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let prefix = prefix.as_deref();
     let person = match &command {
         SessionsCommand::Delete { user } => match delete::parse_person(user) {
             Ok(person) => Some(person),
@@ -91,7 +123,7 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
         Err(code) => return code,
     };
     let result = match command {
-        SessionsCommand::List { limit } => store.list_sessions(limit).await.map(|sessions| {
+        SessionsCommand::List { limit, .. } => store.list_sessions_with(prefix, limit).await.map(|sessions| {
             for s in sessions {
                 let flag = if s.suspended { " [suspended]" } else { "" };
                 println!("{}  {}  {:>5} msgs  {}{flag}", s.id, time(s.updated_at), s.message_count, s.key);
@@ -113,7 +145,7 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
             }
             Err(e) => Err(e),
         },
-        SessionsCommand::Export { id, all, format } => {
+        SessionsCommand::Export { id, all, format, .. } => {
             let sessions = match (id, all) {
                 (Some(id), _) => match store.session(&id).await {
                     Ok(Some(session)) => Ok(vec![session]),
@@ -124,7 +156,7 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
                     }
                     Err(e) => Err(e),
                 },
-                (None, true) => store.list_sessions(u32::MAX).await,
+                (None, true) => store.list_sessions_with(prefix, u32::MAX).await,
                 (None, false) => {
                     eprintln!("hermesd: name a session id, or --all");
                     store.close().await;
@@ -159,8 +191,8 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
                 }
             })
         }
-        SessionsCommand::Search { query, session, limit } => {
-            store.search(&query, session.as_deref(), limit).await.map(|hits| {
+        SessionsCommand::Search { query, session, limit, .. } => {
+            store.search_with(&query, session.as_deref(), prefix, limit).await.map(|hits| {
                 for hit in hits {
                     println!(
                         "{}  #{}  {}  {}",

@@ -347,7 +347,12 @@ pub trait SessionStore: Send + Sync {
     /// A session by id.
     async fn session(&self, id: &str) -> StoreResult<Option<SessionInfo>>;
     /// Sessions, most recently active first.
-    async fn list_sessions(&self, limit: u32) -> StoreResult<Vec<SessionInfo>>;
+    async fn list_sessions(&self, limit: u32) -> StoreResult<Vec<SessionInfo>> {
+        self.list_sessions_with(None, limit).await
+    }
+    /// Sessions whose key starts with `key_prefix` (a profile's `agent:<key>:`; `None`: all),
+    /// most recently active first.
+    async fn list_sessions_with(&self, key_prefix: Option<&str>, limit: u32) -> StoreResult<Vec<SessionInfo>>;
     /// Live messages of a session, oldest first.
     async fn load_transcript(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>>;
     /// Every message of a session, archived included.
@@ -368,7 +373,17 @@ pub trait SessionStore: Send + Sync {
     /// Count a crashed turn against a session; suspends it at `max`. Returns the new count.
     async fn record_crash(&self, session_id: &str, max: u32) -> StoreResult<u32>;
     /// Full-text search over messages (archived included); trigram for short or CJK queries.
-    async fn search(&self, query: &str, session_id: Option<&str>, limit: u32) -> StoreResult<Vec<SearchHit>>;
+    async fn search(&self, query: &str, session_id: Option<&str>, limit: u32) -> StoreResult<Vec<SearchHit>> {
+        self.search_with(query, session_id, None, limit).await
+    }
+    /// `search`, only in sessions whose key starts with `key_prefix` (`None`: all).
+    async fn search_with(
+        &self,
+        query: &str,
+        session_id: Option<&str>,
+        key_prefix: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<SearchHit>>;
 }
 
 /// The durable outbox.

@@ -150,6 +150,17 @@ pub fn spawn_telegram_gateway(home: &Path, token: &str, allowed_users: &str) -> 
         .expect("spawn hermesd")
 }
 
+/// One `hermesd --home <home> <args>` command run to its end (without `API_SERVER_KEY` from the
+/// test's own environment).
+pub fn hermesd_cli(home: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_hermesd"))
+        .args(["--home", home.to_str().unwrap()])
+        .args(args)
+        .env_remove("API_SERVER_KEY")
+        .output()
+        .expect("run hermesd")
+}
+
 /// The real binary running in `home` (its config already written) with `env` as its
 /// environment, logging to `hermesd.log` there.
 pub fn spawn_gateway_with_env(home: &Path, env: &[(&str, &str)]) -> std::process::Child {

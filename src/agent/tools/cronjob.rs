@@ -130,11 +130,20 @@ impl CronJobTool {
 fn created_by_caller(job: &CronJob, ctx: &ToolContext) -> bool {
     job.origin.as_ref().is_some_and(|o| o.platform == ctx.chat.platform)
         && job.created_by.as_deref() == Some(ctx.user_id.as_str())
+        && of_callers_profile(job, ctx)
 }
 
-/// Whether `job` was made from the chat `ctx` answers.
+/// Whether `job` was made from the chat `ctx` answers, by the same profile (a route may give one
+/// chat's threads, or one API user's requests, to several agents, each with its own jobs).
 fn from_this_chat(job: &CronJob, ctx: &ToolContext) -> bool {
     job.origin.as_ref().is_some_and(|o| o.platform == ctx.chat.platform && o.chat_id == ctx.chat.chat_id)
+        && of_callers_profile(job, ctx)
+}
+
+/// Whether `job` runs in the profile of the caller's session.
+fn of_callers_profile(job: &CronJob, ctx: &ToolContext) -> bool {
+    let caller = crate::config::profile_of_session_key(&ctx.session_key);
+    job.profile.as_deref().unwrap_or(crate::config::DEFAULT_PROFILE) == caller
 }
 
 #[derive(Deserialize)]

@@ -16,13 +16,15 @@ use crate::store::{ContextMessage, ScopedHit, SearchScope, SearchStore, StoreRes
 // The scope is turned into the set of its message ids first, so a match outside it is dropped
 // by a lookup in that set rather than a read of its row.
 
-/// The scope's sessions (`?2` the session key, `?3`/`?4` the person or NULLs) and the ids of
+/// The scope's sessions (`?2` the session key, `?3`/`?4` the person or NULLs, whose sessions
+/// count only under `?6`, the key's profile prefix) and the ids of
 /// their user and assistant messages, as the first CTEs of a scoped search.
 macro_rules! scope_ids {
     () => {
         "WITH scope(id) AS MATERIALIZED ( \
            SELECT id FROM sessions WHERE session_key = ?2 \
-           UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4), \
+           UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4 \
+             AND substr(session_key, 1, length(?6)) = ?6), \
          ids(id) AS MATERIALIZED ( \
            SELECT m.id FROM messages m WHERE m.session_id IN scope AND m.role IN ('user', 'assistant')), "
     };
@@ -58,10 +60,11 @@ const SUBSTRINGS: &str = concat!(
 );
 
 /// Store-wide word search (`hermesd sessions search`): `?1` the FTS query, `?2` a session id or
-/// NULL, `?3` the limit; bounded like `WORDS`.
+/// NULL, `?3` the limit, `?4` a session key prefix or NULL; bounded like `WORDS`.
 pub(super) const STORE_WORDS: &str = "WITH best(id, score) AS MATERIALIZED (SELECT id, score FROM ( \
        SELECT messages_fts.rowid AS id, rank AS score FROM messages_fts CROSS JOIN messages m \
        WHERE messages_fts MATCH ?1 AND m.id = messages_fts.rowid AND (?2 IS NULL OR m.session_id = ?2) \
+       AND (?4 IS NULL OR m.session_id IN (SELECT id FROM sessions WHERE substr(session_key, 1, length(?4)) = ?4)) \
        ORDER BY messages_fts.rowid DESC LIMIT 200) \
        ORDER BY score LIMIT ?3) \
      SELECT m.session_id, m.id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12) AS snip, m.created_at \
@@ -74,6 +77,7 @@ pub(super) const STORE_SUBSTRINGS: &str = "WITH best(id, score) AS MATERIALIZED 
        SELECT messages_fts_trigram.rowid AS id, rank AS score FROM messages_fts_trigram CROSS JOIN messages m \
        WHERE messages_fts_trigram MATCH ?1 AND m.id = messages_fts_trigram.rowid \
        AND (?2 IS NULL OR m.session_id = ?2) \
+       AND (?4 IS NULL OR m.session_id IN (SELECT id FROM sessions WHERE substr(session_key, 1, length(?4)) = ?4)) \
        ORDER BY messages_fts_trigram.rowid DESC LIMIT 200) \
        ORDER BY score LIMIT ?3) \
      SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at \
@@ -85,7 +89,8 @@ pub(super) const STORE_SUBSTRINGS: &str = "WITH best(id, score) AS MATERIALIZED 
 /// `?1` the raw query; the other parameters as in `WORDS`. Newest first.
 const SHORT: &str = "WITH scope(id) AS MATERIALIZED ( \
        SELECT id FROM sessions WHERE session_key = ?2 \
-       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4) \
+       UNION SELECT id FROM sessions WHERE ?3 IS NOT NULL AND platform = ?3 AND user_id = ?4 \
+         AND substr(session_key, 1, length(?6)) = ?6) \
      SELECT m.session_id, m.id, m.role, m.content AS snip, m.created_at, s.title, s.created_at AS session_started \
      FROM messages m JOIN sessions s ON s.id = m.session_id \
      WHERE m.session_id IN scope AND m.role IN ('user', 'assistant') AND instr(lower(m.content), lower(?1)) > 0 \
@@ -104,6 +109,14 @@ const AROUND: &str = "WITH hit AS (SELECT id, session_id FROM messages WHERE id 
          AND m.role IN ('user', 'assistant') AND m.content <> '' ORDER BY m.id LIMIT ?2)) \
      SELECT m.id, m.role, COALESCE(m.content, '') AS content, m.created_at FROM messages m JOIN near ON near.id = m.id \
      ORDER BY m.id";
+
+/// The profile part of a session key, `agent:<profile>:`, which a person's other sessions must
+/// share to be in scope (another profile is another agent with its own memory); empty for a key
+/// of another shape (every session of the person then).
+fn profile_prefix(session_key: &str) -> String {
+    let profile = session_key.strip_prefix("agent:").and_then(|rest| rest.split_once(':')).map(|(part, _)| part);
+    profile.map_or_else(String::new, |part| format!("agent:{part}:"))
+}
 
 fn hit_from_row(row: &SqliteRow) -> ScopedHit {
     ScopedHit {
@@ -162,6 +175,7 @@ impl SearchStore for SqliteStore {
                 .bind(platform)
                 .bind(user)
                 .bind(i64::from(limit))
+                .bind(profile_prefix(scope.session_key))
                 .fetch_all(&mut *self.readers.get().await?)
                 .await
         };

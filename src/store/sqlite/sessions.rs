@@ -330,9 +330,15 @@ impl SessionStore for SqliteStore {
         Ok(row.as_ref().map(session_from_row))
     }
 
-    async fn list_sessions(&self, limit: u32) -> StoreResult<Vec<SessionInfo>> {
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions s ORDER BY s.updated_at DESC, s.id DESC LIMIT ?");
+    async fn list_sessions_with(&self, key_prefix: Option<&str>, limit: u32) -> StoreResult<Vec<SessionInfo>> {
+        // `substr`, not LIKE: `_` in a profile's name is no wildcard.
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s \
+             WHERE ?1 IS NULL OR substr(s.session_key, 1, length(?1)) = ?1 \
+             ORDER BY s.updated_at DESC, s.id DESC LIMIT ?2"
+        );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(key_prefix)
             .bind(i64::from(limit))
             .fetch_all(&mut *self.readers.get().await?)
             .await?;
@@ -531,7 +537,13 @@ impl SessionStore for SqliteStore {
         Ok(count.try_into().unwrap_or(u32::MAX))
     }
 
-    async fn search(&self, query: &str, session_id: Option<&str>, limit: u32) -> StoreResult<Vec<SearchHit>> {
+    async fn search_with(
+        &self,
+        query: &str,
+        session_id: Option<&str>,
+        key_prefix: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<SearchHit>> {
         let query = query.trim();
         if query.is_empty() {
             return Ok(Vec::new());
@@ -545,6 +557,7 @@ impl SessionStore for SqliteStore {
                     .bind(matched)
                     .bind(session_id)
                     .bind(i64::from(limit))
+                    .bind(key_prefix)
                     .fetch_all(&mut *self.readers.get().await?)
                     .await
             }

@@ -183,4 +183,13 @@ async fn a_job_runs_in_the_profile_of_the_chat_that_made_it() {
     let profile_of = |prompt: &str| jobs.iter().find(|j| j.prompt == prompt).unwrap().profile.clone();
     assert_eq!(profile_of("file the report").as_deref(), Some("work"));
     assert_eq!(profile_of("water the plants"), None, "the default profile's job names none");
+    // One chat, two profiles (a route gives its thread to another agent): each sees and changes
+    // only its own jobs.
+    let listed = call(&tool, &at_work, json!({"action": "list"})).await.unwrap();
+    assert!(listed.contains("file the report") && !listed.contains("water the plants"), "{listed}");
+    let home_job = jobs.iter().find(|j| j.prompt == "water the plants").unwrap().id.clone();
+    let removed = call(&tool, &at_work, json!({"action": "remove", "job_id": home_job})).await;
+    assert!(matches!(removed, Err(ToolError::Denied(_))), "{removed:?}");
+    let listed = call(&tool, &at_home, json!({"action": "list"})).await.unwrap();
+    assert!(listed.contains("water the plants") && !listed.contains("file the report"), "{listed}");
 }

@@ -153,7 +153,11 @@ async fn a_private_chat_also_reads_the_persons_own_group_sessions_only() {
     let their_group = store.start_session(&group("telegram", "-100", Some("8")), 1).await.unwrap();
     let shared_group = store.start_session(&group("telegram", "-200", None), 1).await.unwrap();
     let other_platform = store.start_session(&group("discord", "g1", Some("7")), 1).await.unwrap();
-    for session in [&private, &my_group, &their_group, &shared_group, &other_platform] {
+    // The same person's session in a group a route gives to another profile: another agent's.
+    let mut work_group = group("telegram", "-300", Some("7"));
+    work_group.key = work_group.key.replacen("agent:main:", "agent:work:", 1);
+    let other_profile = store.start_session(&work_group, 1).await.unwrap();
+    for session in [&private, &my_group, &their_group, &shared_group, &other_platform, &other_profile] {
         say(&store, session, Role::User, &format!("budget meeting notes in {}", session.key), 2).await;
     }
     let person = SearchScope { session_key: &me.key, person: Some(("telegram", "7")) };
@@ -173,6 +177,18 @@ async fn a_private_chat_also_reads_the_persons_own_group_sessions_only() {
         .map(|h| h.session_id)
         .collect();
     assert_eq!(found, std::slice::from_ref(&my_group.id));
+    // And from the work profile's side, the default profile's private chat is out of scope.
+    let from_work = SearchScope { session_key: &work_group.key, person: Some(("telegram", "7")) };
+    let found: Vec<String> =
+        store.search_scoped("budget", &from_work, 50).await.unwrap().into_iter().map(|h| h.session_id).collect();
+    assert_eq!(found, std::slice::from_ref(&other_profile.id));
+    // The operator's views narrow to one profile the same way.
+    let listed = store.list_sessions_with(Some("agent:work:"), 50).await.unwrap();
+    assert_eq!(listed.iter().map(|s| &s.id).collect::<Vec<_>>(), [&other_profile.id]);
+    assert_eq!(store.list_sessions_with(None, 50).await.unwrap().len(), 6);
+    let hits = store.search_with("budget", None, Some("agent:work:"), 50).await.unwrap();
+    assert_eq!(hits.iter().map(|h| &h.session_id).collect::<Vec<_>>(), [&other_profile.id]);
+    assert_eq!(store.search_with("udget meet", None, Some("agent:main:"), 50).await.unwrap().len(), 5, "trigram too");
 }
 
 #[tokio::test]
