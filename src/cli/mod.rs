@@ -1,5 +1,5 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | profiles |
-//! skills | mcp | backup | store`. Every subcommand reads
+//! skills | mcp | backup | store | service`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 //!
 //! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
@@ -14,6 +14,7 @@ mod pairing;
 mod profiles;
 mod run;
 mod send;
+mod service;
 mod sessions;
 mod skills;
 
@@ -122,6 +123,12 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: backup::StoreCommand,
+    },
+    /// Install hermesd as a systemd service, and show how it runs.
+    Service {
+        /// What to do.
+        #[command(subcommand)]
+        command: service::ServiceCommand,
     },
     /// Internal: run one stdio MCP server under the daemon (process group, parent death, sandbox).
     #[command(hide = true)]
@@ -237,6 +244,7 @@ pub fn main() -> ExitCode {
             Command::Mcp { command } => mcp::run(loaded, command).await,
             Command::Backup { path } => backup::backup(loaded, &path).await,
             Command::Store { command } => backup::store(loaded, command).await,
+            Command::Service { command } => service::run(&loaded, command),
             Command::McpShim(_) => unreachable!("handled before loading the config"),
             Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),
         }
