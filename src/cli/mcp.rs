@@ -111,36 +111,17 @@ async fn test(loaded: &Loaded, name: &str) -> ExitCode {
         eprintln!("hermesd: invalid configuration:\n  - {}", problems.join("\n  - "));
         return ExitCode::from(super::EXIT_CONFIG);
     }
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut one = server.clone();
     one.enabled = true;
-    let config = McpConfig { servers: [(name.to_owned(), one.clone())].into_iter().collect() };
-    let shim_exe = match crate::sandbox::own_executable() {
-        Ok(exe) => exe,
+    let config = McpConfig { servers: [(name.to_owned(), one)].into_iter().collect() };
+    let (reports, names) = match connect(loaded, &config).await {
+        Ok(connected) => connected,
         Err(e) => {
-            eprintln!("hermesd: locate the hermesd binary: {e}");
+            eprintln!("hermesd: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let workdir = loaded.paths.workdir(&loaded.config.tools);
-    if let Err(e) = std::fs::create_dir_all(&workdir) {
-        eprintln!("hermesd: create {}: {e}", workdir.display());
-        return ExitCode::FAILURE;
-    }
-    let settings =
-        HubSettings { home: loaded.paths.home.clone(), workdir, shim_exe, approval_timeout: Duration::from_secs(1) };
-    let hub = McpHub::start(&config, &loaded.env, settings);
-    let deadline = tokio::time::Instant::now() + one.connect_timeout.get() + Duration::from_secs(2);
-    let report = loop {
-        let report = hub.report().into_iter().next();
-        match &report {
-            Some(r) if r.state != "connecting" => break report,
-            _ if tokio::time::Instant::now() >= deadline => break report,
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    };
-    let names: Vec<String> = hub.snapshot_names();
-    hub.shutdown().await;
+    let report = reports.into_iter().next();
     match report {
         Some(r) if r.state == "ready" => {
             println!("{name}: connected, {} tools", names.len());
@@ -155,4 +136,29 @@ async fn test(loaded: &Loaded, name: &str) -> ExitCode {
         }
         None => ExitCode::FAILURE,
     }
+}
+
+/// Starts the servers of `config` (the enabled ones) as the daemon would, waits until each has
+/// connected or failed (its `connect_timeout`, and 2 s more), and stops them: each server's
+/// report and the names of the tools they offered.
+pub(super) async fn connect(loaded: &Loaded, config: &McpConfig) -> Result<(Vec<ServerReport>, Vec<String>), String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim_exe = crate::sandbox::own_executable().map_err(|e| format!("locate the hermesd binary: {e}"))?;
+    let workdir = loaded.paths.workdir(&loaded.config.tools);
+    std::fs::create_dir_all(&workdir).map_err(|e| format!("create {}: {e}", workdir.display()))?;
+    let settings =
+        HubSettings { home: loaded.paths.home.clone(), workdir, shim_exe, approval_timeout: Duration::from_secs(1) };
+    let longest = config.servers.values().filter(|s| s.enabled).map(|s| s.connect_timeout.get()).max();
+    let hub = McpHub::start(config, &loaded.env, settings);
+    let deadline = tokio::time::Instant::now() + longest.unwrap_or_default() + Duration::from_secs(2);
+    let reports = loop {
+        let reports = hub.report();
+        if !reports.iter().any(|r| r.state == "connecting") || tokio::time::Instant::now() >= deadline {
+            break reports;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let names = hub.snapshot_names();
+    hub.shutdown().await;
+    Ok((reports, names))
 }

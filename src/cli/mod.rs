@@ -1,5 +1,5 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | profiles |
-//! skills | mcp | backup | store | service`. Every subcommand reads
+//! skills | mcp | backup | store | service | doctor`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 //!
 //! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
@@ -9,6 +9,7 @@
 mod backup;
 mod check;
 mod cron;
+mod doctor;
 mod mcp;
 mod pairing;
 mod profiles;
@@ -124,6 +125,13 @@ pub enum Command {
         #[command(subcommand)]
         command: backup::StoreCommand,
     },
+    /// Live checks of the config, models, platforms, MCP servers, sandbox, disk, store and unit;
+    /// exit 1 when any fails.
+    Doctor {
+        /// The findings as a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
     /// Install hermesd as a systemd service, and show how it runs.
     Service {
         /// What to do.
@@ -167,14 +175,19 @@ pub struct Loaded {
 /// Load config and environment; on failure print every problem (structure, environment and
 /// validation, each with file and line where it has one) and return exit 78.
 pub fn load(cli: &Cli) -> Result<Loaded, ExitCode> {
+    try_load(cli).map_err(|(paths, problems)| {
+        check::report(&paths, &problems);
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
+/// Config and environment, or where they were looked for and every problem found.
+fn try_load(cli: &Cli) -> Result<Loaded, (Paths, Vec<String>)> {
     let paths = Paths::resolve(cli.home.clone(), cli.config.clone(), &ProcessEnv);
     let env = Env::load(Box::new(ProcessEnv), &paths.home);
     let file = match ConfigFile::read(&paths.config) {
         Ok(file) => file,
-        Err(e) => {
-            eprintln!("hermesd: {e}");
-            return Err(ExitCode::from(EXIT_CONFIG));
-        }
+        Err(e) => return Err((paths, e.problems)),
     };
     match env {
         Ok(env) if file.problems.is_empty() => {
@@ -182,13 +195,12 @@ pub fn load(cli: &Cli) -> Result<Loaded, ExitCode> {
             Ok(Loaded { config, paths, env, locator })
         }
         Ok(env) => {
-            check::report(&paths, &file.all_problems(&env));
-            Err(ExitCode::from(EXIT_CONFIG))
+            let problems = file.all_problems(&env);
+            Err((paths, problems))
         }
         Err(e) => {
             let problems: Vec<String> = file.problems.into_iter().chain(std::iter::once(e)).collect();
-            check::report(&paths, &problems);
-            Err(ExitCode::from(EXIT_CONFIG))
+            Err((paths, problems))
         }
     }
 }
@@ -214,6 +226,10 @@ pub fn main() -> ExitCode {
         if let Command::McpShim(args) = cli.command {
             // Needs no config: everything comes on the command line from the daemon.
             return crate::agent::tools::mcp::shim::run(args).await;
+        }
+        if let Command::Doctor { json } = cli.command {
+            // Reports a broken config as one of its findings instead of stopping at it.
+            return doctor::run(&cli, json, redaction).await;
         }
         let loaded = match load(&cli) {
             Ok(loaded) => Loaded { env: loaded.env.with_redaction(redaction), ..loaded },
@@ -245,7 +261,7 @@ pub fn main() -> ExitCode {
             Command::Backup { path } => backup::backup(loaded, &path).await,
             Command::Store { command } => backup::store(loaded, command).await,
             Command::Service { command } => service::run(&loaded, command),
-            Command::McpShim(_) => unreachable!("handled before loading the config"),
+            Command::McpShim(_) | Command::Doctor { .. } => unreachable!("handled before loading the config"),
             Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),
         }
     })

@@ -34,6 +34,7 @@ use crate::vocab::message::Message;
 
 pub use sqlite::SqliteStore;
 pub use sqlite::backup::{BackupReport, VacuumReport, backup};
+pub use sqlite::checkup::Checkup;
 
 /// Errors from the store; callers act on the kind.
 #[derive(Debug, thiserror::Error)]

@@ -32,7 +32,7 @@ pub use model::{
 };
 pub use platform::{
     Accepted, AccessRules, Admission, Capabilities, DeliveryStatus, FileLimits, Ingress, IngressError, LengthUnit,
-    MAX_RETRY_AFTER, MarkdownDialect, Platform, PlatformContext, PlatformError, PlatformHealth, WebhookRequest,
-    WebhookResponse, clamp_retry_after,
+    MAX_RETRY_AFTER, MarkdownDialect, PROBE_TIMEOUT, Platform, PlatformContext, PlatformError, PlatformHealth,
+    WebhookRequest, WebhookResponse, clamp_retry_after,
 };
 pub use redact::Redactor;

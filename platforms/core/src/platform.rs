@@ -23,6 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::{ChatRef, ChatType, InboundEvent, MessageRef, OutboundFile, OutboundMessage};
 
+/// The longest one call of [`Platform::probe`] may take.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// How a platform counts message length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LengthUnit {
@@ -430,6 +433,14 @@ pub trait Platform: std::any::Any + Send + Sync {
 
     /// The adapter's health, judged by inbound progress. `None`: nothing to report.
     fn health(&self) -> Option<PlatformHealth> {
+        None
+    }
+
+    /// A live check of the account (`hermesd doctor`), each call bounded by [`PROBE_TIMEOUT`], without `run`: who the platform says it
+    /// is (`Ok`, e.g. `@my_bot`), or why it refuses or cannot be reached (`Err`, with the fix
+    /// where one is known). One call or a few, each bounded; never retried. `None`: the adapter
+    /// has no such check.
+    async fn probe(&self) -> Option<Result<String, String>> {
         None
     }
 }

@@ -408,6 +408,21 @@ impl Platform for DiscordPlatform {
         &self.name
     }
 
+    async fn probe(&self) -> Option<Result<String, String>> {
+        let rest = match self.rest() {
+            Ok(rest) => rest,
+            Err(error) => return Some(Err(error.to_string())),
+        };
+        Some(match tokio::time::timeout(hermesd_platform::PROBE_TIMEOUT, rest.current_user()).await {
+            Err(_) => Err("users/@me: no answer in 15 s (is discord.com reachable?)".into()),
+            Ok(Ok(me)) => Ok(format!("{} ({})", me.name, me.id)),
+            Ok(Err(PlatformError::Unauthorized(_))) => {
+                Err("users/@me: the bot token was refused (Developer Portal → Bot → Reset Token)".into())
+            }
+            Ok(Err(error)) => Err(format!("users/@me: {error}")),
+        })
+    }
+
     fn chat_type_of(&self, _chat_id: &str) -> hermesd_platform::ChatType {
         // A bare id cannot tell a DM channel from a guild channel; channels are the common
         // target, and their pacing is the stricter one.

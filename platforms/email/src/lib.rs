@@ -208,6 +208,23 @@ impl Platform for EmailPlatform {
         &self.name
     }
 
+    async fn probe(&self) -> Option<Result<String, String>> {
+        let login = async {
+            let (mut session, idle) =
+                imap::connect(&self.settings).await.map_err(|e| self.redactor.redact(&e.to_string()))?;
+            let folder = &self.settings.folder;
+            let selected = session.select(folder).await.map_err(|e| format!("select {folder}: {e}"));
+            let _ = session.logout().await;
+            let mailbox = selected?;
+            let idle = if idle { "IDLE" } else { "no IDLE: polled" };
+            Ok(format!("{} logged in; {folder} has {} messages ({idle})", self.settings.username, mailbox.exists))
+        };
+        Some(match tokio::time::timeout(hermesd_platform::PROBE_TIMEOUT, login).await {
+            Err(_) => Err(format!("{}: no answer in 15 s", self.settings.imap_url)),
+            Ok(outcome) => outcome,
+        })
+    }
+
     fn access_rules(&self) -> AccessRules {
         AccessRules { pairs_strangers: self.settings.pairing, ..AccessRules::DEFAULT }
     }

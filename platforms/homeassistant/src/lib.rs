@@ -103,6 +103,10 @@ impl Platform for HassPlatform {
         NAME
     }
 
+    async fn probe(&self) -> Option<Result<String, String>> {
+        Some(socket::probe(self).await)
+    }
+
     fn access_rules(&self) -> hermesd_platform::AccessRules {
         ACCESS_RULES
     }

@@ -72,6 +72,28 @@ pub(crate) async fn run(
     }
 }
 
+/// `hermesd doctor`'s check: connect and authenticate once, then close.
+pub(crate) async fn probe(platform: &HassPlatform) -> Result<String, String> {
+    let url = websocket_url(&platform.settings.url)?;
+    let bound = hermesd_platform::PROBE_TIMEOUT;
+    let (mut socket, _) = match tokio::time::timeout(bound, tokio_tungstenite::connect_async(url.as_str())).await {
+        Err(_) => return Err(format!("{url}: no answer in 15 s")),
+        Ok(Err(error)) => return Err(format!("{url}: {}", platform.redactor.redact(&error.to_string()))),
+        Ok(Ok(connected)) => connected,
+    };
+    let outcome = match authenticate(platform, &mut socket).await {
+        Ok(()) => Ok(format!("authenticated at {}", platform.settings.url)),
+        Err(End::AuthInvalid(why)) => Err(format!(
+            "home assistant refused the token ({}): make a new long-lived access token (profile → security)",
+            platform.redactor.redact(&why)
+        )),
+        Err(End::Dropped(why)) => Err(why),
+        Err(End::Cancelled) => Err("cancelled".into()),
+    };
+    let _ = socket.close(None).await;
+    outcome
+}
+
 /// Reads the next text frame as JSON within `deadline`.
 async fn next_json(socket: &mut Socket, deadline: Duration) -> Result<Value, String> {
     loop {

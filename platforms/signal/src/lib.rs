@@ -171,6 +171,20 @@ impl Platform for SignalPlatform {
         &self.name
     }
 
+    async fn probe(&self) -> Option<Result<String, String>> {
+        let url = format!("{}/api/v1/check", self.settings.base());
+        let call = self.http.get(&url).timeout(hermesd_platform::PROBE_TIMEOUT).send();
+        Some(match call.await {
+            Ok(answer) if answer.status().is_success() => {
+                Ok(format!("signal-cli answers at {} for {}", self.settings.http_url, self.settings.account))
+            }
+            Ok(answer) => Err(format!("{url}: HTTP {}", answer.status().as_u16())),
+            Err(error) => {
+                Err(format!("{url}: {error} (is `signal-cli -a {} daemon --http` running?)", self.settings.account))
+            }
+        })
+    }
+
     fn chat_type_of(&self, chat_id: &str) -> hermesd_platform::ChatType {
         chat_type(chat_id)
     }

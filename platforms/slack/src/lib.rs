@@ -260,6 +260,22 @@ impl Platform for SlackPlatform {
         &self.name
     }
 
+    async fn probe(&self) -> Option<Result<String, String>> {
+        let client = match self.client() {
+            Ok(client) => client,
+            Err(error) => return Some(Err(error.to_string())),
+        };
+        let call = api::identify(client, &self.bot_token, &self.redactor);
+        Some(match tokio::time::timeout(hermesd_platform::PROBE_TIMEOUT, call).await {
+            Err(_) => Err("auth.test: no answer in 15 s (is slack.com reachable?)".into()),
+            Ok(Ok(me)) => Ok(format!("bot user {}", me.user_id)),
+            Ok(Err(PlatformError::Unauthorized(why))) => {
+                Err(format!("auth.test: the bot token was refused ({why}); reinstall the app to get a new xoxb- token"))
+            }
+            Ok(Err(error)) => Err(format!("auth.test: {error}")),
+        })
+    }
+
     fn command_prefix(&self) -> char {
         // `/` is Slack's own: a `/status` never reaches the bot as a message.
         '!'

@@ -197,10 +197,57 @@ impl TelegramPlatform {
     }
 }
 
+impl TelegramPlatform {
+    /// `hermesd doctor`'s check: `getMe`, then `getWebhookInfo` for what Telegram last failed
+    /// to deliver (webhook mode) or a webhook that polling would delete.
+    async fn probe_account(&self) -> Result<String, String> {
+        let bot = self.bot().map_err(|e| e.to_string())?;
+        let redact = |e: RequestError| self.redactor.redact(&e.to_string());
+        let bounded = |call| tokio::time::timeout(hermesd_platform::PROBE_TIMEOUT, call);
+        let me = match bounded(bot.get_me().send()).await {
+            Err(_) => return Err("getMe: no answer in 15 s (is api.telegram.org reachable?)".into()),
+            Ok(Err(RequestError::Api(ApiError::InvalidToken))) => {
+                return Err("getMe: the bot token was refused (check the token variable; @BotFather /token)".into());
+            }
+            Ok(Err(error)) => return Err(format!("getMe: {}", redact(error))),
+            Ok(Ok(me)) => me,
+        };
+        let mut said = format!("@{}", me.user.username.unwrap_or_default());
+        let info = match tokio::time::timeout(hermesd_platform::PROBE_TIMEOUT, bot.get_webhook_info().send()).await {
+            Ok(Ok(info)) => info,
+            Ok(Err(error)) => return Err(format!("{said}; getWebhookInfo: {}", redact(error))),
+            Err(_) => return Err(format!("{said}; getWebhookInfo: no answer in 15 s")),
+        };
+        match &self.settings.mode {
+            TelegramMode::Webhook { .. } => {
+                if let Some(error) = info.last_error_message {
+                    let when = info.last_error_date.map(|d| format!(" at Unix time {}", d.timestamp()));
+                    return Err(format!(
+                        "{said}; Telegram's last webhook delivery failed{}: {error} (is the webhook URL reachable \
+                         from the internet, with a valid certificate?)",
+                        when.unwrap_or_default()
+                    ));
+                }
+                let pending = info.pending_update_count;
+                said.push_str(&format!("; webhook set, {pending} updates waiting"));
+            }
+            TelegramMode::Polling if info.url.is_some() => {
+                said.push_str("; a webhook is set: polling deletes it when hermesd starts");
+            }
+            TelegramMode::Polling => {}
+        }
+        Ok(said)
+    }
+}
+
 #[async_trait]
 impl Platform for TelegramPlatform {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    async fn probe(&self) -> Option<Result<String, String>> {
+        Some(self.probe_account().await)
     }
 
     fn chat_type_of(&self, chat_id: &str) -> hermesd_platform::ChatType {

@@ -222,6 +222,27 @@ impl Platform for WhatsAppPlatform {
         &self.name
     }
 
+    async fn probe(&self) -> Option<Result<String, String>> {
+        let graph = match self.graph() {
+            Ok(graph) => graph,
+            Err(error) => return Some(Err(error.to_string())),
+        };
+        let number = &self.settings.phone_number_id;
+        let call = graph.get(number);
+        Some(match tokio::time::timeout(hermesd_platform::PROBE_TIMEOUT, call).await {
+            Err(_) => Err("the graph api gave no answer in 15 s".into()),
+            Ok(Ok(answer)) => {
+                let shown = answer["display_phone_number"].as_str().unwrap_or("?");
+                let quality = answer["quality_rating"].as_str().unwrap_or("unknown");
+                Ok(format!("number {shown} (id {number}), quality {quality}"))
+            }
+            Ok(Err(PlatformError::Unauthorized(why))) => Err(format!(
+                "the graph api refused the access token ({why}): make a system user token with whatsapp_business_messaging"
+            )),
+            Ok(Err(error)) => Err(format!("GET /{number}: {error} (is phone_number_id the number's id?)")),
+        })
+    }
+
     fn access_rules(&self) -> hermesd_platform::AccessRules {
         ACCESS_RULES
     }

@@ -23,6 +23,7 @@
 
 mod access;
 pub(crate) mod backup;
+pub(crate) mod checkup;
 mod conns;
 mod cron;
 mod damaged;

@@ -484,7 +484,7 @@ async fn method(
         "setwebhook" => {
             let url = body["url"].as_str().unwrap_or_default().to_owned();
             let secret = body["secret_token"].as_str().map(str::to_owned);
-            shared.lock().webhook = (!url.is_empty()).then_some(Webhook { url, secret });
+            shared.lock().webhook = (!url.is_empty()).then_some(Webhook { url, secret, last_error: None });
             Ok(json!(true))
         }
         "deletewebhook" => {
@@ -495,11 +495,7 @@ async fn method(
             }
             Ok(json!(true))
         }
-        "getwebhookinfo" => {
-            let store = shared.lock();
-            let url = store.webhook.as_ref().map_or(String::new(), |w| w.url.clone());
-            Ok(json!({"url": url, "has_custom_certificate": false, "pending_update_count": store.pending.len()}))
-        }
+        "getwebhookinfo" => Ok(shared::webhook_info(&shared.lock())),
         "getfile" => {
             let file_id = body["file_id"].as_str().unwrap_or_default();
             match shared.lock().files.get(file_id) {

@@ -244,4 +244,6 @@ pub struct Webhook {
     pub url: String,
     /// `secret_token`.
     pub secret: Option<String>,
+    /// Why Telegram's last delivery to it failed, as `getWebhookInfo` says it.
+    pub last_error: Option<String>,
 }

@@ -53,3 +53,28 @@ pub async fn serve_bots(bots: &[&FakeTelegram]) -> String {
     });
     format!("http://{addr}")
 }
+
+impl FakeTelegram {
+    /// Telegram's last delivery to the webhook failed with `message` (as when the URL does not
+    /// answer); `getWebhookInfo` reports it until the webhook is set again.
+    pub fn webhook_failed(&self, message: &str) {
+        if let Some(webhook) = self.shared.lock().webhook.as_mut() {
+            webhook.last_error = Some(message.to_owned());
+        }
+    }
+}
+
+/// `getWebhookInfo`'s answer.
+pub(super) fn webhook_info(store: &super::Store) -> serde_json::Value {
+    let webhook = store.webhook.as_ref();
+    let mut info = serde_json::json!({
+        "url": webhook.map_or(String::new(), |w| w.url.clone()),
+        "has_custom_certificate": false,
+        "pending_update_count": store.pending.len(),
+    });
+    if let Some(message) = webhook.and_then(|w| w.last_error.as_ref()) {
+        info["last_error_date"] = serde_json::json!(1_764_300_000);
+        info["last_error_message"] = serde_json::json!(message);
+    }
+    info
+}
