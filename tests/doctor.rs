@@ -136,7 +136,10 @@ async fn doctor_names_each_broken_part_with_its_fix_and_exits_non_zero() {
     let (code, text) = doctor(home.path(), &env, false).await;
     assert_eq!(code, Some(1));
     assert!(text.contains("✓ platform telegram: @home_bot") && text.contains("✗ platform telegram@bad:"), "{text}");
-    assert!(text.contains("    fix: "), "{text}");
+    assert!(text.contains(" — fix: "), "{text}");
+    for line in text.lines().filter(|l| !l.starts_with(' ')) {
+        assert!(line.starts_with("✓ ") || line.starts_with("✗ ") || line.ends_with("with warnings"), "{line}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,5 @@
 //! `hermesd doctor [--json]`: live checks of everything a running gateway depends on, one line
-//! each with ✓ (works), ! (works, with a caveat) or ✗ (broken) and, for the last two, the fix.
+//! each: ✓ (works; a caveat is marked "warning" with what to do) or ✗ (broken) with the fix.
 //!
 //! In order: the config; every model of every profile's chain (a one-token request) and the
 //! clock against a model server's `Date`; every enabled adapter's account (`Platform::probe`:
@@ -9,7 +9,6 @@
 //! `quick_check` and the day's failed and set-aside rows; the installed systemd unit's settings.
 //! Nothing is changed. Exit 1 when any check fails; `--json` prints the findings as a JSON array.
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +37,8 @@ pub(super) enum Status {
 pub(super) struct Finding {
     /// What was checked (`model default/gpt-4o`, `platform telegram@work`).
     pub check: String,
+    /// Whether it works (`ok` and `warn`).
+    pub ok: bool,
     /// How it came out.
     pub status: Status,
     /// What was found.
@@ -49,15 +50,15 @@ pub(super) struct Finding {
 
 impl Finding {
     fn ok(check: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { check: check.into(), status: Status::Ok, detail: detail.into(), fix: None }
+        Self { check: check.into(), ok: true, status: Status::Ok, detail: detail.into(), fix: None }
     }
 
     fn warn(check: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self { check: check.into(), status: Status::Warn, detail: detail.into(), fix: Some(fix.into()) }
+        Self { check: check.into(), ok: true, status: Status::Warn, detail: detail.into(), fix: Some(fix.into()) }
     }
 
     fn fail(check: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self { check: check.into(), status: Status::Fail, detail: detail.into(), fix: Some(fix.into()) }
+        Self { check: check.into(), ok: false, status: Status::Fail, detail: detail.into(), fix: Some(fix.into()) }
     }
 }
 
@@ -76,12 +77,9 @@ pub(super) async fn run(cli: &Cli, json: bool, redaction: crate::redact::Redacti
     let mut findings = match super::try_load(cli) {
         Ok(loaded) => checks(&Loaded { env: loaded.env.with_redaction(redaction.clone()), ..loaded }).await,
         Err((paths, problems)) => {
-            let mut detail = format!("{} has {} problems:", paths.config.display(), problems.len());
-            for problem in &problems {
-                let _ = write!(detail, "\n    {problem}");
-            }
+            let detail = format!("{} has {} problems: {}", paths.config.display(), problems.len(), problems.join("; "));
             vec![
-                Finding::fail("config", detail, "fix each line above (`hermesd check` lists the same)"),
+                Finding::fail("config", detail, "hermesd check lists each problem with its line"),
                 disk(&paths.home),
             ]
         }
@@ -100,15 +98,15 @@ fn print(findings: &[Finding], json: bool) {
         return;
     }
     for finding in findings {
-        let mark = match finding.status {
-            Status::Ok => "✓",
-            Status::Warn => "!",
-            Status::Fail => "✗",
+        let (mark, caveat) = match finding.status {
+            Status::Ok => ("✓", ""),
+            Status::Warn => ("✓", " (warning)"),
+            Status::Fail => ("✗", ""),
         };
-        println!("{mark} {}: {}", finding.check, finding.detail);
-        if let Some(fix) = &finding.fix {
-            println!("    fix: {fix}");
-        }
+        // One line each, the fix on it.
+        let fix = finding.fix.as_deref().map(|fix| format!(" — fix: {fix}")).unwrap_or_default();
+        let detail = finding.detail.replace('\n', " ");
+        println!("{mark} {}: {detail}{caveat}{fix}", finding.check);
     }
     let failed = findings.iter().filter(|f| f.status == Status::Fail).count();
     let warned = findings.iter().filter(|f| f.status == Status::Warn).count();
