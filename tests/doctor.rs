@@ -1,8 +1,17 @@
 //! `hermesd doctor`: the real binary's live checks against fakes that speak each platform's wire
 //! protocol — a model that answers and one whose key is refused, two Telegram bots (one with a
 //! refused token, one whose webhook Telegram cannot reach), Slack, WhatsApp and signal-cli that
-//! answer, an MCP server that cannot start, and a store with a row set aside today.
-#![cfg(all(feature = "telegram", feature = "slack", feature = "whatsapp", feature = "signal"))]
+//! answer, an MCP server that cannot start, and a store with a row set aside today; then Discord,
+//! Home Assistant (a refused token) and a real Dovecot (a refused password).
+#![cfg(all(
+    feature = "telegram",
+    feature = "slack",
+    feature = "whatsapp",
+    feature = "signal",
+    feature = "discord",
+    feature = "homeassistant",
+    feature = "email"
+))]
 
 mod support;
 
@@ -154,4 +163,47 @@ async fn a_broken_config_is_a_finding_not_a_stop() {
     std::fs::write(home.path().join("config.toml"), "").unwrap();
     let (code, out) = doctor(home.path(), &[], false).await;
     assert_eq!(code, Some(0), "warnings alone exit 0: {out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_home_assistant_and_imap_accounts_are_checked_live() {
+    let llm = FakeLlm::echo().await;
+    let discord = support::fake_discord::FakeDiscord::builder().token("discord-doctor").start().await;
+    let hass = support::fake_hass::FakeHass::start("the-real-hass-token").await;
+    let imap = support::dovecot::Dovecot::start("agent@example.com", "right-password").await;
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[platforms.discord]\nenabled = true\napi_url = \"{}\"\n\n\
+         [platforms.homeassistant]\nenabled = true\nurl = \"{}\"\n\n\
+         [platforms.email]\nenabled = true\nimap_url = \"{}\"\nsmtp_url = \"smtp://127.0.0.1:1\"\n\
+         address = \"agent@example.com\"\nauthserv_id = \"mx.test\"\n\n\
+         [platforms.email.accounts.wrong]\naddress = \"other@example.com\"\nusername = \"agent@example.com\"\n\
+         password_env = \"EMAIL_WRONG_PASSWORD\"\n",
+        discord.base_url(),
+        hass.url(),
+        imap.url()
+    );
+    std::fs::write(home.path().join("config.toml"), config_for(&llm, &extra)).unwrap();
+    let env = [
+        ("DISCORD_BOT_TOKEN", "discord-doctor"),
+        ("HASS_TOKEN", "a-wrong-hass-token"),
+        ("EMAIL_PASSWORD", "right-password"),
+        ("EMAIL_WRONG_PASSWORD", "wrong-password"),
+    ];
+    let (code, out) = doctor(home.path(), &env, true).await;
+    assert_eq!(code, Some(1), "{out}");
+    let findings: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let found = |check: &str| findings.iter().find(|f| f["check"] == check).cloned().unwrap_or_else(|| panic!("{check}: {out}"));
+    let discord_line = found("platform discord");
+    assert_eq!(discord_line["status"], "ok", "{discord_line}");
+    let hass_line = found("platform homeassistant");
+    assert_eq!(hass_line["status"], "fail", "{hass_line}");
+    assert!(hass_line["detail"].as_str().unwrap().contains("refused the token"), "{hass_line}");
+    let mail = found("platform email");
+    assert_eq!(mail["status"], "ok", "{mail}");
+    assert!(mail["detail"].as_str().unwrap().contains("INBOX has 0 messages"), "{mail}");
+    let wrong = found("platform email@wrong");
+    assert_eq!(wrong["status"], "fail", "{wrong}");
+    assert!(wrong["detail"].as_str().unwrap().contains("login"), "{wrong}");
+    assert!(!out.contains("wrong-password") && !out.contains("a-wrong-hass-token"), "{out}");
 }
