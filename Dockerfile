@@ -1,5 +1,5 @@
-# hermesd container image: the release binary on debian:bookworm-slim,
-# running as an unprivileged user with its state in a volume.
+# hermesd container image: the stripped `dist` binary on debian:bookworm-slim with only TLS roots
+# and tini added, running as an unprivileged user with its state in a volume.
 #
 #   docker build -t hermesd .
 #   docker run -d --name hermesd -p 127.0.0.1:8642:8642 \
@@ -26,15 +26,16 @@ WORKDIR /src
 # The whole workspace: both crates, Cargo.lock, migrations, benches and tests (the
 # manifest names them). .dockerignore keeps target/, .git/ and databases out.
 COPY . .
-# The `dist` profile: fat LTO and one codegen unit, for the shipped binary.
+# The `dist` profile: fat LTO, one codegen unit, symbols stripped, for the shipped binary.
 RUN cargo build --profile dist --locked --bin hermesd
 
 # ---- runtime -------------------------------------------------------------------------
 FROM debian:bookworm-slim
-# ca-certificates: TLS roots for model and chat APIs. curl: the HEALTHCHECK below. tini: PID 1,
-# which reaps orphaned processes (a tool's command whose parent exited) and forwards signals.
+# ca-certificates: TLS roots for model and chat APIs. tini: PID 1, which reaps orphaned processes
+# (a tool's command whose parent exited) and forwards signals. Nothing else: the health check is
+# hermesd's own (`hermesd health`), so the image carries no HTTP client.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates curl tini \
+    && apt-get install -y --no-install-recommends ca-certificates tini \
     && rm -rf /var/lib/apt/lists/*
 # A fixed, high uid/gid so files in the volume keep a stable owner that matches no
 # host account.
@@ -51,9 +52,10 @@ ENV HERMESD_HOME=/var/lib/hermesd
 VOLUME /var/lib/hermesd
 EXPOSE 8642
 
-# /healthz answers while the process serves HTTP (use /readyz for readiness).
-HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \
-    CMD curl -fsS http://127.0.0.1:8642/healthz || exit 1
+# /healthz answers while the process serves HTTP (use /readyz for readiness); `hermesd health`
+# asks it on the configured listen address (a wildcard one on loopback) and exits 0 or 1.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s \
+    CMD ["/usr/local/bin/hermesd", "health"]
 
 USER hermesd
 WORKDIR /var/lib/hermesd

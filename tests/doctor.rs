@@ -193,7 +193,9 @@ async fn discord_home_assistant_and_imap_accounts_are_checked_live() {
     let (code, out) = doctor(home.path(), &env, true).await;
     assert_eq!(code, Some(1), "{out}");
     let findings: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let found = |check: &str| findings.iter().find(|f| f["check"] == check).cloned().unwrap_or_else(|| panic!("{check}: {out}"));
+    let found = |check: &str| {
+        findings.iter().find(|f| f["check"] == check).cloned().unwrap_or_else(|| panic!("{check}: {out}"))
+    };
     let discord_line = found("platform discord");
     assert_eq!(discord_line["status"], "ok", "{discord_line}");
     let hass_line = found("platform homeassistant");

@@ -151,6 +151,13 @@ async fn sigterm_drains_and_exits_zero() {
     write_config(home.path(), port, Some(&llm));
     let mut child = spawn(home.path());
     wait_ready(port, home.path()).await;
+    let health = || {
+        let home = home.path().to_owned();
+        tokio::task::spawn_blocking(move || {
+            Command::new(BIN).args(["--home", home.to_str().unwrap(), "health"]).output().unwrap().status.code()
+        })
+    };
+    assert_eq!(health().await.unwrap(), Some(0), "the container's health check passes while it serves");
     let base = format!("http://127.0.0.1:{port}");
     let in_flight = tokio::spawn({
         let base = base.clone();
@@ -163,6 +170,7 @@ async fn sigterm_drains_and_exits_zero() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(answer(&body), "echo: finish me");
     assert_eq!(wait_exit(&mut child, Duration::from_secs(10)).await.code(), Some(0));
+    assert_eq!(health().await.unwrap(), Some(1), "and fails once it is gone");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

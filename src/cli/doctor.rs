@@ -78,10 +78,7 @@ pub(super) async fn run(cli: &Cli, json: bool, redaction: crate::redact::Redacti
         Ok(loaded) => checks(&Loaded { env: loaded.env.with_redaction(redaction.clone()), ..loaded }).await,
         Err((paths, problems)) => {
             let detail = format!("{} has {} problems: {}", paths.config.display(), problems.len(), problems.join("; "));
-            vec![
-                Finding::fail("config", detail, "hermesd check lists each problem with its line"),
-                disk(&paths.home),
-            ]
+            vec![Finding::fail("config", detail, "hermesd check lists each problem with its line"), disk(&paths.home)]
         }
     };
     // What a server answered may quote a credential back; no secret reaches the terminal either.

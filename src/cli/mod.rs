@@ -1,5 +1,5 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | profiles |
-//! skills | mcp | backup | store | service | doctor`. Every subcommand reads
+//! skills | mcp | backup | store | service | doctor | health`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 //!
 //! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
@@ -10,6 +10,7 @@ mod backup;
 mod check;
 mod cron;
 mod doctor;
+mod health;
 mod mcp;
 mod pairing;
 mod profiles;
@@ -132,6 +133,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Exit 0 when the daemon of this config answers /healthz (a container's health check).
+    Health,
     /// Install hermesd as a systemd service, and show how it runs.
     Service {
         /// What to do.
@@ -261,6 +264,7 @@ pub fn main() -> ExitCode {
             Command::Backup { path } => backup::backup(loaded, &path).await,
             Command::Store { command } => backup::store(loaded, command).await,
             Command::Service { command } => service::run(&loaded, command),
+            Command::Health => health::run(&loaded).await,
             Command::McpShim(_) | Command::Doctor { .. } => unreachable!("handled before loading the config"),
             Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),
         }
