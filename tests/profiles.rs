@@ -314,8 +314,10 @@ async fn kill_9_mid_turn_on_two_bots_answers_every_message_of_both_exactly_once(
 async fn a_profiles_own_limits_bind_its_turns_only() {
     let (home_llm, work_llm) = (FakeLlm::echo().await, FakeLlm::echo().await);
     let home = tempfile::tempdir().unwrap();
+    // The default allows two turns a day, the work profile one; each counts ann's turns apart.
     let config = two_profiles(&home_llm, &work_llm)
         .replace("[profiles.work.model]", "[profiles.work.limits]\nuser_daily_turns = 1\n\n[profiles.work.model]");
+    let config = format!("[limits]\nuser_daily_turns = 2\n\n{config}");
     let d = start_daemon(home.path(), &config, &[]).await;
     let ask = |model: &'static str, text: &'static str| {
         let url = format!("{}/v1/chat/completions", d.base);
@@ -330,7 +332,9 @@ async fn a_profiles_own_limits_bind_its_turns_only() {
     assert!(refused.starts_with("Daily limit reached: You have used 1 turns"), "{refused}");
     assert_eq!(work_llm.count(), 1, "the refused turn made no model call");
     for text in ["home one", "home two"] {
-        assert_eq!(ask("hermes-agent", text).await, format!("echo: {text}"), "the default has no cap");
+        assert_eq!(ask("hermes-agent", text).await, format!("echo: {text}"), "the work turn is not the default's");
     }
+    let refused = ask("hermes-agent", "home three").await;
+    assert!(refused.starts_with("Daily limit reached: You have used 2 turns"), "{refused}");
     d.daemon.stop().await;
 }

@@ -96,6 +96,7 @@ async fn new_flushes_memory_once_then_the_fresh_session_remembers() {
         &store,
         hermesd::store::UsageScope::User,
         "rec",
+        "default",
         "ann",
         &today,
         &today,

@@ -17,13 +17,15 @@ impl Router {
         let mut lines = vec![self.session_usage(key).await];
         let accounting = self.inner.runner.accounting();
         let store = accounting.store();
-        let payer = Payer::for_turn(message, &TurnOrigin::Chat);
+        let profile = &self.inner.runner.agent(key).name;
+        let payer = Payer::for_turn(message, &TurnOrigin::Chat).in_profile(profile);
         let now = now_ms();
         let (today, month_ago) = (utc_day(now), utc_day_before(now, 29));
         let sum = |scope: UsageScope, subject: &str, from: &str| {
             let (platform, subject, from, to) =
                 (payer.platform.clone(), subject.to_owned(), from.to_owned(), today.clone());
-            async move { store.usage_between(scope, &platform, &subject, &from, &to).await }
+            let profile = payer.profile.clone();
+            async move { store.usage_between(scope, &platform, &profile, &subject, &from, &to).await }
         };
         let (user_today, user_month, chat_today) = match (
             sum(UsageScope::User, &payer.user, &today).await,
@@ -41,7 +43,7 @@ impl Router {
         if message.chat.chat_type != ChatType::Dm {
             lines.push(format!("this chat today: {}", summary_line(&chat_today)));
         }
-        if let Some(caps) = accounting.caps_line(&payer, &self.inner.runner.agent(key).name, &user_today, &chat_today) {
+        if let Some(caps) = accounting.caps_line(&payer, &user_today, &chat_today) {
             lines.push(caps);
         }
         lines.join("\n")

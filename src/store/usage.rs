@@ -56,6 +56,8 @@ pub struct UsageRecord<'a> {
     pub day: &'a str,
     /// The platform user and chat ids belong to.
     pub platform: &'a str,
+    /// The profile whose turn it was: each profile counts a person's use apart.
+    pub profile: &'a str,
     /// Who the turn is charged to.
     pub user: &'a str,
     /// The chat it is charged to.
@@ -80,11 +82,12 @@ pub trait UsageStore: Send + Sync {
     async fn record_usage(&self, record: &UsageRecord<'_>) -> StoreResult<()>;
     /// The session's cost so far: (microdollars, calls at unknown prices).
     async fn session_cost(&self, session_id: &str) -> StoreResult<(i64, u64)>;
-    /// Usage of one user or chat summed over the days `from..=to` (`YYYY-MM-DD`).
+    /// Usage of one user or chat under `profile` summed over the days `from..=to` (`YYYY-MM-DD`).
     async fn usage_between(
         &self,
         scope: UsageScope,
         platform: &str,
+        profile: &str,
         subject: &str,
         from: &str,
         to: &str,

@@ -21,8 +21,7 @@ use crate::vocab::origin::Origin;
 impl TurnRunner {
     /// Answer with the cap's message, running no model call, when `payer` reached a daily cap.
     pub(super) async fn refused_by_limits(&self, at: &Finishing<'_>, payer: &Payer) -> Result<bool, StoreError> {
-        let profile = self.agent(&at.job.key).name.as_str();
-        let Some(text) = self.parts.accounting.refusal(payer, profile, now_ms()).await else { return Ok(false) };
+        let Some(text) = self.parts.accounting.refusal(payer, now_ms()).await else { return Ok(false) };
         let ending = Ending { error: Some("daily limit reached"), ..Ending::default() };
         self.finish(at, &text, OutboundKind::Reply, ending).await?;
         self.count_turn(&at.job.key, "limited");

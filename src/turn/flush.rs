@@ -334,6 +334,7 @@ impl Flusher {
             user: target.user_id.clone(),
             chat: target.chat.chat_id.clone(),
             capped: true,
+            profile: crate::config::profile_of_session_key(&target.key.key).to_owned(),
         };
         let usage = state.turn_usage();
         self.accounting.record(&payer, &target.session_id, &usage, false, crate::clock::now_ms()).await;

@@ -277,7 +277,7 @@ impl TurnRunner {
         let mut state = chain.start_turn();
         let outcome = compressor.compact(chain, &mut state, &stop.token, true).await;
         // The summary call is charged like a turn's calls, without counting a turn.
-        let payer = Payer::for_turn(message, &TurnOrigin::Chat);
+        let payer = Payer::for_turn(message, &TurnOrigin::Chat).in_profile(&self.agent(key).name);
         self.parts.accounting.record(&payer, &session.id, &state.turn_usage(), false, now_ms()).await;
         match outcome {
             Ok(Some(done)) => {

@@ -68,7 +68,7 @@ impl TurnRunner {
         }
         let origin = self.parts.routing.origin(&job.message).await?;
         let at = Finishing { job, session_id: &session.id, origin: &origin, stop };
-        let payer = Payer::for_turn(&job.message, &origin);
+        let payer = Payer::for_turn(&job.message, &origin).in_profile(&self.agent(&job.key).name);
         if self.answered_without_model(&at, &session, &payer).await? {
             return Ok(());
         }

@@ -36,6 +36,8 @@ pub struct Payer {
     pub chat: String,
     /// Whether `[limits]` apply (people and the cron jobs they made; not operator automation).
     pub capped: bool,
+    /// The profile whose turn it is: its `[limits]` bind, and its use is counted apart.
+    pub profile: String,
 }
 
 impl Payer {
@@ -46,6 +48,7 @@ impl Payer {
             user: message.sender.id.clone(),
             chat: message.chat.chat_id.clone(),
             capped,
+            profile: crate::config::DEFAULT_PROFILE.to_owned(),
         };
         match origin {
             TurnOrigin::Chat => own(true),
@@ -55,11 +58,18 @@ impl Payer {
                     user: user.clone(),
                     chat: chat.chat_id.clone(),
                     capped: true,
+                    profile: crate::config::DEFAULT_PROFILE.to_owned(),
                 },
                 _ => own(false),
             },
             TurnOrigin::RemovedJob | TurnOrigin::Webhook(_) | TurnOrigin::HassWatch { .. } => own(false),
         }
+    }
+
+    /// This payer in `profile`.
+    pub fn in_profile(mut self, profile: &str) -> Self {
+        profile.clone_into(&mut self.profile);
+        self
     }
 }
 
@@ -127,20 +137,20 @@ impl Accounting {
     }
 
     /// Whether the caps of `profile` bind `payer` at all.
-    fn binds(&self, payer: &Payer, profile: &str) -> bool {
-        let limits = self.limits(profile);
+    fn binds(&self, payer: &Payer) -> bool {
+        let limits = self.limits(&payer.profile);
         payer.capped && limits.any() && !(limits.exempt_admins && (self.exempt)(&payer.platform, &payer.user))
     }
 
     /// The message for `payer` when one of their caps under `profile` is reached today; `None`:
     /// the turn may run. A store that cannot be read lets the turn run (and says so in the log).
-    pub async fn refusal(&self, payer: &Payer, profile: &str, now_ms: i64) -> Option<String> {
-        if !self.binds(payer, profile) {
+    pub async fn refusal(&self, payer: &Payer, now_ms: i64) -> Option<String> {
+        if !self.binds(payer) {
             return None;
         }
         let user = self.today(UsageScope::User, payer, now_ms).await?;
         let chat = self.today(UsageScope::Chat, payer, now_ms).await?;
-        let caps = self.caps(profile, &user, &chat);
+        let caps = self.caps(&payer.profile, &user, &chat);
         let reached = caps.iter().find(|c| c.limit > 0 && c.used >= c.limit)?;
         let who = match reached.scope {
             UsageScope::User => "You have",
@@ -188,12 +198,12 @@ impl Accounting {
 
     /// `/usage`'s line about the caps that bind `payer`: each one's use today; `None` when none
     /// binds.
-    pub fn caps_line(&self, payer: &Payer, profile: &str, user: &UsageSum, chat: &UsageSum) -> Option<String> {
-        if !self.binds(payer, profile) {
+    pub fn caps_line(&self, payer: &Payer, user: &UsageSum, chat: &UsageSum) -> Option<String> {
+        if !self.binds(payer) {
             return None;
         }
         let parts: Vec<String> = self
-            .caps(profile, user, chat)
+            .caps(&payer.profile, user, chat)
             .iter()
             .map(|c| {
                 let whose = if c.scope == UsageScope::User { "you" } else { "this chat" };
@@ -209,7 +219,7 @@ impl Accounting {
             UsageScope::Chat => &payer.chat,
         };
         let day = utc_day(now_ms);
-        match self.store.usage_between(scope, &payer.platform, subject, &day, &day).await {
+        match self.store.usage_between(scope, &payer.platform, &payer.profile, subject, &day, &day).await {
             Ok(sum) => Some(sum),
             Err(e) => {
                 tracing::warn!(error = %e, "daily usage unreadable: the turn runs without its cap check");
@@ -229,6 +239,7 @@ impl Accounting {
             session_id,
             day: &day,
             platform: &payer.platform,
+            profile: &payer.profile,
             user: &payer.user,
             chat: &payer.chat,
             tokens: usage.tokens,

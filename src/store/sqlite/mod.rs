@@ -86,6 +86,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (20, "quarantined_messages", include_str!("../../../migrations/0020_quarantined_messages.sql")),
     (21, "leases", include_str!("../../../migrations/0021_leases.sql")),
     (22, "cron_profile", include_str!("../../../migrations/0022_cron_profile.sql")),
+    (23, "usage_by_profile", include_str!("../../../migrations/0023_usage_by_profile.sql")),
 ];
 
 /// The SQLite store.

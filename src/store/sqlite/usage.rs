@@ -8,20 +8,20 @@ use super::lane::execute_all;
 use super::{SqliteStore, retry_busy};
 use crate::store::{StoreResult, TokenTotals, UsageRecord, UsageScope, UsageStore, UsageSum};
 
-/// Adds one turn to a (scope, platform, subject, day) row, creating it when absent; the scope
-/// and subject parameters are given, the others are `?2` platform, `?4` day, `?5`..`?9` calls
-/// and tokens, `?10` cost, `?11` unpriced calls, `?12` turns.
+/// Adds one turn to a (scope, platform, subject, profile, day) row, creating it when absent; the
+/// scope and subject parameters are given, the others are `?2` platform, `?4` day, `?5`..`?9`
+/// calls and tokens, `?10` cost, `?11` unpriced calls, `?12` turns, `?16` profile.
 macro_rules! upsert_daily {
     ($scope:literal, $subject:literal) => {
         concat!(
-            "INSERT INTO usage_daily (scope, platform, subject, day, turns, calls, prompt_tokens, \
+            "INSERT INTO usage_daily (scope, platform, subject, profile, day, turns, calls, prompt_tokens, \
              completion_tokens, cache_read_tokens, cache_write_tokens, cost_micros, unpriced_calls) \
              VALUES (",
             $scope,
             ", ?2, ",
             $subject,
-            ", ?4, ?12, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
-             ON CONFLICT (scope, platform, subject, day) DO UPDATE SET turns = turns + ?12, calls = calls + ?5, \
+            ", ?16, ?4, ?12, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+             ON CONFLICT (scope, platform, subject, profile, day) DO UPDATE SET turns = turns + ?12, calls = calls + ?5, \
              prompt_tokens = prompt_tokens + ?6, completion_tokens = completion_tokens + ?7, \
              cache_read_tokens = cache_read_tokens + ?8, cache_write_tokens = cache_write_tokens + ?9, \
              cost_micros = cost_micros + ?10, unpriced_calls = unpriced_calls + ?11"
@@ -70,8 +70,9 @@ impl UsageStore for SqliteStore {
         let turn = i64::from(r.turn);
         let (platform, user, day) = (r.platform.to_owned(), r.user.to_owned(), r.day.to_owned());
         let (chat, session_id, cost_micros) = (r.chat.to_owned(), r.session_id.to_owned(), r.cost_micros);
+        let profile = r.profile.to_owned();
         self.retry_lane(move |conn| {
-            let params: [&(dyn rusqlite::ToSql + Sync); 15] = [
+            let params: [&(dyn rusqlite::ToSql + Sync); 16] = [
                 &UsageScope::User.as_str(),
                 &platform,
                 &user,
@@ -87,6 +88,7 @@ impl UsageStore for SqliteStore {
                 &UsageScope::Chat.as_str(),
                 &chat,
                 &session_id,
+                &profile,
             ];
             execute_all(conn, sql, &params).map(drop)
         })
@@ -106,6 +108,7 @@ impl UsageStore for SqliteStore {
         &self,
         scope: UsageScope,
         platform: &str,
+        profile: &str,
         subject: &str,
         from: &str,
         to: &str,
@@ -115,13 +118,15 @@ impl UsageStore for SqliteStore {
              COALESCE(SUM(prompt_tokens), 0) AS prompt, COALESCE(SUM(completion_tokens), 0) AS completion, \
              COALESCE(SUM(cache_read_tokens), 0) AS cache_read, COALESCE(SUM(cache_write_tokens), 0) AS cache_write, \
              COALESCE(SUM(cost_micros), 0) AS cost, COALESCE(SUM(unpriced_calls), 0) AS unpriced \
-             FROM usage_daily WHERE scope = ?1 AND platform = ?2 AND subject = ?3 AND day >= ?4 AND day <= ?5",
+             FROM usage_daily WHERE scope = ?1 AND platform = ?2 AND subject = ?3 AND profile = ?6 \
+             AND day >= ?4 AND day <= ?5",
         )
         .bind(scope.as_str())
         .bind(platform)
         .bind(subject)
         .bind(from)
         .bind(to)
+        .bind(profile)
         .fetch_one(&mut *self.readers.get().await?)
         .await?;
         let count = |column: &str| u64::try_from(row.get::<i64, _>(column)).unwrap_or(0);
@@ -181,6 +186,7 @@ mod tests {
             session_id: &session.id,
             day,
             platform: "rec",
+            profile: "default",
             user,
             chat: "g1",
             tokens,
@@ -193,26 +199,41 @@ mod tests {
         store.record_usage(&record("2026-01-02", "bob", 500, 0)).await.unwrap();
 
         assert_eq!(store.session_cost(&session.id).await.unwrap(), (3_500, 1));
-        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-02", "2026-01-02").await.unwrap();
+        let ann =
+            store.usage_between(UsageScope::User, "rec", "default", "ann", "2026-01-02", "2026-01-02").await.unwrap();
         assert_eq!((ann.turns, ann.tokens.prompt, ann.cost_micros, ann.unpriced_calls), (1, 100, 2_000, 1));
-        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-01", "2026-01-02").await.unwrap();
+        let ann =
+            store.usage_between(UsageScope::User, "rec", "default", "ann", "2026-01-01", "2026-01-02").await.unwrap();
         assert_eq!((ann.turns, ann.tokens.calls, ann.tokens.cache_read, ann.total_tokens()), (2, 4, 120, 240));
-        let chat = store.usage_between(UsageScope::Chat, "rec", "g1", "2026-01-02", "2026-01-02").await.unwrap();
+        let chat =
+            store.usage_between(UsageScope::Chat, "rec", "default", "g1", "2026-01-02", "2026-01-02").await.unwrap();
         assert_eq!((chat.turns, chat.cost_micros), (2, 2_500));
-        let other = store.usage_between(UsageScope::User, "slack", "ann", "2026-01-01", "2026-01-02").await.unwrap();
+        let other =
+            store.usage_between(UsageScope::User, "slack", "default", "ann", "2026-01-01", "2026-01-02").await.unwrap();
         assert_eq!(other, UsageSum::default());
 
         // Calls outside a turn (`/compress`) count tokens and cost but no turn, and reach the
         // session's token totals.
         let compaction = UsageRecord { turn: false, ..record("2026-01-02", "ann", 10, 0) };
         store.record_usage(&compaction).await.unwrap();
-        let ann = store.usage_between(UsageScope::User, "rec", "ann", "2026-01-02", "2026-01-02").await.unwrap();
+        let ann =
+            store.usage_between(UsageScope::User, "rec", "default", "ann", "2026-01-02", "2026-01-02").await.unwrap();
         assert_eq!((ann.turns, ann.tokens.prompt, ann.cost_micros), (1, 200, 2_010));
         assert_eq!(crate::store::ExtrasStore::session_usage(&store, &session.id).await.unwrap(), tokens);
 
+        // Another profile's turn by the same person counts apart.
+        store.record_usage(&UsageRecord { profile: "work", ..record("2026-01-02", "ann", 7, 0) }).await.unwrap();
+        let work =
+            store.usage_between(UsageScope::User, "rec", "work", "ann", "2026-01-02", "2026-01-02").await.unwrap();
+        assert_eq!((work.turns, work.cost_micros), (1, 7));
+        let ann =
+            store.usage_between(UsageScope::User, "rec", "default", "ann", "2026-01-02", "2026-01-02").await.unwrap();
+        assert_eq!(ann.cost_micros, 2_010, "the default profile's count is unchanged");
+
         // Day one's user and chat rows go; day two's stay.
         assert_eq!(store.prune_usage("2026-01-02", 500).await.unwrap(), 2);
-        let left = store.usage_between(UsageScope::Chat, "rec", "g1", "2026-01-01", "2026-01-02").await.unwrap();
+        let left =
+            store.usage_between(UsageScope::Chat, "rec", "default", "g1", "2026-01-01", "2026-01-02").await.unwrap();
         assert_eq!(left.turns, 2);
     }
 }
