@@ -57,6 +57,22 @@ impl HostIngress {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// Runs the set-aside event `seq` again (after a fix made it readable): back to `accepted`
+    /// in the store, then to its session's actor like a freshly accepted one.
+    pub async fn replay(&self, seq: i64) -> crate::store::StoreResult<crate::store::Again<()>> {
+        use crate::store::Again;
+        Ok(match self.store.reopen_event(seq).await? {
+            Again::Ready(event) => {
+                tracing::info!(seq, "a set-aside event replayed by the operator");
+                self.router.dispatch(seq, event).await;
+                Again::Ready(())
+            }
+            Again::NotFound => Again::NotFound,
+            Again::Not(state) => Again::Not(state),
+            Again::Unreadable(why) => Again::Unreadable(why),
+        })
+    }
+
     /// `accept` for a request carrying an `Idempotency-Key`: the key is claimed in the same
     /// transaction that stores the event, and only a new claim is dispatched. A retry finds the
     /// claim instead and runs nothing, across restarts.

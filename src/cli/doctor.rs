@@ -354,7 +354,8 @@ async fn store(loaded: &Loaded) -> Vec<Finding> {
                 "{} inbound events, {} deliveries and {} messages set aside as unreadable",
                 checkup.quarantined_events, checkup.quarantined_deliveries, checkup.quarantined_messages
             ),
-            "the log says why (\"quarantined\"); the rows are kept for inspection in the store",
+            "hermesd events list --quarantined and hermesd deliveries list --failed show them; replay or retry \
+             them after an upgrade that reads them",
         ));
     }
     let failed = (checkup.failed_turns, checkup.failed_deliveries);
@@ -364,7 +365,7 @@ async fn store(loaded: &Loaded) -> Vec<Finding> {
         Finding::warn(
             "last day",
             format!("{} turns ended in an error, {} deliveries failed", failed.0, failed.1),
-            "the log and /metrics (hermesd_turns_total, hermesd_deliveries_total) say why",
+            "hermesd deliveries list --failed says why; hermesd deliveries retry ID sends one again",
         )
     });
     findings

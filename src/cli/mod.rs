@@ -1,5 +1,5 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | profiles |
-//! skills | mcp | backup | store | service | doctor | health`. Every subcommand reads
+//! skills | mcp | backup | store | service | doctor | health | deliveries | events`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 //!
 //! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
@@ -9,9 +9,11 @@
 mod backup;
 mod check;
 mod cron;
+mod daemon;
 mod doctor;
 mod health;
 mod mcp;
+mod operator;
 mod pairing;
 mod profiles;
 mod run;
@@ -132,6 +134,18 @@ pub enum Command {
         /// The findings as a JSON array.
         #[arg(long)]
         json: bool,
+    },
+    /// Outbound messages: list the failed ones, send one again, drop one.
+    Deliveries {
+        /// What to do.
+        #[command(subcommand)]
+        command: operator::DeliveriesCommand,
+    },
+    /// Inbound events: list the set-aside ones, replay one.
+    Events {
+        /// What to do.
+        #[command(subcommand)]
+        command: operator::EventsCommand,
     },
     /// Exit 0 when the daemon of this config answers /healthz (a container's health check).
     Health,
@@ -265,6 +279,8 @@ pub fn main() -> ExitCode {
             Command::Store { command } => backup::store(loaded, command).await,
             Command::Service { command } => service::run(&loaded, command),
             Command::Health => health::run(&loaded).await,
+            Command::Deliveries { command } => operator::deliveries(loaded, command).await,
+            Command::Events { command } => operator::events(loaded, command).await,
             Command::McpShim(_) | Command::Doctor { .. } => unreachable!("handled before loading the config"),
             Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),
         }

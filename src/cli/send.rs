@@ -47,24 +47,12 @@ pub(super) async fn run(loaded: Loaded, target: &str, text: &str) -> ExitCode {
 
 /// `None` when no daemon listens at `http.listen`.
 async fn via_daemon(loaded: &Loaded, target: &str, text: &str) -> Option<Result<String, String>> {
-    let listen: std::net::SocketAddr = loaded.config.http.listen.parse().ok()?;
-    let host = if listen.ip().is_unspecified() { std::net::Ipv4Addr::LOCALHOST.into() } else { listen.ip() };
-    let url = format!("http://{}/admin/send", std::net::SocketAddr::new(host, listen.port()));
-    let client = reqwest::Client::builder().timeout(WAIT + Duration::from_secs(5)).build().ok()?;
-    let mut request = client.post(url).json(&json!({ "target": target, "text": text }));
-    // The home's local key: readable by whoever may read the home, never by a sandboxed command.
-    match crate::access::PairingKey::load_or_create(&loaded.paths.home) {
-        Ok(key) => request = request.bearer_auth(key.local_api_key()),
-        Err(e) => return Some(Err(format!("the home's local key: {e}"))),
-    }
-    let response = match request.send().await {
-        Ok(response) => response,
-        Err(e) if e.is_connect() => return None,
-        Err(e) => return Some(Err(format!("the running daemon did not answer: {e}"))),
+    let body = json!({ "target": target, "text": text });
+    let (status, body) = match super::daemon::post(loaded, "/admin/send", &body, WAIT + Duration::from_secs(5)).await? {
+        Ok(answer) => answer,
+        Err(e) => return Some(Err(e)),
     };
-    let status = response.status();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    Some(match status.as_u16() {
+    Some(match status {
         200 => Ok(format!("delivered to {} ({})", body["chat"].as_str().unwrap_or("?"), ids(&body["message_ids"]))),
         202 => Ok(format!("queued for {}; the daemon keeps delivering it", body["chat"].as_str().unwrap_or("?"))),
         _ => Err(body["error"].as_str().map_or_else(|| format!("the daemon answered {status}"), str::to_owned)),

@@ -84,5 +84,14 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
             ));
         }
     }
+    // What waits for an operator (`hermesd deliveries list --failed`, `events list
+    // --quarantined`): partial indexes make these counts cheap.
+    if let Ok((failed, set_aside, events)) = state.store.trouble_counts().await {
+        text.push_str("# TYPE hermesd_outbox_troubled gauge\n");
+        text.push_str(&format!("hermesd_outbox_troubled{{state=\"failed\"}} {failed}\n"));
+        text.push_str(&format!("hermesd_outbox_troubled{{state=\"quarantined\"}} {set_aside}\n"));
+        text.push_str("# TYPE hermesd_inbound_quarantined gauge\n");
+        text.push_str(&format!("hermesd_inbound_quarantined {events}\n"));
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

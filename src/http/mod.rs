@@ -21,6 +21,7 @@ mod guard;
 mod health;
 mod idempotency;
 mod limit;
+mod operator;
 mod serve;
 mod webhook;
 
@@ -131,7 +132,11 @@ pub fn router(state: AppState, http: &HttpConfig) -> Router {
             .with_state(state.webhooks.clone());
         app = app.merge(hooks);
     }
-    let mut browser = Router::new().route("/admin/send", post(admin::send).options(guard::preflight));
+    let mut browser = Router::new()
+        .route("/admin/send", post(admin::send).options(guard::preflight))
+        .route("/admin/deliveries/{id}/retry", post(operator::retry_delivery))
+        .route("/admin/deliveries/{id}/drop", post(operator::drop_delivery))
+        .route("/admin/events/{seq}/replay", post(operator::replay_event));
     #[cfg(feature = "failpoints")]
     {
         browser = browser.route("/admin/failpoints", post(failpoints::arm));

@@ -18,6 +18,7 @@ pub mod health;
 mod idempotency;
 mod lease;
 mod lifecycle;
+mod operator;
 mod people;
 mod preview;
 mod receipts;
@@ -507,6 +508,7 @@ pub use health::HealthStore;
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse, WEBHOOK_SCOPE};
 pub use lease::{Fence, LeaseInfo, LeaseStore};
 pub use lifecycle::{LifecycleStore, ResetReason, StaleRoute};
+pub use operator::{Again, DeliveryRow, EventRow, OperatorStore};
 pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
 pub use receipts::ReceiptStore;
@@ -569,6 +571,7 @@ pub trait Store:
     + LifecycleStore
     + HealthStore
     + LeaseStore
+    + OperatorStore
 {
 }
 
@@ -589,5 +592,6 @@ impl<T> Store for T where
         + LifecycleStore
         + HealthStore
         + LeaseStore
+        + OperatorStore
 {
 }

@@ -36,6 +36,7 @@ mod inbound;
 mod lane;
 mod lease;
 mod lifecycle;
+mod operator;
 mod outbox;
 mod people;
 mod preview;
@@ -87,6 +88,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (21, "leases", include_str!("../../../migrations/0021_leases.sql")),
     (22, "cron_profile", include_str!("../../../migrations/0022_cron_profile.sql")),
     (23, "usage_by_profile", include_str!("../../../migrations/0023_usage_by_profile.sql")),
+    (24, "trouble_indexes", include_str!("../../../migrations/0024_trouble_indexes.sql")),
 ];
 
 /// The SQLite store.
