@@ -268,8 +268,13 @@ async fn a_crashed_server_restarts_and_its_tools_come_back() {
     let hub = hub(home.path(), &stdio_server("servers.fix", ""));
     ready(&hub, "fix", Duration::from_secs(20)).await;
     let ctx = context(home.path()).await;
-    let first = tool(&hub, "mcp_fix_pid").call(&ctx, json!({})).await.unwrap();
+    let pid_tool = tool(&hub, "mcp_fix_pid");
+    let first = pid_tool.call(&ctx, json!({})).await.unwrap();
     assert!(tool(&hub, "mcp_fix_crash").call(&ctx, json!({})).await.is_err());
+    // Called at once, while the server restarts: it waits for the new process instead of
+    // failing with "not connected".
+    let during = pid_tool.call(&ctx, json!({})).await.expect("served after the reconnect");
+    assert_ne!(first, during, "by the restarted server");
     let back = eventually(Duration::from_secs(20), || {
         let r = &hub.report()[0];
         r.state == "ready" && r.tools == 8 && hub.tool_count() == 8

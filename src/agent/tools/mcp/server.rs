@@ -86,6 +86,10 @@ pub struct ServerState {
     status: Mutex<Status>,
     session: Mutex<Option<Arc<dyn McpSession>>>,
     tools: Mutex<Arc<[ToolEntry]>>,
+    /// Woken when a session connects, or the server is given up for good.
+    connected: tokio::sync::Notify,
+    /// Set when the server cannot be started at all: nobody waits for it.
+    given_up: std::sync::atomic::AtomicBool,
 }
 
 impl ServerState {
@@ -97,6 +101,8 @@ impl ServerState {
             status: Mutex::new(Status::Connecting),
             session: Mutex::new(None),
             tools: Mutex::new(Arc::from(Vec::new())),
+            connected: tokio::sync::Notify::new(),
+            given_up: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -110,6 +116,28 @@ impl ServerState {
         self.session.lock().expect("session lock poisoned").clone()
     }
 
+    /// The connected session, waiting up to `wait` for one while the server (re)connects, so a
+    /// call made just after a crash is served by the restarted server instead of failing at
+    /// once. `None` when none came in time, or the server cannot be started at all.
+    pub async fn session_within(&self, wait: Duration) -> Option<Arc<dyn McpSession>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before looking, so a connect in between is not missed.
+            let notified = self.connected.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(session) = self.session() {
+                return Some(session);
+            }
+            if self.given_up.load(Ordering::SeqCst) {
+                return None;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.session();
+            }
+        }
+    }
+
     /// Its registered tools, in name order.
     pub fn tools(&self) -> Arc<[ToolEntry]> {
         self.tools.lock().expect("tools lock poisoned").clone()
@@ -118,6 +146,8 @@ impl ServerState {
     /// Mark a server that cannot be started at all (e.g. its token is not set).
     pub fn fail_permanently(&self, why: String) {
         self.set_status(Status::Failed(why));
+        self.given_up.store(true, Ordering::SeqCst);
+        self.connected.notify_waiters();
     }
 
     fn set_status(&self, status: Status) {
@@ -179,6 +209,7 @@ pub async fn supervise(
                 *state.session.lock().expect("session lock poisoned") = Some(session.clone());
                 install(&state, &settings, tools);
                 state.set_status(Status::Ready);
+                state.connected.notify_waiters();
                 tracing::info!(server = %state.name, tools = state.tools().len(), "mcp server connected");
                 let since = tokio::time::Instant::now();
                 let ended = serve(&state, &settings, &session, &mut changed, &cancel).await;

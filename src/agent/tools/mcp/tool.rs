@@ -64,7 +64,8 @@ impl Tool for McpTool {
                 }
             }
         }
-        let Some(session) = self.server.session() else {
+        // A server restarting after a crash is waited for, within the call's own time.
+        let Some(session) = self.server.session_within(self.spec.timeout).await else {
             return Err(ToolError::Failed(format!(
                 "MCP server {} is not connected ({}); try again later",
                 self.server.name,

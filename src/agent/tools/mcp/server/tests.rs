@@ -144,3 +144,39 @@ async fn list_changed_refreshes_and_a_dropped_session_reconnects() {
     cancel.cancel();
     task.await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_during_a_reconnect_waits_for_the_new_session_within_its_time() {
+    let (state, script, _changes, settings) = setup(0, &["a"]);
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(supervise(state.clone(), script.clone(), settings, cancel.clone()));
+    settle().await;
+    script.session.closed.store(true, Ordering::SeqCst);
+    script.session.ended.notify_waiters();
+    settle().await;
+    assert!(state.session().is_none(), "the server crashed");
+    // Asked now, the session comes with the reconnect (after the 1 s backoff), not an error.
+    let waiting = tokio::spawn({
+        let state = state.clone();
+        async move { state.session_within(Duration::from_secs(30)).await.is_some() }
+    });
+    settle().await;
+    assert!(!waiting.is_finished(), "it waits");
+    tokio::time::advance(Duration::from_millis(1001)).await;
+    settle().await;
+    assert!(waiting.await.unwrap(), "served by the reconnected session");
+    // A wait shorter than the reconnect ends empty-handed, at its deadline.
+    script.session.closed.store(true, Ordering::SeqCst);
+    script.session.ended.notify_waiters();
+    settle().await;
+    let started = tokio::time::Instant::now();
+    assert!(state.session_within(Duration::from_millis(100)).await.is_none());
+    assert_eq!(started.elapsed(), Duration::from_millis(100));
+    // A server that cannot start at all is not waited for.
+    let dead = ServerState::new("dead");
+    dead.fail_permanently("its token is not set".into());
+    assert!(dead.session_within(Duration::from_secs(30)).await.is_none());
+    assert_eq!(started.elapsed(), Duration::from_millis(100), "no wait for a server given up");
+    cancel.cancel();
+    task.await.unwrap();
+}
