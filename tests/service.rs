@@ -153,3 +153,35 @@ fn a_system_install_under_a_root_lays_out_the_shipped_unit_config_and_secrets() 
     assert_eq!(std::fs::read_to_string(at("etc/hermesd/env")).unwrap(), "TELEGRAM_BOT_TOKEN=edited\n");
     assert!(text(&out).contains("kept"), "{}", text(&out));
 }
+
+#[test]
+fn a_system_install_by_an_unprivileged_user_is_refused_before_it_writes() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The binary where the unprivileged user can run it.
+    let bin = root.join("hermesd");
+    if std::fs::hard_link(BIN, &bin).is_err() {
+        std::fs::copy(BIN, &bin).unwrap();
+    }
+    let home = root.join("home");
+    let mut command = if rustix::process::geteuid().is_root() {
+        let mut setpriv = Command::new("setpriv");
+        setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(&bin);
+        setpriv
+    } else {
+        Command::new(&bin)
+    };
+    let out = command
+        .arg("--home")
+        .arg(&home)
+        .args(["service", "install"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("installed as root"), "{}", text(&out));
+    assert!(!home.exists(), "refused before anything was written, even its own home");
+}
