@@ -1,11 +1,12 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | profiles |
-//! skills | mcp | backup | store | service | doctor | health | deliveries | events`. Every subcommand reads
+//! skills | mcp | backup | store | service | doctor | health | deliveries | events | approvals`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 //!
 //! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
 //! `mcp-shim` before the config is read. `init_logging` writes every log line through the daemon's
 //! redaction.
 
+mod approvals;
 mod backup;
 mod check;
 mod cron;
@@ -134,6 +135,12 @@ pub enum Command {
         /// The findings as a JSON array.
         #[arg(long)]
         json: bool,
+    },
+    /// Commands people approved for good: list them, revoke them.
+    Approvals {
+        /// What to do.
+        #[command(subcommand)]
+        command: approvals::ApprovalsCommand,
     },
     /// Outbound messages: list the failed ones, send one again, drop one.
     Deliveries {
@@ -280,6 +287,7 @@ pub fn main() -> ExitCode {
             Command::Service { command } => service::run(&loaded, command),
             Command::Health => health::run(&loaded).await,
             Command::Deliveries { command } => operator::deliveries(loaded, command).await,
+            Command::Approvals { command } => approvals::run(loaded, command).await,
             Command::Events { command } => operator::events(loaded, command).await,
             Command::McpShim(_) | Command::Doctor { .. } => unreachable!("handled before loading the config"),
             Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),

@@ -178,6 +178,10 @@ pub struct ToolsConfig {
     pub platforms: std::collections::BTreeMap<String, Vec<String>>,
     /// How long a dangerous command waits for `/approve` before it is denied.
     pub approval_timeout: HumanDuration,
+    /// Commands that run without asking, for everyone: the exact command, or `prefix *` for the
+    /// prefix followed by arguments (no `;`, `|`, `&`, `$`, backquotes or redirections). They
+    /// still run in the sandbox.
+    pub approved_commands: Vec<String>,
     /// How long `clarify` waits for an answer.
     pub clarify_timeout: HumanDuration,
     /// Let `web_fetch` reach private-use networks (RFC 1918, shared CGNAT space, unique-local
@@ -200,6 +204,7 @@ impl Default for ToolsConfig {
             toolsets: ALL_TOOLSETS.iter().map(|s| (*s).to_owned()).collect(),
             platforms: Default::default(),
             approval_timeout: HumanDuration::secs(300),
+            approved_commands: Vec::new(),
             clarify_timeout: HumanDuration::secs(600),
             web_allow_private: false,
             memory_chars: 2_200,

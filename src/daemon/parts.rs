@@ -314,7 +314,7 @@ pub(super) fn runner(
         routes: config.routes.clone().into(),
         outbox: outbox.clone(),
         metrics: metrics.clone(),
-        approvals: Arc::new(Approvals::default()),
+        approvals: Arc::new(Approvals::with_preapproved(&config.tools.approved_commands)),
         data_dir: paths.home.clone(),
         media: Arc::new(agent.media),
         summary: agent.summary,

@@ -28,8 +28,17 @@ pub enum ChatCommand {
     Whoami,
     /// Summarise older history now to free context
     Compress,
-    /// Approve the pending action
-    Approve,
+    /// Approve the pending action: once, for this session, or always (the same command)
+    Approve {
+        /// `once` (the default), `session` or `always`.
+        scope: Option<String>,
+    },
+    /// List the commands you approved for good, or revoke them (`revoke N` or `revoke all`)
+    Approvals {
+        /// Nothing, or `revoke N|all`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
     /// Deny the pending action
     Deny,
     /// Run your last message again (its old answer is removed)

@@ -26,7 +26,7 @@ use super::{Router, short};
 use crate::clock::now_ms;
 use crate::config::BusyPolicy;
 use crate::store::{AcceptOutcome, SessionInfo, SessionKey};
-use crate::turn::approvals::Answered;
+use crate::turn::approvals::{Answered, Decision};
 use crate::turn::{StopReason, TurnJob};
 
 const BUSY: &str = "A turn is running; send this again after it finishes (or /stop it).";
@@ -65,14 +65,18 @@ impl Router {
                 Ok(()) => return,
                 Err(text) => text,
             },
-            ChatCommand::Approve | ChatCommand::Deny => {
-                let approve = command == ChatCommand::Approve;
-                match self.inner.runner.approvals().decide(&key.key, approve) {
-                    Answered::Yes if approve => "Approved.".to_owned(),
-                    Answered::Yes => "Denied.".to_owned(),
+            ChatCommand::Approve { scope } => match Decision::of_scope(scope.as_deref()) {
+                Some(decision) => match self.inner.runner.approvals().decide(&key.key, decision) {
+                    Answered::Yes => decision.said().to_owned(),
                     Answered::NothingPending => "Nothing is waiting for approval.".to_owned(),
-                }
-            }
+                },
+                None => format!("{prefix}approve once, {prefix}approve session or {prefix}approve always"),
+            },
+            ChatCommand::Deny => match self.inner.runner.approvals().decide(&key.key, Decision::Deny) {
+                Answered::Yes => "Denied.".to_owned(),
+                Answered::NothingPending => "Nothing is waiting for approval.".to_owned(),
+            },
+            ChatCommand::Approvals { words } => self.approvals_command(message, &words, prefix).await,
             ChatCommand::Retry | ChatCommand::Undo if running => BUSY.to_owned(),
             ChatCommand::Retry => match self.retry(seq, key, message).await {
                 Ok(true) => return,

@@ -20,6 +20,7 @@ mod actor;
 mod batch;
 pub mod commands;
 mod control;
+mod grants;
 mod lifecycle;
 mod mailbox;
 mod skills;
@@ -40,7 +41,7 @@ use crate::clock::now_ms;
 use crate::config::{BusyPolicy, DEFAULT_PROFILE};
 use crate::metrics::Metrics;
 use crate::store::{EventState, Outlive, SessionKey, StoreError};
-use crate::turn::approvals::{APPROVE, Answered, CHOICE_PREFIX, DENY};
+use crate::turn::approvals::{Answered, CHOICE_PREFIX, Decision as Approve};
 use crate::turn::session_key::session_key;
 use crate::turn::{StopReason, TurnJob, TurnRunner, WorkerPool};
 use actor::{ActorState, actor_loop};
@@ -210,17 +211,16 @@ impl Router {
                 let profile = self.profile_of(&action.chat, &action.sender.id, None);
                 let key = session_key(profile, &action.chat, &action.sender, self.inner.settings.group_per_user);
                 let approvals = self.inner.runner.approvals();
-                let answered = match action.data.as_str() {
-                    APPROVE => approvals.decide(&key.key, true),
-                    DENY => approvals.decide(&key.key, false),
-                    data if data.starts_with(CHOICE_PREFIX) => approvals.answer(&key.key, data),
-                    _ => Answered::NothingPending,
+                let decision = Approve::of_button(&action.data);
+                let answered = match decision {
+                    Some(decision) => approvals.decide(&key.key, decision),
+                    None if action.data.starts_with(CHOICE_PREFIX) => approvals.answer(&key.key, &action.data),
+                    None => Answered::NothingPending,
                 };
-                let text = match (answered, action.data.as_str()) {
+                let text = match (answered, decision) {
                     (Answered::NothingPending, _) => "That button is no longer active.",
-                    (Answered::Yes, APPROVE) => "Approved.",
-                    (Answered::Yes, DENY) => "Denied.",
-                    (Answered::Yes, _) => "Got it.",
+                    (Answered::Yes, Some(decision)) => decision.said(),
+                    (Answered::Yes, None) => "Got it.",
                 };
                 let reply = self.inner.runner.outbox().compose(
                     &action.chat,

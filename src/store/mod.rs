@@ -14,6 +14,7 @@
 //! `PowerCut` (its commit is synced). The caller picks by what its acknowledgement promised.
 
 mod cron;
+pub mod grants;
 pub mod health;
 mod idempotency;
 mod lease;
@@ -504,6 +505,7 @@ pub trait AccessStore: Send + Sync {
 }
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};
+pub use grants::{Grant, GrantStore};
 pub use health::HealthStore;
 pub use idempotency::{IdempotencyClaim, IdempotencyStore, IdempotentAccept, StoredResponse, WEBHOOK_SCOPE};
 pub use lease::{Fence, LeaseInfo, LeaseStore};
@@ -572,6 +574,7 @@ pub trait Store:
     + HealthStore
     + LeaseStore
     + OperatorStore
+    + GrantStore
 {
 }
 
@@ -593,5 +596,6 @@ impl<T> Store for T where
         + HealthStore
         + LeaseStore
         + OperatorStore
+        + GrantStore
 {
 }

@@ -11,7 +11,7 @@ use hermesd_platform::{InboundMessage, OutboundKind, Platform};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::approvals::ChatHuman;
+use super::approvals::{ApprovalMemory, ChatHuman};
 use super::{Ending, Finishing, StopReason, StopSignal, TurnJob, TurnRunner, heartbeat};
 use crate::agent::context::{framed_text, is_shared};
 use crate::agent::reasoning;
@@ -227,6 +227,12 @@ impl TurnRunner {
             reply_to: outputs.reply_to.clone(),
             interactive: outputs.interactive,
             worker: stop.worker.clone(),
+            memory: Some(ApprovalMemory {
+                session_id: session.id.clone(),
+                person: (job.message.chat.platform.clone(), job.message.sender.id.clone()),
+                store: self.parts.store.clone(),
+                preapproved: self.parts.approvals.preapproved(),
+            }),
         });
         Ok(ToolContext {
             session_id: session.id.clone(),

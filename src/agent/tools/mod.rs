@@ -110,6 +110,13 @@ pub enum Approval {
 pub trait Human: Send + Sync {
     /// Ask to approve `action`; waits up to `timeout`.
     async fn approve(&self, action: &str, timeout: Duration) -> Approval;
+    /// Ask to approve running `command` (`action` says why it needs approval). A person may
+    /// approve it once, for the rest of the session or for good, and the operator may have
+    /// approved it in the config; without such a memory this is `approve`.
+    async fn approve_command(&self, action: &str, command: &str, timeout: Duration) -> Approval {
+        let _ = command;
+        self.approve(action, timeout).await
+    }
     /// Ask a question, optionally with choices; `None` when nobody answered.
     async fn clarify(&self, question: &str, choices: &[String], timeout: Duration) -> Option<String>;
     /// Called after a batch of tool calls, before the turn goes on: a turn whose wait for this

@@ -178,7 +178,8 @@ impl Tool for TerminalTool {
 impl TerminalTool {
     async fn approve(&self, ctx: &ToolContext, command: &str, reason: &str) -> Result<(), ToolError> {
         let secs = self.approval_timeout.as_secs();
-        let why = match ctx.human.approve(&format!("run `{command}` ({reason})"), self.approval_timeout).await {
+        let action = format!("run `{command}` ({reason})");
+        let why = match ctx.human.approve_command(&action, command, self.approval_timeout).await {
             Approval::Approved => return Ok(()),
             Approval::Denied => {
                 format!("the user denied this command ({reason}); not run; do not retry it, ask or find another way")

@@ -29,6 +29,7 @@ mod cron;
 mod damaged;
 mod extras;
 mod fts;
+mod grants;
 mod health;
 mod idempotency;
 mod idle;
@@ -89,6 +90,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (22, "cron_profile", include_str!("../../../migrations/0022_cron_profile.sql")),
     (23, "usage_by_profile", include_str!("../../../migrations/0023_usage_by_profile.sql")),
     (24, "trouble_indexes", include_str!("../../../migrations/0024_trouble_indexes.sql")),
+    (25, "approval_grants", include_str!("../../../migrations/0025_approval_grants.sql")),
 ];
 
 /// The SQLite store.

@@ -109,6 +109,12 @@ async fn delete_usage(
     user: &str,
     dms: &[&str],
 ) -> Result<u64, sqlx::Error> {
+    // Their lasting approvals go with them.
+    sqlx::query("DELETE FROM approval_grants WHERE platform = ? AND user_id = ?")
+        .bind(platform)
+        .bind(user)
+        .execute(&mut **tx)
+        .await?;
     let mut days = sqlx::query("DELETE FROM usage_daily WHERE scope = 'user' AND platform = ? AND subject = ?")
         .bind(platform)
         .bind(user)
