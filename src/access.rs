@@ -85,8 +85,10 @@ pub enum Decision {
 
 /// The access policy.
 pub struct Access {
-    rules: HashMap<String, Rule>,
-    gateway: Rule,
+    /// The allowlists and admins in force; replaced whole by `reload`.
+    lists: std::sync::RwLock<Arc<Lists>>,
+    /// Each adapter's `AccessRules`, to read its lists again on reload.
+    adapters: Vec<(String, AccessRules)>,
     store: Arc<dyn Store>,
     key: PairingKey,
     /// Strangers given a pairing reply, by (platform, user id), with when (Unix ms).
@@ -196,6 +198,19 @@ pub fn admin_report<'a>(env: &Env, platforms: impl IntoIterator<Item = (&'a str,
         .collect()
 }
 
+/// The allowlists and admins read from the environment at one time.
+struct Lists {
+    rules: HashMap<String, Rule>,
+    gateway: Rule,
+}
+
+impl Lists {
+    fn read(env: &Env, adapters: &[(String, AccessRules)]) -> Self {
+        let rules = adapters.iter().map(|(platform, access)| (platform.clone(), adapter_rule(env, platform, *access)));
+        Self { rules: rules.collect(), gateway: rule(env, "GATEWAY") }
+    }
+}
+
 impl Access {
     /// Read the allowlists and admins for `platforms` (each with its adapter's `AccessRules`)
     /// from `env`; pairing codes are hashed with `key`.
@@ -205,17 +220,22 @@ impl Access {
         store: Arc<dyn Store>,
         key: PairingKey,
     ) -> Self {
-        let (mut rules, mut no_pairing, mut phone_ids) = (HashMap::new(), HashSet::new(), HashSet::new());
-        for (platform, access) in platforms {
-            rules.insert(platform.to_owned(), adapter_rule(env, platform, access));
-            if !access.pairs_strangers {
-                no_pairing.insert(platform.to_owned());
-            }
-            if access.phone_number_ids {
-                phone_ids.insert(platform.to_owned());
-            }
-        }
-        Self { rules, gateway: rule(env, "GATEWAY"), store, key, answered: Mutex::default(), no_pairing, phone_ids }
+        let adapters: Vec<(String, AccessRules)> = platforms.into_iter().map(|(p, a)| (p.to_owned(), a)).collect();
+        let no_pairing = adapters.iter().filter(|(_, a)| !a.pairs_strangers).map(|(p, _)| p.clone()).collect();
+        let phone_ids = adapters.iter().filter(|(_, a)| a.phone_number_ids).map(|(p, _)| p.clone()).collect();
+        let lists = std::sync::RwLock::new(Arc::new(Lists::read(env, &adapters)));
+        Self { lists, adapters, store, key, answered: Mutex::default(), no_pairing, phone_ids }
+    }
+
+    /// Read the allowlists and admins again from `env` (SIGHUP: the config's `.env` and the
+    /// process environment); checks from now on use them, a check under way keeps the old ones.
+    pub fn reload(&self, env: &Env) {
+        let fresh = Arc::new(Lists::read(env, &self.adapters));
+        *self.lists.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+    }
+
+    fn lists(&self) -> Arc<Lists> {
+        self.lists.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Decide for a message from `sender` in a chat of `chat_type` on `platform`.
@@ -260,11 +280,12 @@ impl Access {
         if let Some(fixed) = Origin::of(platform).fixed_admin() {
             return fixed;
         }
-        let platform_rule = self.rules.get(platform);
-        let explicit = !self.gateway.admins.is_empty() || platform_rule.is_some_and(|r| !r.admins.is_empty());
+        let lists = self.lists();
+        let platform_rule = lists.rules.get(platform);
+        let explicit = !lists.gateway.admins.is_empty() || platform_rule.is_some_and(|r| !r.admins.is_empty());
         let phone = self.phone_ids.contains(platform);
         let held = |pick: fn(&Rule) -> &HashSet<String>| {
-            holds(pick(&self.gateway), phone, sender_id)
+            holds(pick(&lists.gateway), phone, sender_id)
                 || platform_rule.is_some_and(|r| holds(pick(r), phone, sender_id))
         };
         if explicit { held(|r| &r.admins) } else { held(|r| &r.users) }
@@ -276,8 +297,9 @@ impl Access {
     pub fn is_named_admin(&self, platform: &str, sender_id: &str) -> bool {
         let phone = self.phone_ids.contains(platform);
         Origin::of(platform).fixed_admin().unwrap_or_else(|| {
-            holds(&self.gateway.admins, phone, sender_id)
-                || self.rules.get(platform).is_some_and(|r| holds(&r.admins, phone, sender_id))
+            let lists = self.lists();
+            holds(&lists.gateway.admins, phone, sender_id)
+                || lists.rules.get(platform).is_some_and(|r| holds(&r.admins, phone, sender_id))
         })
     }
 
@@ -289,7 +311,8 @@ impl Access {
                 || holds(&rule.users, phone, &sender.id)
                 || sender.roles.iter().any(|r| rule.roles.contains(r) || (is_number(r) && rule.users.contains(r)))
         };
-        admits(&self.gateway) || self.rules.get(platform).is_some_and(admits)
+        let lists = self.lists();
+        admits(&lists.gateway) || lists.rules.get(platform).is_some_and(admits)
     }
 
     /// Records a reply to a stranger; false when they had one within the window (or too many

@@ -26,6 +26,7 @@ use crate::systemd;
 use crate::webhooks::handler::WebhookState;
 
 mod parts;
+pub mod reload;
 mod standby;
 
 pub use parts::build_platforms;
@@ -90,6 +91,8 @@ pub struct Daemon {
     pub started_in: Duration,
     /// The MCP servers (state, tools), for tests and benchmarks in-process.
     pub mcp: Arc<tools::mcp::McpHub>,
+    /// Reads the config again (SIGHUP, `/admin/reload`).
+    pub reloader: Arc<reload::Reloader>,
     shutdown: CancellationToken,
     done: tokio::task::JoinHandle<()>,
 }
@@ -130,6 +133,7 @@ impl Daemon {
         let access = parts::access(ground, &adapters.platforms)?;
         let mcp = agent.mcp.clone();
         let (sandbox, webhooks, targets) = (agent.sandbox.clone(), agent.webhooks.clone(), agent.targets.clone());
+        let reloader = Arc::new(reload::Reloader::new(&config, paths.clone(), access.0.clone(), env.redaction()));
         let runner = parts::runner(ground, &delivery.outbox, &adapters, agent, &access.0);
         let router = parts::router(ground, runner, access.0);
         let fence =
@@ -187,6 +191,7 @@ impl Daemon {
                 loopback: addr.is_some_and(|a| a.ip().is_loopback()),
                 mcp: mcp.clone(),
                 idempotency_ttl: crate::retention::idempotency_age(&config.retention),
+                reloader: Some(reloader.clone()),
             };
             ground.serve_http(&tasks, listener, state, &platform_cancel, &http_cancel);
         }
@@ -210,7 +215,7 @@ impl Daemon {
             holding,
         };
         let done = tokio::spawn(stopping.after(shutdown.clone()));
-        Ok(Self { addr, metrics, recovery, started_in: started.elapsed(), mcp, shutdown, done })
+        Ok(Self { addr, metrics, recovery, started_in: started.elapsed(), mcp, reloader, shutdown, done })
     }
 
     /// Begin a graceful shutdown.

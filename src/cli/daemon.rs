@@ -15,13 +15,24 @@ pub(super) async fn post(
     body: &Value,
     wait: Duration,
 ) -> Option<Result<(u16, Value), String>> {
-    let listen: std::net::SocketAddr = loaded.config.http.listen.parse().ok()?;
+    post_to(&loaded.paths.home, &loaded.config.http.listen, path, body, wait).await
+}
+
+/// `post` to the daemon of `home` listening on `listen`.
+pub(super) async fn post_to(
+    home: &std::path::Path,
+    listen: &str,
+    path: &str,
+    body: &Value,
+    wait: Duration,
+) -> Option<Result<(u16, Value), String>> {
+    let listen: std::net::SocketAddr = listen.parse().ok()?;
     let host = if listen.ip().is_unspecified() { std::net::Ipv4Addr::LOCALHOST.into() } else { listen.ip() };
     let url = format!("http://{}{path}", std::net::SocketAddr::new(host, listen.port()));
     let client = reqwest::Client::builder().timeout(wait).no_proxy().build().ok()?;
     let mut request = client.post(url).json(body);
     // The home's local key: readable by whoever may read the home, never by a sandboxed command.
-    match crate::access::PairingKey::load_or_create(&loaded.paths.home) {
+    match crate::access::PairingKey::load_or_create(home) {
         Ok(key) => request = request.bearer_auth(key.local_api_key()),
         Err(e) => return Some(Err(format!("the home's local key: {e}"))),
     }

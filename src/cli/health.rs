@@ -1,5 +1,7 @@
 //! `hermesd health`: asks the daemon of this config for `/healthz` on its own listen address and
 //! exits 0 when it answers 200 — the container's health check, with no HTTP client in the image.
+//! `hermesd reload`: has it read its config again (`POST /admin/reload`, as SIGHUP does) and
+//! prints what took effect, or why the new config was refused.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -37,6 +39,52 @@ pub(super) async fn run(loaded: &Loaded) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The listen address a config file names, read leniently: the file may be the broken one the
+/// daemon is about to refuse, and the daemon (not this command) judges it with its own secrets.
+fn listen_of(path: &std::path::Path) -> String {
+    let named = std::fs::read_to_string(path).ok().and_then(|text| {
+        let table: toml::Table = text.parse().ok()?;
+        table.get("http")?.get("listen")?.as_str().map(str::to_owned)
+    });
+    named.unwrap_or_else(|| crate::config::HttpConfig::default().listen)
+}
+
+/// `hermesd reload`, before (and without) loading the config: the running daemon reads it.
+pub(super) async fn reload(cli: &super::Cli) -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let paths = crate::config::Paths::resolve(cli.home.clone(), cli.config.clone(), &crate::config::ProcessEnv);
+    let wait = Duration::from_secs(30);
+    let listen = listen_of(&paths.config);
+    let asked = super::daemon::post_to(&paths.home, &listen, "/admin/reload", &serde_json::json!({}), wait).await;
+    let result = match asked {
+        None => Err("no daemon answers on this config's listen address; nothing to reload".to_owned()),
+        Some(Err(e)) => Err(e),
+        Some(Ok((200, body))) => {
+            let list = |key: &str| -> Vec<String> {
+                body[key]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+                    .unwrap_or_default()
+            };
+            let mut lines = vec![format!("reloaded: {}", list("applied").join(", "))];
+            let waiting = list("restart_needed");
+            if !waiting.is_empty() {
+                lines.push(format!("changed, and taking effect at the next restart: {}", waiting.join(", ")));
+            }
+            Ok(lines.join("\n"))
+        }
+        Some(Ok((status, body))) => {
+            let problems: Vec<String> = body["problems"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_str().map(|p| format!("  - {p}"))).collect())
+                .unwrap_or_default();
+            let error = body["error"].as_str().map_or_else(|| format!("the daemon answered {status}"), str::to_owned);
+            Err(if problems.is_empty() { error } else { format!("{error}:\n{}", problems.join("\n")) })
+        }
+    };
+    super::report_outcome(result)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | profiles |
-//! skills | mcp | backup | store | service | doctor | health | deliveries | events | approvals`. Every subcommand reads
+//! skills | mcp | backup | store | service | doctor | health | reload | deliveries | events |
+//! approvals`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 //!
 //! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
@@ -154,6 +155,8 @@ pub enum Command {
         #[command(subcommand)]
         command: operator::EventsCommand,
     },
+    /// Have the running daemon read its config file and .env again (as SIGHUP does).
+    Reload,
     /// Exit 0 when the daemon of this config answers /healthz (a container's health check).
     Health,
     /// Install hermesd as a systemd service, and show how it runs.
@@ -251,6 +254,10 @@ pub fn main() -> ExitCode {
             // Needs no config: everything comes on the command line from the daemon.
             return crate::agent::tools::mcp::shim::run(args).await;
         }
+        if let Command::Reload = cli.command {
+            // The daemon judges the new config with its own environment.
+            return health::reload(&cli).await;
+        }
         if let Command::Doctor { json } = cli.command {
             // Reports a broken config as one of its findings instead of stopping at it.
             return doctor::run(&cli, json, redaction).await;
@@ -289,7 +296,9 @@ pub fn main() -> ExitCode {
             Command::Deliveries { command } => operator::deliveries(loaded, command).await,
             Command::Approvals { command } => approvals::run(loaded, command).await,
             Command::Events { command } => operator::events(loaded, command).await,
-            Command::McpShim(_) | Command::Doctor { .. } => unreachable!("handled before loading the config"),
+            Command::McpShim(_) | Command::Doctor { .. } | Command::Reload => {
+                unreachable!("handled before loading the config")
+            }
             Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),
         }
     })

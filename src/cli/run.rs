@@ -31,13 +31,17 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
             }
         };
     let stopping = stop.clone();
+    // SIGHUP reloads once the daemon runs (before that there is nothing to reload into).
+    let (reload_tx, mut reload_rx) = tokio::sync::mpsc::channel::<()>(1);
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM received"); break; }
                 _ = int.recv() => { tracing::info!("SIGINT received"); break; }
                 _ = hup.recv() => {
-                    tracing::warn!("SIGHUP received: nothing is reloadable in this version; restart to apply config changes");
+                    tracing::info!("SIGHUP received: reading the config again");
+                    // One pending reload is enough: a second signal meanwhile reads the same files.
+                    let _ = reload_tx.try_send(());
                 }
             }
         }
@@ -56,6 +60,14 @@ pub(super) async fn run(loaded: Loaded) -> ExitCode {
     tokio::spawn(async move {
         stop.cancelled().await;
         shutdown.cancel();
+    });
+    let reloader = daemon.reloader.clone();
+    tokio::spawn(async move {
+        while reload_rx.recv().await.is_some() {
+            let reloader = reloader.clone();
+            // The outcome is logged by the reload itself.
+            let _ = tokio::task::spawn_blocking(move || reloader.reload()).await;
+        }
     });
     daemon.wait().await;
     ExitCode::SUCCESS

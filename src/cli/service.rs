@@ -217,6 +217,7 @@ fn user_unit(exe: &Path, home: &Path, config: &Path) -> String {
          WatchdogSec=60\n\
          ExecStartPre={exe} --home {home} --config {config} check\n\
          ExecStart={exe} --home {home} --config {config} run\n\
+         ExecReload=/bin/kill -HUP $MAINPID\n\
          Restart=on-failure\n\
          RestartSec=5\n\
          RestartPreventExitStatus=78\n\

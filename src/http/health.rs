@@ -54,19 +54,22 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let mcp = state.mcp.report();
     let (sandbox, sandbox_problem) = state.ready.sandbox.get().cloned().unwrap_or_default();
     problems.extend(sandbox_problem);
+    // Which config is live (a refused reload leaves the one before in force, and says why).
+    let config = state.reloader.as_ref().map(|r| r.live());
     if problems.is_empty() {
         (
             StatusCode::OK,
-            Json(
-                json!({ "status": "ready", "platforms": platforms, "profiles": profiles, "sandbox": sandbox, "mcp": mcp }),
-            ),
+            Json(json!({
+                "status": "ready", "platforms": platforms, "profiles": profiles, "sandbox": sandbox, "mcp": mcp,
+                "config": config
+            })),
         )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({
                 "status": "not ready", "problems": problems, "platforms": platforms, "profiles": profiles,
-                "sandbox": sandbox, "mcp": mcp
+                "sandbox": sandbox, "mcp": mcp, "config": config
             })),
         )
     }

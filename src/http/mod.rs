@@ -109,6 +109,8 @@ pub struct AppState {
     pub mcp: std::sync::Arc<crate::agent::tools::mcp::McpHub>,
     /// How long `Idempotency-Key` records count (`[retention] idempotency`).
     pub idempotency_ttl: Duration,
+    /// Reads the config again (`POST /admin/reload`; `/readyz` shows the live one).
+    pub reloader: Option<Arc<crate::daemon::reload::Reloader>>,
 }
 
 /// The application's routes.
@@ -136,7 +138,8 @@ pub fn router(state: AppState, http: &HttpConfig) -> Router {
         .route("/admin/send", post(admin::send).options(guard::preflight))
         .route("/admin/deliveries/{id}/retry", post(operator::retry_delivery))
         .route("/admin/deliveries/{id}/drop", post(operator::drop_delivery))
-        .route("/admin/events/{seq}/replay", post(operator::replay_event));
+        .route("/admin/events/{seq}/replay", post(operator::replay_event))
+        .route("/admin/reload", post(operator::reload));
     #[cfg(feature = "failpoints")]
     {
         browser = browser.route("/admin/failpoints", post(failpoints::arm));

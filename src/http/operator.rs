@@ -1,7 +1,8 @@
 //! The operator's actions on a running daemon, behind the same bearer as `/admin/send` (the API
 //! key or the home's local key): `POST /admin/deliveries/{id}/retry` sends a failed or set-aside
 //! delivery again through this daemon's outbox and pacers, `POST /admin/deliveries/{id}/drop`
-//! removes one, `POST /admin/events/{seq}/replay` runs a set-aside event. `hermesd deliveries`
+//! removes one, `POST /admin/events/{seq}/replay` runs a set-aside event, `POST /admin/reload`
+//! reads the config again (as SIGHUP does). `hermesd deliveries`
 //! and `hermesd events` call them; every action is logged with what it touched.
 
 use axum::Json;
@@ -76,5 +77,26 @@ pub(super) async fn replay_event(State(state): State<AppState>, Path(seq): Path<
     match state.ingress.replay(seq).await {
         Ok(again) => refused(again, "event", seq),
         Err(e) => answer(StatusCode::SERVICE_UNAVAILABLE, json!({ "error": e.to_string() })),
+    }
+}
+
+pub(super) async fn reload(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(no) = unauthorised(&state, &headers) {
+        return no;
+    }
+    let Some(reloader) = state.reloader.clone() else {
+        return answer(StatusCode::NOT_FOUND, json!({ "error": "this daemon cannot reload" }));
+    };
+    // Reading files: off the async workers.
+    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+        Ok(Ok(done)) => answer(
+            StatusCode::OK,
+            json!({ "status": "reloaded", "applied": done.applied, "restart_needed": done.restart_needed }),
+        ),
+        Ok(Err(problems)) => answer(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({ "error": "the new config was refused; the running one stays", "problems": problems }),
+        ),
+        Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": e.to_string() })),
     }
 }
