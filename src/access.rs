@@ -25,6 +25,8 @@
 //! `hermesd check` prints. Adapters ask through `Ingress::admit`; the router asks again before
 //! commands and turns.
 
+pub mod reload;
+
 mod key;
 
 use std::collections::{HashMap, HashSet};

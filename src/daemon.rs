@@ -26,7 +26,6 @@ use crate::systemd;
 use crate::webhooks::handler::WebhookState;
 
 mod parts;
-pub mod reload;
 mod standby;
 
 pub use parts::build_platforms;
@@ -92,7 +91,7 @@ pub struct Daemon {
     /// The MCP servers (state, tools), for tests and benchmarks in-process.
     pub mcp: Arc<tools::mcp::McpHub>,
     /// Reads the config again (SIGHUP, `/admin/reload`).
-    pub reloader: Arc<reload::Reloader>,
+    pub reloader: Arc<crate::access::reload::Reloader>,
     shutdown: CancellationToken,
     done: tokio::task::JoinHandle<()>,
 }
@@ -133,7 +132,8 @@ impl Daemon {
         let access = parts::access(ground, &adapters.platforms)?;
         let mcp = agent.mcp.clone();
         let (sandbox, webhooks, targets) = (agent.sandbox.clone(), agent.webhooks.clone(), agent.targets.clone());
-        let reloader = Arc::new(reload::Reloader::new(&config, paths.clone(), access.0.clone(), env.redaction()));
+        let reloader =
+            Arc::new(crate::access::reload::Reloader::new(&config, paths.clone(), access.0.clone(), env.redaction()));
         let runner = parts::runner(ground, &delivery.outbox, &adapters, agent, &access.0);
         let router = parts::router(ground, runner, access.0);
         let fence =

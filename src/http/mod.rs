@@ -110,7 +110,7 @@ pub struct AppState {
     /// How long `Idempotency-Key` records count (`[retention] idempotency`).
     pub idempotency_ttl: Duration,
     /// Reads the config again (`POST /admin/reload`; `/readyz` shows the live one).
-    pub reloader: Option<Arc<crate::daemon::reload::Reloader>>,
+    pub reloader: Option<Arc<crate::access::reload::Reloader>>,
 }
 
 /// The application's routes.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::access::Access;
+use super::Access;
 use crate::config::{Config, ConfigFile, Env, Paths, ProcessEnv};
 
 /// The config in force, as `/readyz` shows it.
