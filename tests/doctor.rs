@@ -160,6 +160,12 @@ async fn a_broken_config_is_a_finding_not_a_stop() {
     assert!(out.contains("✗ config:") && out.contains("max_iterations"), "{out}");
     assert!(out.contains("disk:"), "the checks that need no config still run: {out}");
 
+    // A config that loads but does not validate (an unset secret) is a failing finding too.
+    std::fs::write(home.path().join("config.toml"), "[platforms.telegram]\nenabled = true\n").unwrap();
+    let (code, out) = doctor(home.path(), &[], false).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("✗ config:") && out.contains("TELEGRAM_BOT_TOKEN"), "{out}");
+
     std::fs::write(home.path().join("config.toml"), "").unwrap();
     let (code, out) = doctor(home.path(), &[], false).await;
     assert_eq!(code, Some(0), "warnings alone exit 0: {out}");
@@ -177,7 +183,7 @@ async fn discord_home_assistant_and_imap_accounts_are_checked_live() {
          [platforms.homeassistant]\nenabled = true\nurl = \"{}\"\n\n\
          [platforms.email]\nenabled = true\nimap_url = \"{}\"\nsmtp_url = \"smtp://127.0.0.1:1\"\n\
          address = \"agent@example.com\"\nauthserv_id = \"mx.test\"\n\n\
-         [platforms.email.accounts.wrong]\naddress = \"other@example.com\"\nusername = \"agent@example.com\"\n\
+         [platforms.email.accounts.wrong]\naddress = \"other@example.com\"\nusername = \"nobody@example.com\"\n\
          password_env = \"EMAIL_WRONG_PASSWORD\"\n",
         discord.base_url(),
         hass.url(),

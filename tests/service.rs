@@ -92,7 +92,8 @@ fn a_user_install_writes_this_binarys_unit_and_enables_it() {
 
     let out = hermesd(home.path(), config_home.path(), &systemctl, &["service", "install", "--user"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(systemctl.calls(), ["--user daemon-reload", "--user enable --now hermesd.service"]);
+    let calls = ["--user daemon-reload", "--user enable hermesd.service", "--user restart hermesd.service"];
+    assert_eq!(systemctl.calls(), calls, "a unit already running moves onto the new binary");
     assert!(text(&out).contains("loginctl enable-linger"), "{}", text(&out));
 
     // status reads what systemd says and compares the unit on disk with this binary's.
@@ -125,7 +126,8 @@ fn a_system_install_under_a_root_lays_out_the_shipped_unit_config_and_secrets() 
     let (home, config_home, root) =
         (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     std::fs::write(home.path().join("config.toml"), "[agent]\nmax_iterations = 7\n").unwrap();
-    std::fs::write(home.path().join(".env"), "TELEGRAM_BOT_TOKEN=1:abc\n").unwrap();
+    std::fs::write(home.path().join(".env"), "# bot\nexport TELEGRAM_BOT_TOKEN=1:abc\nAPI_SERVER_KEY='k\"ey'\n")
+        .unwrap();
     let systemctl = FakeSystemctl::new();
     let root_arg = root.path().to_str().unwrap();
     let out = hermesd(home.path(), config_home.path(), &systemctl, &["service", "install", "--root", root_arg]);
@@ -138,7 +140,11 @@ fn a_system_install_under_a_root_lays_out_the_shipped_unit_config_and_secrets() 
     assert!(at("etc/sysusers.d/hermesd.conf").exists() && at("etc/tmpfiles.d/hermesd.conf").exists());
     assert_eq!(std::fs::read_to_string(at("etc/hermesd/config.toml")).unwrap(), "[agent]\nmax_iterations = 7\n");
     assert_eq!(mode(&at("etc/hermesd/config.toml")), 0o640);
-    assert_eq!(std::fs::read_to_string(at("etc/hermesd/env")).unwrap(), "TELEGRAM_BOT_TOKEN=1:abc\n");
+    let env_file = std::fs::read_to_string(at("etc/hermesd/env")).unwrap();
+    assert_eq!(env_file, "API_SERVER_KEY=\"k\\\"ey\"\nTELEGRAM_BOT_TOKEN=\"1:abc\"\n", "systemd's form, no export");
+    for dir in ["usr/local/bin", "etc/systemd/system", "etc/sysusers.d", "etc/tmpfiles.d"] {
+        assert_eq!(mode(&at(dir)), 0o755, "{dir}");
+    }
     assert_eq!(mode(&at("etc/hermesd/env")), 0o600, "secrets readable by root only");
     let bin = at("usr/local/bin/hermesd");
     assert_eq!(mode(&bin), 0o755);

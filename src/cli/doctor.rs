@@ -7,7 +7,8 @@
 //! login, Home Assistant's auth); every enabled MCP server (connected, tools listed); the tools'
 //! sandbox and the kernel features it uses; free disk space in the home; the store's
 //! `quick_check` and the day's failed and set-aside rows; the installed systemd unit's settings.
-//! Nothing is changed. Exit 1 when any check fails; `--json` prints the findings as a JSON array.
+//! Nothing is changed (but for what opening the store does for every command: a schema older than
+//! this binary is brought up to date). Exit 1 when any check fails; `--json` prints the findings as a JSON array.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -112,14 +113,16 @@ fn print(findings: &[Finding], json: bool) {
 
 async fn checks(loaded: &Loaded) -> Vec<Finding> {
     let profiles = loaded.config.profile_names().len();
-    let mut findings = vec![Finding::ok(
-        "config",
-        format!(
-            "{} is valid ({profiles} profile{})",
-            loaded.paths.config.display(),
-            if profiles == 1 { "" } else { "s" }
-        ),
-    )];
+    // What `hermesd check` judges: the file's structure passed loading, this is the rest.
+    let problems: Vec<String> = loaded.config.validate(&loaded.env).iter().map(|p| loaded.locator.locate(p)).collect();
+    let config = if problems.is_empty() {
+        let plural = if profiles == 1 { "" } else { "s" };
+        Finding::ok("config", format!("{} is valid ({profiles} profile{plural})", loaded.paths.config.display()))
+    } else {
+        let detail = format!("{} problems: {}", problems.len(), problems.join("; "));
+        Finding::fail("config", detail, "hermesd check lists each problem with its line")
+    };
+    let mut findings = vec![config];
     findings.extend(models(loaded).await);
     findings.extend(platforms(loaded).await);
     findings.extend(mcp(loaded).await);

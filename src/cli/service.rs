@@ -110,8 +110,12 @@ fn install_system(loaded: &Loaded, root: Option<PathBuf>, no_enable: bool) -> Re
     }
     if !env.exists() {
         let dotenv = loaded.paths.home.join(".env");
-        let secrets = std::fs::read(&dotenv).unwrap_or_default();
-        write_atomically(&env, &secrets, 0o600)?;
+        let secrets = match std::fs::read_to_string(&dotenv) {
+            Ok(text) => environment_file(&text).map_err(|e| format!("{}: {e}", dotenv.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(format!("read {}: {e}", dotenv.display())),
+        };
+        write_atomically(&env, secrets.as_bytes(), 0o600)?;
         let from = if secrets.is_empty() { String::new() } else { format!(" from {}", dotenv.display()) };
         let _ = writeln!(done, "wrote {} (0600){from}", env.display());
     } else {
@@ -139,11 +143,10 @@ fn install_system(loaded: &Loaded, root: Option<PathBuf>, no_enable: bool) -> Re
         let _ = write!(done, "not enabled (--no-enable): systemctl daemon-reload && systemctl enable --now hermesd");
         return Ok(done);
     }
-    run_tool("systemctl", &["daemon-reload"])?;
-    run_tool("systemctl", &["enable", "--now", UNIT_NAME])?;
+    enable_and_restart(&[])?;
     let _ = write!(
         done,
-        "enabled and started hermesd.service (state in /var/lib/hermesd; hermesd service status, journalctl -u hermesd)"
+        "enabled and (re)started hermesd.service (state in /var/lib/hermesd; hermesd service status, journalctl -u hermesd)"
     );
     Ok(done)
 }
@@ -161,14 +164,35 @@ fn install_user(loaded: &Loaded, no_enable: bool) -> Result<String, String> {
         );
         return Ok(done);
     }
-    run_tool("systemctl", &["--user", "daemon-reload"])?;
-    run_tool("systemctl", &["--user", "enable", "--now", UNIT_NAME])?;
+    enable_and_restart(&["--user"])?;
     let _ = write!(
         done,
-        "enabled and started hermesd.service for this user (hermesd service status --user, journalctl --user -u \
+        "enabled and (re)started hermesd.service for this user (hermesd service status --user, journalctl --user -u \
          hermesd); to keep it running while you are logged out: loginctl enable-linger"
     );
     Ok(done)
+}
+
+/// `systemctl [scope] daemon-reload`, `enable`, then `restart`: a unit already running (an
+/// upgrade) moves onto the new binary and unit, a stopped one starts.
+fn enable_and_restart(scope: &[&str]) -> Result<(), String> {
+    for action in [&["daemon-reload"][..], &["enable", UNIT_NAME], &["restart", UNIT_NAME]] {
+        let args: Vec<&str> = scope.iter().chain(action).copied().collect();
+        run_tool("systemctl", &args)?;
+    }
+    Ok(())
+}
+
+/// The home's `.env` as a systemd `EnvironmentFile`: hermesd's reading of it (`export`, quotes,
+/// comments), written back as `KEY="value"` lines with systemd's escapes, so the service sees the
+/// same values as `hermesd run` did.
+fn environment_file(dotenv: &str) -> Result<String, String> {
+    let mut vars: Vec<(String, String)> = crate::config::parse_dotenv(dotenv)?.into_iter().collect();
+    vars.sort();
+    Ok(vars
+        .iter()
+        .map(|(key, value)| format!("{key}=\"{}\"\n", value.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect())
 }
 
 /// `path` made absolute against the working directory (a unit runs from `/`).
@@ -254,7 +278,14 @@ fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> 
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let folder = path.parent().ok_or_else(|| format!("{}: no parent folder", path.display()))?;
-    std::fs::create_dir_all(folder).map_err(|e| format!("create {}: {e}", folder.display()))?;
+    // Folders it creates are 0755 whatever the umask (hermesd's is 077): the service user must
+    // reach its binary and unit, and a `--root` tree carries its modes onto the target.
+    let missing: Vec<&Path> = folder.ancestors().take_while(|p| !p.exists()).collect();
+    for dir in missing.into_iter().rev() {
+        std::fs::create_dir(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)))
+            .map_err(|e| format!("create {}: {e}", dir.display()))?;
+    }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let temp = folder.join(format!(".{name}.new-{}", std::process::id()));
     let written = std::fs::OpenOptions::new()

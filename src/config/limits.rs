@@ -40,7 +40,7 @@ pub struct LimitsConfig {
     /// Admins named in `<PLATFORM>_ADMIN_USERS` or `GATEWAY_ADMIN_USERS` (and the terminal)
     /// are not capped. Users who are admins only because no admin list is set are capped.
     pub exempt_admins: bool,
-    /// Cron jobs one user (per platform) may have made from chat (the `cronjob` tool); 0 for
+    /// Cron jobs one user (per platform and profile) may have made from chat (the `cronjob` tool); 0 for
     /// no cap. Jobs added with `hermesd cron add` are the operator's and never counted.
     pub cron_jobs_per_user: u32,
     /// The shortest interval between runs of a recurring job a non-admin may schedule from chat.

@@ -38,7 +38,7 @@ pub use profiles::{
     ProfileConfig, Profiles, SOUL_FILE, Soul, is_profile_name, profile_key, profile_of_key, profile_of_session_key,
 };
 pub use routes::RouteConfig;
-pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail};
+pub use secrets::{Env, EnvSource, ProcessEnv, Secret, SecretTrail, parse_dotenv};
 pub use sessions::{
     RecoveryConfig, ResetMode, ResetOverride, ResetPolicy, RetentionConfig, SessionsConfig, StoreConfig,
 };

@@ -189,7 +189,7 @@ fn read_secret_file(path: &Path, name: &str) -> Result<Secret, String> {
 }
 
 /// Parse `KEY=value` lines; `#` comments, `export ` prefixes and single or double quotes allowed.
-fn parse_dotenv(text: &str) -> Result<HashMap<String, String>, String> {
+pub fn parse_dotenv(text: &str) -> Result<HashMap<String, String>, String> {
     let mut vars = HashMap::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();

@@ -137,9 +137,12 @@ impl Section for EmailConfig {
         !self.address.trim().is_empty()
     }
 
+    /// The mailbox read: the IMAP server, the login (the address unless `username` says
+    /// otherwise) and the folder. Two adapters reading one would answer each mail twice.
     fn identity(&self, _env: &dyn hermesd_platform::Environment) -> Option<String> {
-        let address = self.address.trim().to_ascii_lowercase();
-        (!address.is_empty()).then(|| format!("mailbox {address} {}", self.folder))
+        let login = if self.username.trim().is_empty() { &self.address } else { &self.username };
+        let login = login.trim().to_ascii_lowercase();
+        (!login.is_empty()).then(|| format!("mailbox {} {login} {}", self.imap_url.trim(), self.folder))
     }
 
     fn profile(&self) -> Option<&str> {

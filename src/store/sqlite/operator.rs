@@ -14,6 +14,11 @@ use crate::store::{Again, DeliveryRow, EventRow, OperatorStore, PendingOutbound,
 /// The states an operator takes again or drops.
 const TROUBLED: &str = "('failed', 'quarantined')";
 
+/// Whether a delivery in `state` is one an operator may take again or drop.
+fn troubled(state: &str) -> bool {
+    state == "failed" || state == "quarantined"
+}
+
 fn count(row: &sqlx::sqlite::SqliteRow, column: &str) -> u64 {
     u64::try_from(row.get::<i64, _>(column)).unwrap_or(0)
 }
@@ -51,7 +56,7 @@ impl OperatorStore for SqliteStore {
             .await?;
         let Some(row) = row else { return Ok(Again::NotFound) };
         let state: String = row.get("state");
-        if state != "failed" && state != "quarantined" {
+        if !troubled(&state) {
             return Ok(Again::Not(state));
         }
         let message: OutboundMessage = match from_json(row.get("payload"), "outbound_messages.payload") {
@@ -82,16 +87,17 @@ impl OperatorStore for SqliteStore {
             .await?;
         match state {
             None => Ok(Again::NotFound),
-            Some((state,)) if state != "failed" && state != "quarantined" => Ok(Again::Not(state)),
+            Some((state,)) if !troubled(&state) => Ok(Again::Not(state)),
             Some(_) => {
-                retry_busy(|| async {
+                let removed = retry_busy(|| async {
                     sqlx::query("DELETE FROM outbound_messages WHERE id = ? AND state IN ('failed', 'quarantined')")
                         .bind(id)
                         .execute(&mut *self.writer.get().await?)
                         .await
                 })
-                .await?;
-                Ok(Again::Ready(()))
+                .await?
+                .rows_affected();
+                Ok(if removed == 0 { Again::Not("taken meanwhile".into()) } else { Again::Ready(()) })
             }
         }
     }
@@ -151,10 +157,14 @@ impl OperatorStore for SqliteStore {
     }
 
     async fn trouble_counts(&self) -> StoreResult<(u64, u64, u64)> {
+        // Each count names the partial index's own predicate, so SQLite reads only that index.
         let row = sqlx::query(
-            "SELECT (SELECT COUNT(*) FROM outbound_messages WHERE state = 'failed') AS failed, \
-             (SELECT COUNT(*) FROM outbound_messages WHERE state = 'quarantined') AS set_aside, \
-             (SELECT COUNT(*) FROM inbound_events WHERE state = 'quarantined') AS events",
+            "SELECT (SELECT COUNT(*) FROM outbound_messages WHERE state IN ('failed', 'quarantined') \
+                AND state = 'failed') AS failed, \
+             (SELECT COUNT(*) FROM outbound_messages WHERE state IN ('failed', 'quarantined') \
+                AND state = 'quarantined') AS set_aside, \
+             (SELECT COUNT(*) FROM inbound_events WHERE state IN ('failed', 'quarantined') \
+                AND state = 'quarantined') AS events",
         )
         .fetch_one(&mut *self.readers.get().await?)
         .await?;

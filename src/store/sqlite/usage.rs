@@ -147,8 +147,8 @@ impl UsageStore for SqliteStore {
     async fn prune_usage(&self, before: &str, limit: u32) -> StoreResult<u64> {
         retry_busy(|| async {
             sqlx::query(
-                "DELETE FROM usage_daily WHERE (scope, platform, subject, day) IN \
-                 (SELECT scope, platform, subject, day FROM usage_daily INDEXED BY usage_daily_by_day \
+                "DELETE FROM usage_daily WHERE (scope, platform, subject, profile, day) IN \
+                 (SELECT scope, platform, subject, profile, day FROM usage_daily INDEXED BY usage_daily_by_day \
                  WHERE day < ?1 ORDER BY day LIMIT ?2)",
             )
             .bind(before)

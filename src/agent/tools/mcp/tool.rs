@@ -64,8 +64,9 @@ impl Tool for McpTool {
                 }
             }
         }
-        // A server restarting after a crash is waited for, within the call's own time.
-        let Some(session) = self.server.session_within(self.spec.timeout).await else {
+        // A server restarting after a crash is waited for, within half the call's own time: the
+        // other half is the call's, and the executor's timeout never fires first.
+        let Some(session) = self.server.session_within(self.spec.timeout / 2).await else {
             return Err(ToolError::Failed(format!(
                 "MCP server {} is not connected ({}); try again later",
                 self.server.name,
