@@ -179,9 +179,13 @@ async fn an_approval_button_pressed_lets_the_command_run() {
     let asked = || fake.calls_to("messages").into_iter().find(|c| c.body["payload"]["type"] == "interactive");
     assert!(eventually(WAIT, || asked().is_some()).await, "{:?}", fake.calls());
     let call = asked().unwrap();
-    let buttons = call.body["payload"]["interactive"]["action"]["buttons"].clone();
-    let ids: Vec<&str> = buttons.as_array().unwrap().iter().filter_map(|b| b["reply"]["id"].as_str()).collect();
-    assert_eq!(ids, [hermesd::turn::approvals::APPROVE, hermesd::turn::approvals::DENY]);
+    // Four choices are more than WhatsApp's three reply buttons: they come as a list.
+    let interactive = &call.body["payload"]["interactive"];
+    assert_eq!(interactive["type"], "list", "{interactive}");
+    let rows = interactive["action"]["sections"][0]["rows"].as_array().unwrap();
+    let ids: Vec<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
+    use hermesd::turn::approvals::{APPROVE, APPROVE_ALWAYS, APPROVE_SESSION, DENY};
+    assert_eq!(ids, [APPROVE, APPROVE_SESSION, APPROVE_ALWAYS, DENY]);
     let asked_id = call.body["id"].as_str().unwrap().to_owned();
     let (_, press) = webhook::button_reply(ANN, &asked_id, hermesd::turn::approvals::APPROVE, "Approve");
     assert_eq!(webhook::post(&d.base, SECRET, &press).await.0, 200);
