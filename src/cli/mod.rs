@@ -1,6 +1,6 @@
 //! The command line: `hermesd run | check | chat | send | sessions | cron | pairing | profiles |
 //! skills | mcp | backup | store | service | doctor | health | reload | deliveries | events |
-//! approvals`. Every subcommand reads
+//! approvals | import`. Every subcommand reads
 //! `$HERMESD_HOME/config.toml` unless `--config` says otherwise.
 //!
 //! The hidden `sandbox-exec` is dispatched before any config, logging or runtime, and the hidden
@@ -14,6 +14,7 @@ mod cron;
 mod daemon;
 mod doctor;
 mod health;
+mod import;
 mod mcp;
 mod operator;
 mod pairing;
@@ -159,6 +160,12 @@ pub enum Command {
     Reload,
     /// Exit 0 when the daemon of this config answers /healthz (a container's health check).
     Health,
+    /// Bring another gateway's home into this one (dry run unless --apply).
+    Import {
+        /// Which gateway.
+        #[command(subcommand)]
+        command: import::ImportCommand,
+    },
     /// Install hermesd as a systemd service, and show how it runs.
     Service {
         /// What to do.
@@ -258,6 +265,10 @@ pub fn main() -> ExitCode {
             // The daemon judges the new config with its own environment.
             return health::reload(&cli).await;
         }
+        if let Command::Import { command } = cli.command {
+            // Reads this home's config itself: it may be about to write it.
+            return import::run(cli.home, cli.config, command).await;
+        }
         if let Command::Doctor { json } = cli.command {
             // Reports a broken config as one of its findings instead of stopping at it.
             return doctor::run(&cli, json, redaction).await;
@@ -296,7 +307,7 @@ pub fn main() -> ExitCode {
             Command::Deliveries { command } => operator::deliveries(loaded, command).await,
             Command::Approvals { command } => approvals::run(loaded, command).await,
             Command::Events { command } => operator::events(loaded, command).await,
-            Command::McpShim(_) | Command::Doctor { .. } | Command::Reload => {
+            Command::McpShim(_) | Command::Doctor { .. } | Command::Reload | Command::Import { .. } => {
                 unreachable!("handled before loading the config")
             }
             Command::SandboxExec(_) => unreachable!("handled before the runtime starts"),

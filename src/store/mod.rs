@@ -17,6 +17,7 @@ mod cron;
 pub mod grants;
 pub mod health;
 mod idempotency;
+pub mod import;
 mod lease;
 mod lifecycle;
 mod operator;

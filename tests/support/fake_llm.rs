@@ -351,9 +351,12 @@ async fn completions(State(shared): State<Arc<Shared>>, body: axum::body::Bytes)
             let last_user = body["messages"]
                 .as_array()
                 .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-                .and_then(|m| m["content"].as_str())
-                .unwrap_or("")
-                .to_owned();
+                .map(|m| match &m["content"] {
+                    // Content parts, as sent with prompt-cache markers.
+                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<String>(),
+                    other => other.as_str().unwrap_or_default().to_owned(),
+                })
+                .unwrap_or_default();
             (format!("echo: {last_user}"), vec![], 10)
         }
         Step::Status(code, body, retry_after) => {

@@ -33,6 +33,7 @@ mod grants;
 mod health;
 mod idempotency;
 mod idle;
+mod import;
 mod inbound;
 mod lane;
 mod lease;
@@ -91,6 +92,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (23, "usage_by_profile", include_str!("../../../migrations/0023_usage_by_profile.sql")),
     (24, "trouble_indexes", include_str!("../../../migrations/0024_trouble_indexes.sql")),
     (25, "approval_grants", include_str!("../../../migrations/0025_approval_grants.sql")),
+    (26, "imports", include_str!("../../../migrations/0026_imports.sql")),
 ];
 
 /// The SQLite store.
@@ -172,6 +174,37 @@ impl SqliteStore {
             #[cfg(feature = "failpoints")]
             page_limit: Default::default(),
         })
+    }
+
+    /// Open an existing database only to read it: no migration, no file created, every write
+    /// refused by SQLite. Also gives the schema version found (older ones lack newer tables).
+    pub async fn open_read_only(path: &Path, busy_timeout: Duration) -> StoreResult<(Self, i64)> {
+        if !path.exists() {
+            return Err(StoreError::NotFound(format!("no database at {}", path.display())));
+        }
+        let base = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .busy_timeout(busy_timeout)
+            .read_only(true)
+            .pragma("temp_store", "memory");
+        let writer = Conns::new(base.clone(), 1);
+        let found = {
+            let mut conn = writer.get().await?;
+            check_schema_version(&mut conn).await?.unwrap_or(0)
+        };
+        let store = Self {
+            writer,
+            lane: std::sync::Arc::new(lane::Lane::new(path.to_path_buf(), busy_timeout)),
+            read_lane: std::sync::Arc::new(lane::ReadLane::new(path.to_path_buf(), 1)),
+            transcripts: Default::default(),
+            readers: Conns::new(base, 1),
+            health: Default::default(),
+            quiet: Default::default(),
+            metrics: Default::default(),
+            #[cfg(feature = "failpoints")]
+            page_limit: Default::default(),
+        };
+        Ok((store, found))
     }
 
     /// Close every connection, checkpointing the WAL.

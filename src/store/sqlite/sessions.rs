@@ -160,7 +160,7 @@ fn session_from_lane(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
 }
 
 /// A message's JSON columns: tool calls, reasoning and images (NULL when absent).
-fn message_json(message: &Message) -> (Option<String>, Option<String>, Option<String>) {
+pub(super) fn message_json(message: &Message) -> (Option<String>, Option<String>, Option<String>) {
     let tool_calls = (!message.tool_calls.is_empty()).then(|| to_json(&message.tool_calls));
     let reasoning = message.reasoning.as_ref().map(to_json);
     let images = (!message.images.is_empty()).then(|| to_json(&message.images));
