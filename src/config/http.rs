@@ -51,6 +51,7 @@ pub(super) fn check_http(config: &Config, problems: &mut Vec<String>) {
         ("archived_messages", retention.archived_messages),
         ("media", retention.media),
         ("cron_output", retention.cron_output),
+        ("responses", retention.responses),
     ] {
         if age.get().as_secs() < MIN_RETENTION_SECS {
             problems.push(format!("retention.{key}: must be at least 1h"));

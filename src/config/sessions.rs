@@ -157,6 +157,8 @@ pub struct RetentionConfig {
     pub media: HumanDuration,
     /// Files under `cron/output/`.
     pub cron_output: HumanDuration,
+    /// Responses API responses kept for `GET /v1/responses/{id}` and `previous_response_id`.
+    pub responses: HumanDuration,
     /// How often the retention task runs.
     pub interval: HumanDuration,
 }
@@ -171,6 +173,7 @@ impl Default for RetentionConfig {
             archived_messages: HumanDuration::secs(180 * DAY),
             media: HumanDuration::secs(30 * DAY),
             cron_output: HumanDuration::secs(90 * DAY),
+            responses: HumanDuration::secs(30 * DAY),
             interval: HumanDuration::secs(3600),
         }
     }

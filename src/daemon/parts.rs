@@ -98,8 +98,9 @@ impl Adapters {
         };
         let usage_board = Arc::new(crate::usage::UsageBoard::default());
         let api = (config.platforms.api.enabled && !options.extra_only).then(|| {
-            let api =
-                ApiPlatform::new(store.clone(), &config.platforms.api.model_id).with_media(api_media(&paths.home));
+            let api = ApiPlatform::new(store.clone(), &config.platforms.api.model_id)
+                .with_media(api_media(&paths.home))
+                .with_responses(store.clone());
             Arc::new(api.with_usage(usage_board.clone()))
         });
         if let Some(api) = &api {
@@ -406,6 +407,8 @@ impl Ground<'_> {
         let config = self.config;
         let ttl = crate::retention::idempotency_age(&config.retention);
         tasks.spawn(crate::http::prune_idempotency(self.store.clone(), ttl, cancel.clone()));
+        let kept = config.retention.responses.get();
+        tasks.spawn(crate::http::prune_responses(self.store.clone(), kept, cancel.clone()));
         let app = crate::http::router(state, &config.http);
         let settings = crate::http::ServeSettings {
             header_read_timeout: config.http.header_read_timeout.get(),

@@ -21,11 +21,11 @@ use serde_json::{Value, json};
 
 use super::{AppState, api_media, idempotency};
 use crate::clock::now_ms;
-use crate::platforms::api::{ApiReply, NAME, ReplyMeta, StreamBuffer, completion, usage_json};
+use crate::platforms::api::{ApiReply, NAME, ReplyMeta, ReplyShape, StreamBuffer, completion, usage_json};
 use crate::store::{IdempotencyClaim, IdempotentAccept};
 
 /// Header carrying server-side session continuity.
-const SESSION_HEADER: &str = "x-hermes-session-id";
+pub(super) const SESSION_HEADER: &str = "x-hermes-session-id";
 
 #[derive(Deserialize)]
 struct CompletionRequest {
@@ -61,7 +61,7 @@ pub(super) fn error(status: StatusCode, kind: &str, code: &str, message: impl In
 }
 
 /// Text of a message's content: a string, or the text parts of an array.
-fn content_text(content: &Value) -> String {
+pub(super) fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(parts) => {
@@ -184,7 +184,12 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
         },
     };
     let model = request.model.clone().unwrap_or_else(|| state.model_id.clone());
-    let meta = ReplyMeta { model: model.clone(), created: now_ms() / 1000, idempotent: idempotency_key.is_some() };
+    let meta = ReplyMeta {
+        model: model.clone(),
+        created: now_ms() / 1000,
+        idempotent: idempotency_key.is_some(),
+        shape: ReplyShape::ChatCompletion,
+    };
     let (waiter, buffer) = if request.stream {
         let (waiter, buffer) = api.register_stream(&request_id, meta.clone());
         (waiter, Some(buffer))
@@ -237,6 +242,16 @@ async fn read_request(
     headers: &HeaderMap,
     request: Request,
 ) -> Result<(CompletionRequest, Value), Box<Response>> {
+    read_json(state, headers, request).await
+}
+
+/// A request body of shape `T` (and as JSON, for its fingerprint), read only once the key checked
+/// out; `Err` is the error response.
+pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
+    state: &AppState,
+    headers: &HeaderMap,
+    request: Request,
+) -> Result<(T, Value), Box<Response>> {
     if !authorized(state, headers) {
         return Err(Box::new(error(
             StatusCode::UNAUTHORIZED,
@@ -265,7 +280,7 @@ async fn read_request(
         }
     };
     serde_json::from_slice::<Value>(&body)
-        .and_then(|value| CompletionRequest::deserialize(&value).map(|request| (request, value)))
+        .and_then(|value| T::deserialize(&value).map(|request| (request, value)))
         .map_err(|e| {
             Box::new(error(
                 StatusCode::BAD_REQUEST,
@@ -328,7 +343,7 @@ fn continuity(
 
 /// Hand the event to the ingress, claiming its Idempotency-Key when it has one. `None`: a turn
 /// was started and its reply will come; `Some`: the answer, as no turn starts for this request.
-async fn admit(
+pub(super) async fn admit(
     state: &AppState,
     event: InboundEvent,
     claim: Option<&IdempotencyClaim<'_>>,

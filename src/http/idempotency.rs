@@ -1,4 +1,4 @@
-//! `Idempotency-Key` on `POST /v1/chat/completions`, as the IETF httpapi draft describes it: the
+//! `Idempotency-Key` on `POST /v1/chat/completions` and `POST /v1/responses`, as the IETF httpapi draft describes it: the
 //! key's value, its scope (API key + session, `user`, or the stateless scope — two clients'
 //! keys never meet), the request fingerprint, replaying a stored response (as SSE for a
 //! `stream: true` retry), and the background pruning of expired records.
@@ -112,7 +112,14 @@ fn write_canonical(value: &Value, out: &mut String) {
 
 /// A stored response, again: as it was, or as server-sent events for a streaming retry.
 pub(super) fn replay(stored: StoredResponse, stream: bool) -> Response {
-    let mut response = if stream {
+    let body: Value = serde_json::from_str(&stored.body).unwrap_or(Value::Null);
+    let mut response = if stream && body["object"] == "response" {
+        let events = super::responses::replay_events(&body);
+        let stream = futures_util::stream::iter(
+            events.into_iter().map(|(kind, data)| Ok::<_, Infallible>(Event::default().event(kind).data(data))),
+        );
+        Sse::new(stream).into_response()
+    } else if stream {
         let events = replay_events(&stored);
         let stream =
             futures_util::stream::iter(events.into_iter().map(|data| Ok::<_, Infallible>(Event::default().data(data))));
@@ -154,16 +161,39 @@ fn replay_events(stored: &StoredResponse) -> Vec<String> {
 /// most an hour), until `cancel`. Expired records are already ignored by lookups; this only keeps
 /// the table from growing.
 pub async fn prune(store: Arc<dyn Store>, ttl: Duration, cancel: CancellationToken) {
+    prune_every("idempotency records", ttl, cancel, |before| {
+        let store = store.clone();
+        async move { store.prune_idempotency(before, PRUNE_BATCH).await }
+    })
+    .await;
+}
+
+/// Delete Responses API responses older than `ttl`, as `prune` does idempotency records.
+pub async fn prune_responses(store: Arc<dyn Store>, ttl: Duration, cancel: CancellationToken) {
+    prune_every("stored responses", ttl, cancel, |before| {
+        let store = store.clone();
+        async move { store.prune_responses(before, PRUNE_BATCH).await }
+    })
+    .await;
+}
+
+/// Run `op(before)` (one batch of deletions older than `ttl`) until a batch comes back short, now
+/// and every `ttl / 8` (at least a minute, at most an hour), until `cancel`.
+async fn prune_every<F, Fut>(what: &str, ttl: Duration, cancel: CancellationToken, op: F)
+where
+    F: Fn(i64) -> Fut,
+    Fut: std::future::Future<Output = crate::store::StoreResult<u64>>,
+{
     let every = (ttl / 8).clamp(Duration::from_secs(60), Duration::from_secs(3600));
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     loop {
         let before = now_ms().saturating_sub(ttl_ms);
         loop {
-            match store.prune_idempotency(before, PRUNE_BATCH).await {
+            match op(before).await {
                 Ok(n) if n == u64::from(PRUNE_BATCH) => tokio::task::yield_now().await,
                 Ok(_) => break,
                 Err(e) => {
-                    tracing::warn!(error = %e, "pruning idempotency records failed");
+                    tracing::warn!(error = %e, "pruning {what} failed");
                     break;
                 }
             }

@@ -5,8 +5,8 @@
 //! Routes with a bearer key (`/v1/*`, `/admin/*`) check it, and `/webhooks/*` the presence of a
 //! signature, before reading the body. The files: `serve.rs` and `bounds.rs` (connections and their
 //! time bounds), `guard.rs` and `limit.rs` (what a browser or a greedy client may do), `api.rs`,
-//! `api_media.rs`, `files.rs` and `idempotency.rs` (the OpenAI-compatible API; SSE answers carry
-//! keepalives), `admin.rs` and `failpoints.rs` (`/admin/*`), `health.rs`, and `webhook.rs` (adapter
+//! `api_media.rs`, `files.rs`, `idempotency.rs` and `responses.rs` (the OpenAI-compatible API: chat
+//! completions and the Responses API; SSE answers carry keepalives), `admin.rs` and `failpoints.rs` (`/admin/*`), `health.rs`, and `webhook.rs` (adapter
 //! webhook routes such as `/telegram/webhook`); the `/webhooks/{route}` handler lives in
 //! `crate::webhooks`.
 
@@ -22,11 +22,12 @@ mod health;
 mod idempotency;
 mod limit;
 mod operator;
+mod responses;
 mod serve;
 mod webhook;
 
 pub use guard::BrowserGuard;
-pub use idempotency::prune as prune_idempotency;
+pub use idempotency::{prune as prune_idempotency, prune_responses};
 pub use limit::ApiRateLimit;
 pub use serve::{ServeSettings, serve};
 
@@ -148,6 +149,8 @@ pub fn router(state: AppState, http: &HttpConfig) -> Router {
         let mut v1 = Router::new()
             .route("/v1/chat/completions", post(api::chat_completions).options(guard::preflight))
             .route("/v1/models", get(api::models).options(guard::preflight))
+            .route("/v1/responses", post(responses::create).options(guard::preflight))
+            .route("/v1/responses/{id}", get(responses::retrieve).delete(responses::delete).options(guard::preflight))
             .route("/v1/files/{id}/{name}", get(files::download).options(guard::preflight));
         if let Some(limit) = ApiRateLimit::new(http.rate_limit_per_minute) {
             let keyed = state.clone();

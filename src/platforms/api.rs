@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::tools::send_file::stage::{OUTBOUND_DIR, safe_name};
 use crate::clock::now_ms;
-use crate::store::{IdempotencyStore, StoredResponse};
+use crate::store::{IdempotencyStore, ResponseStore, StoredApiResponse, StoredResponse};
 use crate::usage::{TurnUsage, UsageBoard};
 
 /// The platform name in chat refs and session keys.
@@ -104,10 +104,119 @@ pub struct ReplyMeta {
     pub created: i64,
     /// The request carried an `Idempotency-Key`: store its response.
     pub idempotent: bool,
+    /// Which API the answer is shaped for.
+    pub shape: ReplyShape,
+}
+
+/// Which API a request came through, and so the shape of its answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ReplyShape {
+    /// `POST /v1/chat/completions`: a `chat.completion`.
+    #[default]
+    ChatCompletion,
+    /// `POST /v1/responses`: a `response` object.
+    Response(ResponseMeta),
+}
+
+/// What a Responses API answer says besides the reply: its id, the chat it continues, and the
+/// request's fields a response echoes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseMeta {
+    /// `resp_…`.
+    pub id: String,
+    /// The API chat (session) it was given in, which `previous_response_id` continues.
+    pub chat_id: String,
+    /// Kept for `GET /v1/responses/{id}` and `previous_response_id`.
+    pub store: bool,
+    /// The response it continues.
+    pub previous_response_id: Option<String>,
+    /// The request's instructions.
+    pub instructions: Option<String>,
+    /// The request's `user`.
+    pub user: Option<String>,
+    /// The request's `metadata`.
+    pub metadata: serde_json::Value,
+}
+
+/// The Responses API `usage` object.
+pub fn response_usage_json(usage: Option<&TurnUsage>) -> serde_json::Value {
+    let t = usage.map(|u| u.tokens).unwrap_or_default();
+    json!({
+        "input_tokens": t.prompt,
+        "input_tokens_details": { "cached_tokens": t.cache_read },
+        "output_tokens": t.completion,
+        "output_tokens_details": { "reasoning_tokens": 0 },
+        "total_tokens": t.prompt.saturating_add(t.completion),
+    })
+}
+
+/// The message item of a response's output: the reply as one `output_text` part.
+pub fn response_message_item(response_id: &str, text: &str, status: &str) -> serde_json::Value {
+    let content = if status == "in_progress" {
+        json!([])
+    } else {
+        json!([{ "type": "output_text", "text": text, "annotations": [] }])
+    };
+    json!({
+        "type": "message",
+        "id": format!("msg_{}", response_id.trim_start_matches("resp_")),
+        "status": status,
+        "role": "assistant",
+        "content": content,
+    })
+}
+
+/// A `response` object: `in_progress` without a reply yet, `completed` or `failed` with one.
+pub fn response_object(meta: &ReplyMeta, response: &ResponseMeta, reply: Option<&ApiReply>) -> serde_json::Value {
+    let (status, output, error, usage) = match reply {
+        None => ("in_progress", json!([]), serde_json::Value::Null, serde_json::Value::Null),
+        Some(reply) if reply.error => (
+            "failed",
+            json!([]),
+            json!({ "code": "server_error", "message": reply.text }),
+            response_usage_json(reply.usage.as_ref()),
+        ),
+        Some(reply) => (
+            "completed",
+            json!([response_message_item(&response.id, &reply.text, "completed")]),
+            serde_json::Value::Null,
+            response_usage_json(reply.usage.as_ref()),
+        ),
+    };
+    json!({
+        "id": response.id,
+        "object": "response",
+        "created_at": meta.created,
+        "status": status,
+        "error": error,
+        "incomplete_details": null,
+        "instructions": response.instructions,
+        "max_output_tokens": null,
+        "model": meta.model,
+        "output": output,
+        "parallel_tool_calls": true,
+        "previous_response_id": response.previous_response_id,
+        "reasoning": { "effort": null, "summary": null },
+        "store": response.store,
+        "temperature": null,
+        "text": { "format": { "type": "text" } },
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": null,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": response.user,
+        "metadata": response.metadata,
+    })
 }
 
 /// The OpenAI-shaped HTTP answer (status and JSON body) for a turn's final reply.
 pub fn completion(reply: &ApiReply, meta: &ReplyMeta, request_id: &str) -> StoredResponse {
+    if let ReplyShape::Response(response) = &meta.shape {
+        let body = response_object(meta, response, Some(reply));
+        let status = if reply.error { 502 } else { 200 };
+        return StoredResponse { status, body: body.to_string() };
+    }
     if reply.error {
         let body = json!({ "error": { "message": reply.text, "type": "server_error", "code": "turn_failed" } });
         return StoredResponse { status: 502, body: body.to_string() };
@@ -142,6 +251,8 @@ pub struct ApiPlatform {
     media: Option<hermesd_platform::media::MediaDir>,
     /// Where turns post their usage for the `usage` field; absent: usage is reported as 0.
     usage: Option<Arc<UsageBoard>>,
+    /// Where Responses API responses are kept (`store: true`).
+    responses: Option<Arc<dyn ResponseStore>>,
 }
 
 impl ApiPlatform {
@@ -154,6 +265,31 @@ impl ApiPlatform {
             model_id: model_id.to_owned(),
             media: None,
             usage: None,
+            responses: None,
+        }
+    }
+
+    /// Keep Responses API responses (`store: true`) in `responses`.
+    pub fn with_responses(mut self, responses: Arc<dyn ResponseStore>) -> Self {
+        self.responses = Some(responses);
+        self
+    }
+
+    /// Keep a Responses API response the client asked to store. Failures are logged; the reply
+    /// still goes out (a later `GET` or `previous_response_id` then finds nothing).
+    async fn keep(&self, reply: &ApiReply, meta: &ReplyMeta) {
+        let (Some(responses), ReplyShape::Response(response)) = (&self.responses, &meta.shape) else { return };
+        if !response.store || reply.error {
+            return;
+        }
+        let stored = StoredApiResponse {
+            id: response.id.clone(),
+            chat_id: response.chat_id.clone(),
+            body: response_object(meta, response, Some(reply)).to_string(),
+            created_at: now_ms(),
+        };
+        if let Err(e) = responses.save_response(&stored).await {
+            tracing::warn!(error = %e, "response not stored; GET and previous_response_id will not find it");
         }
     }
 
@@ -270,6 +406,7 @@ impl Platform for ApiPlatform {
             Some(mut waiter) => {
                 waiter.text.push_str(&message.text);
                 let reply = ApiReply { text: waiter.text, error, usage: usage() };
+                self.keep(&reply, &waiter.meta).await;
                 if waiter.meta.idempotent {
                     self.record(request_id, &reply, &waiter.meta).await;
                 }
@@ -277,7 +414,12 @@ impl Platform for ApiPlatform {
                 let _ = waiter.tx.send(reply);
             }
             None => {
-                let meta = ReplyMeta { model: self.model_id.clone(), created: now_ms() / 1000, idempotent: true };
+                let meta = ReplyMeta {
+                    model: self.model_id.clone(),
+                    created: now_ms() / 1000,
+                    idempotent: true,
+                    shape: ReplyShape::ChatCompletion,
+                };
                 let reply = ApiReply { text: message.text.clone(), error, usage: usage() };
                 self.record(request_id, &reply, &meta).await;
             }

@@ -24,6 +24,7 @@ mod operator;
 mod people;
 mod preview;
 mod receipts;
+pub mod responses;
 mod retention;
 pub mod search;
 mod sqlite;
@@ -515,6 +516,7 @@ pub use operator::{Again, DeliveryRow, EventRow, OperatorStore};
 pub use people::{PersonDeletion, PersonSession, PersonStore};
 pub use preview::{PreviewStore, StoredPreview};
 pub use receipts::ReceiptStore;
+pub use responses::{ResponseStore, StoredApiResponse};
 pub use retention::RetentionStore;
 pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
 pub use usage::{UsageRecord, UsageScope, UsageStore, UsageSum};
@@ -576,6 +578,7 @@ pub trait Store:
     + LeaseStore
     + OperatorStore
     + GrantStore
+    + ResponseStore
 {
 }
 
@@ -598,5 +601,6 @@ impl<T> Store for T where
         + LeaseStore
         + OperatorStore
         + GrantStore
+        + ResponseStore
 {
 }

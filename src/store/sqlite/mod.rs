@@ -43,6 +43,7 @@ mod outbox;
 mod people;
 mod preview;
 mod receipts;
+mod responses;
 mod retention;
 mod search;
 mod sessions;
@@ -93,6 +94,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (24, "trouble_indexes", include_str!("../../../migrations/0024_trouble_indexes.sql")),
     (25, "approval_grants", include_str!("../../../migrations/0025_approval_grants.sql")),
     (26, "imports", include_str!("../../../migrations/0026_imports.sql")),
+    (27, "api_responses", include_str!("../../../migrations/0027_api_responses.sql")),
 ];
 
 /// The SQLite store.

@@ -87,6 +87,13 @@ async fn delete_session(tx: &mut Transaction<'_, Sqlite>, id: &str) -> Result<(u
         .await?
         .rows_affected();
     sqlx::query("DELETE FROM session_resets WHERE session_id = ?").bind(id).execute(&mut **tx).await?;
+    // The Responses API's stored responses of an API conversation are its words too.
+    sqlx::query(
+        "DELETE FROM api_responses WHERE chat_id = (SELECT chat_id FROM sessions WHERE id = ? AND platform = 'api')",
+    )
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
     sqlx::query("DELETE FROM sessions WHERE id = ?").bind(id).execute(&mut **tx).await?;
     Ok((messages, routes))
 }

@@ -1,0 +1,536 @@
+//! The OpenAI Responses API: `POST /v1/responses`, `GET` and `DELETE /v1/responses/{id}`.
+//!
+//! A request runs as a turn of an API chat, as `POST /v1/chat/completions` does: same key,
+//! limits, idempotency and usage. `previous_response_id` continues the chat the named response
+//! was given in (its session holds the history); without it a response starts a chat of its own,
+//! with the input's earlier messages as client history. `instructions` reach the model as a
+//! system message of this request only. With `store` (the default) the response is kept for
+//! `GET` and `previous_response_id` (`[retention] responses`); `store: false` keeps nothing to
+//! retrieve. Streaming sends the Responses events (`response.created` … `response.output_text.delta`
+//! … `response.completed`), each with its `sequence_number`.
+//!
+//! A conversation continues from its newest stored response only: hermesd keeps one history per
+//! chat, so a branch from an older response is refused (409) rather than silently merged.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use hermesd_platform::{ChatRef, ChatType, HistoryMessage, InboundEvent, InboundMessage, Sender};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::api::{SESSION_HEADER, admit, authorized, content_text, error, not_found, read_json};
+use super::{AppState, api_media, idempotency};
+use crate::clock::now_ms;
+use crate::platforms::api::{
+    ApiReply, NAME, ReplyMeta, ReplyShape, ResponseMeta, StreamBuffer, completion, response_message_item,
+    response_object,
+};
+use crate::store::IdempotencyClaim;
+
+#[derive(Deserialize)]
+struct ResponsesRequest {
+    #[serde(default)]
+    model: Option<String>,
+    input: Value,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default)]
+    previous_response_id: Option<String>,
+    #[serde(default)]
+    store: Option<bool>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    metadata: Option<Value>,
+    #[serde(default)]
+    tools: Vec<Value>,
+}
+
+/// The input as hermesd takes it: the user's words now (text and the content whose image parts
+/// are saved), and the messages before them.
+struct Input {
+    text: String,
+    content: Value,
+    earlier: Vec<HistoryMessage>,
+}
+
+fn bad_request(code: &str, message: impl Into<String>) -> Box<Response> {
+    Box::new(error(StatusCode::BAD_REQUEST, "invalid_request_error", code, message))
+}
+
+/// A message item's content as chat-completions parts (`text`, `image_url`), which the rest of
+/// the API speaks.
+fn as_chat_parts(content: &Value) -> Value {
+    match content {
+        Value::Array(parts) => Value::Array(
+            parts
+                .iter()
+                .map(|part| match part["type"].as_str() {
+                    Some("input_text" | "output_text" | "text") => json!({ "type": "text", "text": part["text"] }),
+                    Some("input_image") => {
+                        let url = part["image_url"].as_str().or_else(|| part["image_url"]["url"].as_str());
+                        json!({ "type": "image_url", "image_url": { "url": url } })
+                    }
+                    _ => part.clone(),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Split `input` into the last user message and the messages before it.
+fn read_input(input: &Value) -> Result<Input, Box<Response>> {
+    let items = match input {
+        Value::String(text) => {
+            return Ok(Input { text: text.clone(), content: Value::String(text.clone()), earlier: Vec::new() });
+        }
+        Value::Array(items) => items,
+        _ => return Err(bad_request("invalid_input", "input must be a string or an array of input items")),
+    };
+    let mut messages: Vec<(String, Value)> = Vec::new();
+    for item in items {
+        match item["type"].as_str() {
+            None | Some("message") => {
+                let role = item["role"].as_str().unwrap_or("user");
+                let role = if role == "developer" { "system" } else { role };
+                if !matches!(role, "user" | "assistant" | "system") {
+                    return Err(bad_request("invalid_input", format!("unknown message role {role:?}")));
+                }
+                messages.push((role.to_owned(), as_chat_parts(&item["content"])));
+            }
+            Some("function_call_output" | "function_call") => {
+                return Err(bad_request(
+                    "unsupported_input",
+                    "function calls of client-declared tools are not supported by hermesd yet",
+                ));
+            }
+            Some(other) => return Err(bad_request("invalid_input", format!("unsupported input item type {other:?}"))),
+        }
+    }
+    let Some(last) = messages.iter().rposition(|(role, _)| role == "user") else {
+        return Err(bad_request("no_user_message", "input must contain a user message"));
+    };
+    let content = messages[last].1.clone();
+    let earlier = messages[..last]
+        .iter()
+        .map(|(role, content)| HistoryMessage { role: role.clone(), content: content_text(content) })
+        .collect();
+    Ok(Input { text: content_text(&content), content, earlier })
+}
+
+/// The chat a request continues: the one its previous response was given in (which must be that
+/// chat's newest stored response), the session header's, or a new one.
+async fn chat_for(
+    state: &AppState,
+    headers: &HeaderMap,
+    previous: Option<&str>,
+) -> Result<(String, bool), Box<Response>> {
+    if let Some(previous) = previous {
+        let found = state.store.api_response(previous).await.map_err(|e| {
+            Box::new(error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "store_unavailable", e.to_string()))
+        })?;
+        let Some(found) = found else {
+            return Err(Box::new(error(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                "previous_response_not_found",
+                format!("Previous response with id '{previous}' not found."),
+            )));
+        };
+        let latest = state.store.latest_response(&found.chat_id).await.ok().flatten();
+        if latest.as_deref() != Some(previous) {
+            return Err(Box::new(error(
+                StatusCode::CONFLICT,
+                "invalid_request_error",
+                "not_latest_response",
+                "hermesd continues a conversation from its newest response only; use that one's id",
+            )));
+        }
+        return Ok((found.chat_id, true));
+    }
+    let header = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
+    Ok(match header {
+        Some(session) => (session.to_owned(), true),
+        None => (format!("resp:{}", uuid::Uuid::now_v7().simple()), false),
+    })
+}
+
+/// `POST /v1/responses`.
+pub(super) async fn create(State(state): State<AppState>, request: Request) -> Response {
+    let headers = request.headers().clone();
+    let (request, raw) = match read_json::<ResponsesRequest>(&state, &headers, request).await {
+        Ok(read) => read,
+        Err(response) => return *response,
+    };
+    if request.tools.iter().any(|t| t["type"] == "function") {
+        return *bad_request(
+            "unsupported_tools",
+            "function tools declared by the client are not supported by hermesd yet",
+        );
+    }
+    let input = match read_input(&request.input) {
+        Ok(input) => input,
+        Err(response) => return *response,
+    };
+    if input.text.trim().is_empty() && !api_media::has_images(&input.content) {
+        return *bad_request("empty_message", "the last user message is empty");
+    }
+    let Some(api) = state.api.clone() else {
+        return not_found().await;
+    };
+    if state.ingress.is_closed() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "shutting_down",
+            "hermesd is shutting down; retry shortly",
+        );
+    }
+    let idempotency_key = match idempotency::key(&headers) {
+        Ok(key) => key,
+        Err(e) => {
+            return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_idempotency_key", e.to_string());
+        }
+    };
+    let profile = match state.models.profile(request.model.as_deref()) {
+        Ok(profile) => profile.to_owned(),
+        Err(e) => return error(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", e),
+    };
+    let (chat_id, continued) = match chat_for(&state, &headers, request.previous_response_id.as_deref()).await {
+        Ok(chat) => chat,
+        Err(response) => return *response,
+    };
+    let request_id = uuid::Uuid::now_v7().to_string();
+    let attachments = match api.media() {
+        Some(media) => match api_media::save_images(&input.content, media, &chat_id, &request_id).await {
+            Ok(attachments) => attachments,
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_image", e.to_string()),
+        },
+        None => Vec::new(),
+    };
+    // Instructions are this request's only; a continued chat's history is in its session, so
+    // only a new chat takes the input's earlier messages.
+    let mut history: Vec<HistoryMessage> = request
+        .instructions
+        .iter()
+        .filter(|i| !i.trim().is_empty())
+        .map(|i| HistoryMessage { role: "system".into(), content: i.clone() })
+        .collect();
+    if !continued {
+        history.extend(input.earlier);
+    }
+    let user_id = request.user.clone().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| chat_id.clone());
+    let event = InboundEvent::Message {
+        event_id: request_id.clone(),
+        message: InboundMessage {
+            profile: (profile != crate::config::DEFAULT_PROFILE).then_some(profile),
+            message_id: request_id.clone(),
+            chat: ChatRef::new(NAME, chat_id.clone(), ChatType::Dm),
+            sender: Sender { id: user_id, name: None, is_bot: false, roles: Vec::new() },
+            text: input.text,
+            attachments,
+            reply_to: None,
+            addressed: true,
+            timestamp_ms: now_ms(),
+            history,
+            chat_title: None,
+        },
+    };
+    let response_meta = ResponseMeta {
+        id: format!("resp_{}", request_id.replace('-', "")),
+        chat_id: chat_id.clone(),
+        store: request.store.unwrap_or(true),
+        previous_response_id: request.previous_response_id.clone(),
+        instructions: request.instructions.clone(),
+        user: request.user.clone(),
+        metadata: request.metadata.clone().unwrap_or_else(|| json!({})),
+    };
+    let meta = ReplyMeta {
+        model: request.model.clone().unwrap_or_else(|| state.model_id.clone()),
+        created: now_ms() / 1000,
+        idempotent: idempotency_key.is_some(),
+        shape: ReplyShape::Response(response_meta.clone()),
+    };
+    let (waiter, buffer) = if request.stream {
+        let (waiter, buffer) = api.register_stream(&request_id, meta.clone());
+        (waiter, Some(buffer))
+    } else {
+        (api.register(&request_id, meta.clone()), None)
+    };
+    // A key's scope: the chat a request continues; a request starting a chat has none of its own.
+    let continuity = if continued { format!("responses:{chat_id}") } else { "responses:new".to_owned() };
+    let hashes = idempotency_key
+        .as_ref()
+        .map(|_| (idempotency::scope(state.api_key.as_ref(), &continuity), idempotency::fingerprint(&raw)));
+    let ttl_ms = i64::try_from(state.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+    let claim = idempotency_key.as_deref().zip(hashes.as_ref()).map(|(key, (scope, fingerprint))| IdempotencyClaim {
+        scope,
+        key,
+        fingerprint,
+        request_id: &request_id,
+        expires_before: now_ms().saturating_sub(ttl_ms),
+    });
+    let mut response = match admit(&state, event, claim.as_ref(), request.stream).await {
+        Some(early) => {
+            api.forget(&request_id);
+            early
+        }
+        None => match buffer {
+            Some(buffer) => stream(waiter, buffer, meta, response_meta, state.sse_keepalive),
+            None => match waiter.await {
+                Ok(reply) => {
+                    let stored = completion(&reply, &meta, &request_id);
+                    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], stored.body).into_response()
+                }
+                Err(_) => error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "restarting",
+                    "hermesd is restarting; this message was saved and will be answered in its session after the restart",
+                ),
+            },
+        },
+    };
+    if let Ok(value) = HeaderValue::from_str(&chat_id) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+/// One Responses stream event, numbered.
+struct Events {
+    next: u64,
+}
+
+impl Events {
+    fn frame(&mut self, kind: &str, mut body: Value) -> (String, String) {
+        body["type"] = json!(kind);
+        body["sequence_number"] = json!(self.next);
+        self.next += 1;
+        (kind.to_owned(), body.to_string())
+    }
+}
+
+/// The events of a whole answer after its start: the text, the item done, then completed (or
+/// failed). `streamed` is what deltas already carried.
+fn closing_events(
+    events: &mut Events,
+    meta: &ReplyMeta,
+    response: &ResponseMeta,
+    reply: &ApiReply,
+    streamed: &str,
+) -> Vec<(String, String)> {
+    let item_id = format!("msg_{}", response.id.trim_start_matches("resp_"));
+    let mut out = Vec::new();
+    if reply.error {
+        out.push(events.frame("response.failed", json!({ "response": response_object(meta, response, Some(reply)) })));
+        return out;
+    }
+    let rest = reply.text.strip_prefix(streamed).unwrap_or(if streamed.is_empty() { &reply.text } else { "" });
+    if !rest.is_empty() {
+        out.push(events.frame(
+            "response.output_text.delta",
+            json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": rest, "logprobs": [] }),
+        ));
+    }
+    let part = json!({ "type": "output_text", "text": reply.text, "annotations": [] });
+    out.push(events.frame(
+        "response.output_text.done",
+        json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "text": reply.text, "logprobs": [] }),
+    ));
+    out.push(events.frame(
+        "response.content_part.done",
+        json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "part": part }),
+    ));
+    out.push(events.frame(
+        "response.output_item.done",
+        json!({ "output_index": 0, "item": response_message_item(&response.id, &reply.text, "completed") }),
+    ));
+    out.push(events.frame("response.completed", json!({ "response": response_object(meta, response, Some(reply)) })));
+    out
+}
+
+/// The events that open an answer: created, in progress, the message item and its text part.
+fn opening_events(events: &mut Events, meta: &ReplyMeta, response: &ResponseMeta) -> Vec<(String, String)> {
+    let item_id = format!("msg_{}", response.id.trim_start_matches("resp_"));
+    let started = response_object(meta, response, None);
+    vec![
+        events.frame("response.created", json!({ "response": started })),
+        events.frame("response.in_progress", json!({ "response": started })),
+        events.frame(
+            "response.output_item.added",
+            json!({ "output_index": 0, "item": response_message_item(&response.id, "", "in_progress") }),
+        ),
+        events.frame(
+            "response.content_part.added",
+            json!({
+                "item_id": item_id, "output_index": 0, "content_index": 0,
+                "part": { "type": "output_text", "text": "", "annotations": [] },
+            }),
+        ),
+    ]
+}
+
+fn sse(rx: tokio::sync::mpsc::Receiver<(String, String)>, keepalive: std::time::Duration) -> Response {
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+        .map(|(kind, data)| Ok::<_, Infallible>(Event::default().event(kind).data(data)));
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(keepalive).text("keepalive")).into_response()
+}
+
+/// A streamed answer: deltas as the model writes them, then the closing events.
+fn stream(
+    waiter: tokio::sync::oneshot::Receiver<ApiReply>,
+    buffer: Arc<StreamBuffer>,
+    meta: ReplyMeta,
+    response: ResponseMeta,
+    keepalive: std::time::Duration,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<(String, String)>(64);
+    tokio::spawn(async move {
+        let mut events = Events { next: 0 };
+        for event in opening_events(&mut events, &meta, &response) {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+        let item_id = format!("msg_{}", response.id.trim_start_matches("resp_"));
+        let mut streamed = String::new();
+        let mut waiter = waiter;
+        let reply = loop {
+            tokio::select! {
+                reply = &mut waiter => break reply,
+                _ = buffer.ready.notified() => {
+                    // Reasoning has no place in a plain message item: only the answer streams.
+                    let _ = buffer.take_reasoning();
+                    let text = buffer.take();
+                    if !text.is_empty() {
+                        streamed.push_str(&text);
+                        let delta = events.frame(
+                            "response.output_text.delta",
+                            json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": [] }),
+                        );
+                        if tx.send(delta).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        };
+        let tail = buffer.take();
+        streamed.push_str(&tail);
+        let closing = match reply {
+            Ok(reply) => {
+                let mut out = Vec::new();
+                if !tail.is_empty() {
+                    out.push(events.frame(
+                        "response.output_text.delta",
+                        json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": tail, "logprobs": [] }),
+                    ));
+                }
+                out.extend(closing_events(&mut events, &meta, &response, &reply, &streamed));
+                out
+            }
+            Err(_) => vec![events.frame(
+                "error",
+                json!({ "code": "restarting", "message": "hermesd is restarting; this message was saved and will be answered after the restart" }),
+            )],
+        };
+        for event in closing {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    });
+    sse(rx, keepalive)
+}
+
+/// The events of a stored response, for a streaming retry under the same `Idempotency-Key`.
+pub(super) fn replay_events(body: &Value) -> Vec<(String, String)> {
+    let mut events = Events { next: 0 };
+    let mut started = body.clone();
+    started["status"] = json!("in_progress");
+    started["output"] = json!([]);
+    let mut out = vec![events.frame("response.created", json!({ "response": started }))];
+    if body["status"] == "completed" {
+        let item = &body["output"][0];
+        out.push(events.frame("response.output_item.added", json!({ "output_index": 0, "item": item })));
+        out.push(events.frame("response.output_item.done", json!({ "output_index": 0, "item": item })));
+        out.push(events.frame("response.completed", json!({ "response": body })));
+    } else {
+        out.push(events.frame("response.failed", json!({ "response": body })));
+    }
+    out
+}
+
+fn unauthorized() -> Response {
+    error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", "invalid or missing API key")
+}
+
+fn no_such_response(id: &str) -> Response {
+    error(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", format!("Response with id '{id}' not found."))
+}
+
+/// `GET /v1/responses/{id}`.
+pub(super) async fn retrieve(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if !authorized(&state, &headers) {
+        return unauthorized();
+    }
+    match state.store.api_response(&id).await {
+        Ok(Some(found)) => {
+            (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "application/json")], found.body).into_response()
+        }
+        Ok(None) => no_such_response(&id),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "store_unavailable", e.to_string()),
+    }
+}
+
+/// `DELETE /v1/responses/{id}`.
+pub(super) async fn delete(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if !authorized(&state, &headers) {
+        return unauthorized();
+    }
+    match state.store.delete_response(&id).await {
+        Ok(true) => axum::Json(json!({ "id": id, "object": "response.deleted", "deleted": true })).into_response(),
+        Ok(false) => no_such_response(&id),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "store_unavailable", e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_items_split_into_the_last_user_message_and_history() {
+        let input = read_input(&json!([
+            {"role": "developer", "content": "be brief"},
+            {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+            {"role": "user", "content": "and now?"},
+        ]))
+        .ok()
+        .unwrap();
+        assert_eq!(input.text, "and now?");
+        let roles: Vec<_> = input.earlier.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
+        assert_eq!(roles, [("system", "be brief"), ("user", "hi"), ("assistant", "hello")]);
+        assert!(read_input(&json!(42)).is_err());
+        assert!(read_input(&json!([{"role": "assistant", "content": "x"}])).is_err());
+        assert!(read_input(&json!([{"type": "function_call_output", "call_id": "c", "output": "1"}])).is_err());
+    }
+
+    #[test]
+    fn image_parts_become_chat_parts() {
+        let parts = as_chat_parts(&json!([{"type": "input_image", "image_url": "data:image/png;base64,AA"}]));
+        assert_eq!(parts[0]["image_url"]["url"], "data:image/png;base64,AA");
+    }
+}

@@ -1,0 +1,213 @@
+//! The Responses API (`POST /v1/responses`, `GET`/`DELETE /v1/responses/{id}`) end to end: a real
+//! daemon (in-process), real HTTP, real SQLite, fake LLM; by hand-written requests, and by the
+//! official openai Python client (pinned, in a venv this test makes).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use support::{FakeLlm, client, config_for, prompt, start_daemon};
+
+const KEY: &str = "responses-test-key";
+/// The openai client the Python test runs (PyPI).
+const OPENAI_VERSION: &str = "3.57.0";
+
+async fn create(base: &str, body: Value) -> (u16, Value, reqwest::header::HeaderMap) {
+    let response = client().post(format!("{base}/v1/responses")).bearer_auth(KEY).json(&body).send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, response.json().await.unwrap_or(Value::Null), headers)
+}
+
+fn text(response: &Value) -> &str {
+    response["output"][0]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no output text in {response}"))
+}
+
+/// The events of an SSE body: (event name, data).
+fn sse_events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let mut kind = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(k) = line.strip_prefix("event: ") {
+                    kind = Some(k.to_owned());
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data.push_str(d);
+                }
+            }
+            Some((kind?, serde_json::from_str(&data).ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_continues_by_previous_response_and_is_kept_retrieved_and_deleted() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let base = &d.base;
+
+    let (status, first, _) =
+        create(base, json!({ "model": "hermes-agent", "input": "my name is Ada", "instructions": "Answer briefly." }))
+            .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!((first["object"].as_str(), first["status"].as_str()), (Some("response"), Some("completed")));
+    assert_eq!(text(&first), "echo: my name is Ada");
+    assert!(first["usage"]["total_tokens"].as_u64().is_some(), "{first}");
+    let sent = prompt(&llm.requests()[0]);
+    assert!(
+        sent.iter().any(|(role, text)| role == "system" && text == "Answer briefly."),
+        "instructions reach the model: {sent:?}"
+    );
+    let first_id = first["id"].as_str().unwrap().to_owned();
+
+    // The next request continues the same conversation: the first exchange is in its prompt,
+    // the instructions (that request's only) are not.
+    let (status, second, _) =
+        create(base, json!({ "input": [{"role": "user", "content": [{"type": "input_text", "text": "what is my name?"}]}], "previous_response_id": first_id })).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["previous_response_id"], first_id.as_str());
+    let sent = prompt(llm.requests().last().unwrap());
+    let turns: Vec<&str> = sent.iter().filter(|(role, _)| role != "system").map(|(_, text)| text.as_str()).collect();
+    assert_eq!(turns, ["my name is Ada", "echo: my name is Ada", "what is my name?"], "{sent:?}");
+    assert!(!sent.iter().any(|(_, text)| text == "Answer briefly."), "{sent:?}");
+    let second_id = second["id"].as_str().unwrap().to_owned();
+
+    // Only the newest response of a conversation continues it.
+    let (status, branch, _) = create(base, json!({ "input": "branch", "previous_response_id": first_id })).await;
+    assert_eq!(status, 409, "{branch}");
+    let (status, unknown, _) = create(base, json!({ "input": "x", "previous_response_id": "resp_nope" })).await;
+    assert_eq!((status, unknown["error"]["code"].as_str()), (404, Some("previous_response_not_found")));
+
+    // Retrieved as given; deleted for good.
+    let got = client().get(format!("{base}/v1/responses/{second_id}")).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.json::<Value>().await.unwrap(), second);
+    let deleted = client().delete(format!("{base}/v1/responses/{first_id}")).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(deleted.status(), 200);
+    let gone = client().get(format!("{base}/v1/responses/{first_id}")).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(gone.status(), 404);
+
+    // `store: false` keeps nothing to retrieve or continue.
+    let (_, unstored, _) = create(base, json!({ "input": "forget me", "store": false })).await;
+    assert_eq!(unstored["store"], false);
+    let id = unstored["id"].as_str().unwrap();
+    let got = client().get(format!("{base}/v1/responses/{id}")).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(got.status(), 404);
+
+    // A wrong key, a broken body and client function tools are refused with clear errors.
+    let wrong = client()
+        .post(format!("{base}/v1/responses"))
+        .bearer_auth("nope")
+        .json(&json!({"input": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let broken = client()
+        .post(format!("{base}/v1/responses"))
+        .bearer_auth(KEY)
+        .header("content-type", "application/json")
+        .body("{\"input\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(broken.status(), 400);
+    let (status, tools, _) =
+        create(base, json!({ "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": {}}] })).await;
+    assert_eq!(status, 400, "{tools}");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_sends_the_responses_events_in_order_and_a_retry_replays_the_stored_answer() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let body = client()
+        .post(format!("{}/v1/responses", d.base))
+        .bearer_auth(KEY)
+        .json(&json!({ "input": "stream this", "stream": true }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events = sse_events(&body);
+    let kinds: Vec<&str> = events.iter().map(|(kind, _)| kind.as_str()).collect();
+    let opening =
+        ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"];
+    assert_eq!(&kinds[..4], opening, "{kinds:?}");
+    let closing =
+        ["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"];
+    assert_eq!(&kinds[kinds.len() - 4..], closing, "{kinds:?}");
+    let deltas: String = events
+        .iter()
+        .filter(|(k, _)| k == "response.output_text.delta")
+        .map(|(_, e)| e["delta"].as_str().unwrap())
+        .collect();
+    let completed = &events.last().unwrap().1["response"];
+    assert_eq!(deltas, "echo: stream this");
+    assert_eq!(text(completed), deltas);
+    let numbers: Vec<u64> = events.iter().map(|(_, e)| e["sequence_number"].as_u64().unwrap()).collect();
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?}");
+    for (kind, data) in &events {
+        assert_eq!(data["type"], kind.as_str());
+    }
+
+    // The same Idempotency-Key again: the stored answer, not a second turn.
+    let keyed = |stream: bool| {
+        client()
+            .post(format!("{}/v1/responses", d.base))
+            .bearer_auth(KEY)
+            .header("Idempotency-Key", "k-1")
+            .json(&json!({ "input": "once", "stream": stream }))
+            .send()
+    };
+    let first: Value = keyed(false).await.unwrap().json().await.unwrap();
+    let calls = llm.count();
+    let again = keyed(false).await.unwrap();
+    assert_eq!(again.headers().get("idempotent-replayed").map(|v| v.to_str().unwrap()), Some("true"));
+    assert_eq!(again.json::<Value>().await.unwrap()["id"], first["id"]);
+    let replayed = sse_events(&keyed(true).await.unwrap().text().await.unwrap());
+    assert_eq!(replayed.last().unwrap().0, "response.completed");
+    assert_eq!(replayed.last().unwrap().1["response"]["id"], first["id"]);
+    assert_eq!(llm.count(), calls, "no second turn");
+    d.daemon.stop().await;
+}
+
+/// A venv with the pinned openai client, made once per target directory.
+fn openai_python() -> PathBuf {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("openai-venv-{OPENAI_VERSION}"));
+    let ready = venv.join("installed");
+    if !ready.exists() {
+        let _ = std::fs::remove_dir_all(&venv);
+        let made =
+            std::process::Command::new("python3").args(["-m", "venv"]).arg(&venv).status().expect("python3 runs");
+        assert!(made.success(), "python3 -m venv failed (Debian: python3-venv)");
+        let pip = std::process::Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .arg(format!("openai=={OPENAI_VERSION}"))
+            .status()
+            .expect("pip runs");
+        assert!(pip.success(), "pip install openai=={OPENAI_VERSION} failed (needs PyPI)");
+        std::fs::write(&ready, OPENAI_VERSION).unwrap();
+    }
+    venv.join("bin/python")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_client_holds_a_conversation_streams_retrieves_and_deletes() {
+    let python = tokio::task::spawn_blocking(openai_python).await.unwrap();
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/openai_responses.py");
+    let out = tokio::process::Command::new(&python).arg(&script).arg(&d.base).arg(KEY).output().await.unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim_end().ends_with("ok"), "{said}");
+    d.daemon.stop().await;
+}
