@@ -123,6 +123,7 @@ fn event(id: u64, chat: &str, text: String, now: i64) -> InboundEvent {
             timestamp_ms: now,
             history: vec![],
             chat_title: None,
+            client: None,
         },
     }
 }

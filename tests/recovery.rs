@@ -25,6 +25,7 @@ fn event(id: &str) -> InboundEvent {
             timestamp_ms: 0,
             history: vec![],
             chat_title: None,
+            client: None,
         },
     }
 }

@@ -5,8 +5,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::fake_llm::Step;
 use support::{FakeLlm, client, config_for, prompt, start_daemon};
 
 const KEY: &str = "responses-test-key";
@@ -97,7 +99,7 @@ async fn a_conversation_continues_by_previous_response_and_is_kept_retrieved_and
     let got = client().get(format!("{base}/v1/responses/{id}")).bearer_auth(KEY).send().await.unwrap();
     assert_eq!(got.status(), 404);
 
-    // A wrong key, a broken body and client function tools are refused with clear errors.
+    // A wrong key, a broken body and a tool type other than functions are refused with clear errors.
     let wrong = client()
         .post(format!("{base}/v1/responses"))
         .bearer_auth("nope")
@@ -115,8 +117,7 @@ async fn a_conversation_continues_by_previous_response_and_is_kept_retrieved_and
         .await
         .unwrap();
     assert_eq!(broken.status(), 400);
-    let (status, tools, _) =
-        create(base, json!({ "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": {}}] })).await;
+    let (status, tools, _) = create(base, json!({ "input": "hi", "tools": [{"type": "web_search_preview"}] })).await;
     assert_eq!(status, 400, "{tools}");
     d.daemon.stop().await;
 }
@@ -200,7 +201,7 @@ fn openai_python() -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_openai_client_holds_a_conversation_streams_retrieves_and_deletes() {
+async fn the_official_openai_client_holds_a_conversation_streams_retrieves_deletes_and_calls_functions() {
     let python = tokio::task::spawn_blocking(openai_python).await.unwrap();
     let llm = FakeLlm::echo().await;
     let home = tempfile::tempdir().unwrap();
@@ -209,5 +210,85 @@ async fn the_official_openai_client_holds_a_conversation_streams_retrieves_and_d
     let out = tokio::process::Command::new(&python).arg(&script).arg(&d.base).arg(KEY).output().await.unwrap();
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && said.trim_end().ends_with("ok"), "{said}");
+
+    // A function the client declares: called, answered, and called again in a stream.
+    llm.push(Duration::ZERO, Step::ToolCalls(vec![("get_weather".into(), "{\"city\":\"Berlin\"}".into())]));
+    llm.push(Duration::ZERO, Step::Reply("It is sunny in Berlin.".into()));
+    llm.push(Duration::ZERO, Step::ToolCalls(vec![("get_weather".into(), "{\"city\":\"Paris\"}".into())]));
+    let out = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(&d.base)
+        .arg(KEY)
+        .arg("functions")
+        .output()
+        .await
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim_end().ends_with("ok"), "{said}");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_function_call_ends_the_response_and_its_output_continues_the_turn() {
+    let llm = FakeLlm::builder()
+        .tool_calls(&[("get_weather", "{\"city\":\"Berlin\"}")])
+        .reply("It is sunny in Berlin.")
+        .start()
+        .await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let tools = json!([{
+        "type": "function", "name": "get_weather", "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    }]);
+    let (status, first, _) = create(&d.base, json!({ "input": "weather in Berlin?", "tools": tools })).await;
+    assert_eq!(status, 200, "{first}");
+    let output = first["output"].as_array().unwrap();
+    assert_eq!(output.len(), 1, "only the call, no empty message: {first}");
+    assert_eq!((output[0]["type"].as_str(), output[0]["name"].as_str()), (Some("function_call"), Some("get_weather")));
+    assert_eq!(output[0]["arguments"], "{\"city\":\"Berlin\"}");
+    let call_id = output[0]["call_id"].as_str().unwrap().to_owned();
+    let offered: Vec<String> = llm.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(offered.contains(&"get_weather".to_owned()), "offered beside hermesd's own: {offered:?}");
+    let first_id = first["id"].as_str().unwrap();
+
+    // An output for a call the response did not make is refused.
+    let (status, stray, _) = create(
+        &d.base,
+        json!({ "previous_response_id": first_id, "input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}] }),
+    )
+    .await;
+    assert_eq!(status, 400, "{stray}");
+
+    // The output continues the turn: the model sees its call and the result, and answers.
+    let (status, second, _) = create(
+        &d.base,
+        json!({
+            "previous_response_id": first_id, "tools": tools,
+            "input": [{"type": "function_call_output", "call_id": call_id, "output": "sunny, 21°C"}],
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(text(&second), "It is sunny in Berlin.");
+    let request = llm.requests().last().unwrap().clone();
+    let messages = request["messages"].as_array().unwrap();
+    let at = messages.iter().position(|m| m["tool_calls"][0]["function"]["name"] == "get_weather").expect("the call");
+    assert_eq!(messages[at + 1]["role"], "tool");
+    assert_eq!(messages[at + 1]["tool_call_id"], call_id.as_str());
+    assert!(messages[at + 1].to_string().contains("sunny, 21°C"), "{}", messages[at + 1]);
+    let users = messages.iter().filter(|m| m["role"] == "user").count();
+    assert_eq!(users, 1, "the output is no user message: {messages:?}");
+
+    // A client function named like one of hermesd's own tools is refused.
+    let taken = json!([{"type": "function", "name": "memory", "parameters": {"type": "object"}}]);
+    let (status, refused, _) = create(&d.base, json!({ "input": "hi", "tools": taken })).await;
+    assert_ne!(status, 200, "{refused}");
+    assert!(refused.to_string().contains("own tools"), "{refused}");
     d.daemon.stop().await;
 }

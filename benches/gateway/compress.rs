@@ -206,6 +206,7 @@ fn event(id: &str, chat_id: &str, text: &str) -> InboundEvent {
             timestamp_ms: now(),
             history: vec![],
             chat_title: None,
+            client: None,
         },
     }
 }

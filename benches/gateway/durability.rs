@@ -99,6 +99,7 @@ fn event(id: &str, caller: usize) -> InboundEvent {
             timestamp_ms: 1,
             history: Vec::new(),
             chat_title: None,
+            client: None,
         },
     }
 }

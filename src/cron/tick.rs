@@ -173,6 +173,7 @@ fn event(run: &CronRun) -> InboundEvent {
             timestamp_ms: run.scheduled_at,
             history: Vec::new(),
             chat_title: None,
+            client: None,
         },
     }
 }

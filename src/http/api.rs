@@ -181,6 +181,7 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
             timestamp_ms: now_ms(),
             history,
             chat_title: None,
+            client: None,
         },
     };
     let model = request.model.clone().unwrap_or_else(|| state.model_id.clone());

@@ -273,6 +273,7 @@ mod tests {
                     timestamp_ms: at,
                     history: Vec::new(),
                     chat_title: None,
+                    client: None,
                 },
             };
             let claim = IdempotencyClaim { scope: "s", key, fingerprint: "f", request_id: id, expires_before: 0 };

@@ -9,6 +9,11 @@
 //! retrieve. Streaming sends the Responses events (`response.created` … `response.output_text.delta`
 //! … `response.completed`), each with its `sequence_number`.
 //!
+//! Function tools the client declares are offered to the model beside hermesd's own; a call of
+//! one ends the response with a `function_call` item (hermesd's own calls of that step run first),
+//! and a request with the `function_call_output` items and `previous_response_id` continues the
+//! turn from there. Other tool types are refused: hermesd brings its own tools.
+//!
 //! A conversation continues from its newest stored response only: hermesd keeps one history per
 //! chat, so a branch from an older response is refused (409) rather than silently merged.
 
@@ -20,7 +25,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use hermesd_platform::{ChatRef, ChatType, HistoryMessage, InboundEvent, InboundMessage, Sender};
+use hermesd_platform::{
+    ChatRef, ChatType, ClientOutput, ClientTool, ClientTurn, HistoryMessage, InboundEvent, InboundMessage, Sender,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -28,8 +35,8 @@ use super::api::{SESSION_HEADER, admit, authorized, content_text, error, not_fou
 use super::{AppState, api_media, idempotency};
 use crate::clock::now_ms;
 use crate::platforms::api::{
-    ApiReply, NAME, ReplyMeta, ReplyShape, ResponseMeta, StreamBuffer, completion, response_message_item,
-    response_object,
+    ApiReply, NAME, ReplyMeta, ReplyShape, ResponseMeta, StreamBuffer, completion, function_call_item,
+    response_message_item, response_object,
 };
 use crate::store::IdempotencyClaim;
 
@@ -60,6 +67,8 @@ struct Input {
     text: String,
     content: Value,
     earlier: Vec<HistoryMessage>,
+    /// Outputs of the function calls the previous response ended with.
+    outputs: Vec<ClientOutput>,
 }
 
 fn bad_request(code: &str, message: impl Into<String>) -> Box<Response> {
@@ -91,12 +100,19 @@ fn as_chat_parts(content: &Value) -> Value {
 fn read_input(input: &Value) -> Result<Input, Box<Response>> {
     let items = match input {
         Value::String(text) => {
-            return Ok(Input { text: text.clone(), content: Value::String(text.clone()), earlier: Vec::new() });
+            return Ok(Input {
+                text: text.clone(),
+                content: Value::String(text.clone()),
+                earlier: Vec::new(),
+                outputs: Vec::new(),
+            });
         }
         Value::Array(items) => items,
         _ => return Err(bad_request("invalid_input", "input must be a string or an array of input items")),
     };
     let mut messages: Vec<(String, Value)> = Vec::new();
+    let mut outputs = Vec::new();
+    let mut echoed_calls = false;
     for item in items {
         match item["type"].as_str() {
             None | Some("message") => {
@@ -107,24 +123,85 @@ fn read_input(input: &Value) -> Result<Input, Box<Response>> {
                 }
                 messages.push((role.to_owned(), as_chat_parts(&item["content"])));
             }
-            Some("function_call_output" | "function_call") => {
-                return Err(bad_request(
-                    "unsupported_input",
-                    "function calls of client-declared tools are not supported by hermesd yet",
-                ));
+            Some("function_call_output") => {
+                let Some(call_id) = item["call_id"].as_str().filter(|c| !c.is_empty()) else {
+                    return Err(bad_request("invalid_input", "a function_call_output needs its call_id"));
+                };
+                let output = match &item["output"] {
+                    Value::String(text) => text.clone(),
+                    Value::Null => String::new(),
+                    other => {
+                        let text = content_text(&as_chat_parts(other));
+                        if text.is_empty() { other.to_string() } else { text }
+                    }
+                };
+                outputs.push(ClientOutput { call_id: call_id.to_owned(), output });
             }
+            // The calls themselves, sent back by a client that keeps its own history: the
+            // conversation already holds them.
+            Some("function_call") => echoed_calls = true,
             Some(other) => return Err(bad_request("invalid_input", format!("unsupported input item type {other:?}"))),
         }
+    }
+    if !outputs.is_empty() {
+        if messages.iter().any(|(role, _)| role == "user") {
+            return Err(bad_request(
+                "invalid_input",
+                "send the function_call_output items alone; a user message can follow in the next request",
+            ));
+        }
+        return Ok(Input { text: String::new(), content: Value::Null, earlier: Vec::new(), outputs });
     }
     let Some(last) = messages.iter().rposition(|(role, _)| role == "user") else {
         return Err(bad_request("no_user_message", "input must contain a user message"));
     };
+    if echoed_calls {
+        return Err(bad_request(
+            "invalid_input",
+            "function_call items cannot start a conversation; continue it with previous_response_id",
+        ));
+    }
     let content = messages[last].1.clone();
     let earlier = messages[..last]
         .iter()
         .map(|(role, content)| HistoryMessage { role: role.clone(), content: content_text(content) })
         .collect();
-    Ok(Input { text: content_text(&content), content, earlier })
+    Ok(Input { text: content_text(&content), content, earlier, outputs })
+}
+
+/// The function tools a request declares (only functions: hermesd brings its own tools).
+fn read_tools(tools: &[Value]) -> Result<Vec<ClientTool>, Box<Response>> {
+    let mut out: Vec<ClientTool> = Vec::new();
+    for tool in tools {
+        if tool["type"] != "function" {
+            return Err(bad_request(
+                "unsupported_tool",
+                format!(
+                    "tool type {} is not supported: hermesd brings its own tools; declare functions only",
+                    tool["type"]
+                ),
+            ));
+        }
+        let name = tool["name"].as_str().or_else(|| tool["function"]["name"].as_str()).unwrap_or_default();
+        let valid =
+            (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(bad_request(
+                "invalid_tool",
+                format!("function name {name:?}: 1-64 letters, digits, '_' or '-'"),
+            ));
+        }
+        if out.iter().any(|t| t.name == name) {
+            return Err(bad_request("invalid_tool", format!("function {name:?} is declared twice")));
+        }
+        let parameters = match &tool["parameters"] {
+            Value::Null => json!({ "type": "object", "properties": {} }),
+            schema => schema.clone(),
+        };
+        let description = tool["description"].as_str().unwrap_or_default().to_owned();
+        out.push(ClientTool { name: name.to_owned(), description, parameters });
+    }
+    Ok(out)
 }
 
 /// The chat a request continues: the one its previous response was given in (which must be that
@@ -133,7 +210,7 @@ async fn chat_for(
     state: &AppState,
     headers: &HeaderMap,
     previous: Option<&str>,
-) -> Result<(String, bool), Box<Response>> {
+) -> Result<(String, bool, Option<Value>), Box<Response>> {
     if let Some(previous) = previous {
         let found = state.store.api_response(previous).await.map_err(|e| {
             Box::new(error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "store_unavailable", e.to_string()))
@@ -155,12 +232,13 @@ async fn chat_for(
                 "hermesd continues a conversation from its newest response only; use that one's id",
             )));
         }
-        return Ok((found.chat_id, true));
+        let body = serde_json::from_str(&found.body).ok();
+        return Ok((found.chat_id, true, body));
     }
     let header = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
     Ok(match header {
-        Some(session) => (session.to_owned(), true),
-        None => (format!("resp:{}", uuid::Uuid::now_v7().simple()), false),
+        Some(session) => (session.to_owned(), true, None),
+        None => (format!("resp:{}", uuid::Uuid::now_v7().simple()), false, None),
     })
 }
 
@@ -171,17 +249,15 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
         Ok(read) => read,
         Err(response) => return *response,
     };
-    if request.tools.iter().any(|t| t["type"] == "function") {
-        return *bad_request(
-            "unsupported_tools",
-            "function tools declared by the client are not supported by hermesd yet",
-        );
-    }
+    let tools = match read_tools(&request.tools) {
+        Ok(tools) => tools,
+        Err(response) => return *response,
+    };
     let input = match read_input(&request.input) {
         Ok(input) => input,
         Err(response) => return *response,
     };
-    if input.text.trim().is_empty() && !api_media::has_images(&input.content) {
+    if input.outputs.is_empty() && input.text.trim().is_empty() && !api_media::has_images(&input.content) {
         return *bad_request("empty_message", "the last user message is empty");
     }
     let Some(api) = state.api.clone() else {
@@ -205,10 +281,32 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
         Ok(profile) => profile.to_owned(),
         Err(e) => return error(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", e),
     };
-    let (chat_id, continued) = match chat_for(&state, &headers, request.previous_response_id.as_deref()).await {
+    let (chat_id, continued, previous) = match chat_for(&state, &headers, request.previous_response_id.as_deref()).await
+    {
         Ok(chat) => chat,
         Err(response) => return *response,
     };
+    if let Some(previous) = &previous {
+        let asked: Vec<&str> = previous["output"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|item| item["type"] == "function_call")
+            .filter_map(|item| item["call_id"].as_str())
+            .collect();
+        if let Some(stray) = input.outputs.iter().find(|o| !asked.contains(&o.call_id.as_str())) {
+            return *bad_request(
+                "invalid_input",
+                format!("function_call_output {:?} answers no function call of the previous response", stray.call_id),
+            );
+        }
+    }
+    if !input.outputs.is_empty() && !continued {
+        return *bad_request(
+            "invalid_input",
+            "function_call_output continues a response: name it with previous_response_id",
+        );
+    }
     let request_id = uuid::Uuid::now_v7().to_string();
     let attachments = match api.media() {
         Some(media) => match api_media::save_images(&input.content, media, &chat_id, &request_id).await {
@@ -243,6 +341,8 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
             timestamp_ms: now_ms(),
             history,
             chat_title: None,
+            client: (!tools.is_empty() || !input.outputs.is_empty())
+                .then(|| Box::new(ClientTurn { tools: tools.clone(), outputs: input.outputs })),
         },
     };
     let response_meta = ResponseMeta {
@@ -253,6 +353,7 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
         instructions: request.instructions.clone(),
         user: request.user.clone(),
         metadata: request.metadata.clone().unwrap_or_else(|| json!({})),
+        tools: Value::Array(request.tools.clone()),
     };
     let meta = ReplyMeta {
         model: request.model.clone().unwrap_or_else(|| state.model_id.clone()),
@@ -356,6 +457,23 @@ fn closing_events(
         "response.output_item.done",
         json!({ "output_index": 0, "item": response_message_item(&response.id, &reply.text, "completed") }),
     ));
+    for (i, call) in reply.calls.iter().enumerate() {
+        let index = i + 1;
+        let item = function_call_item(call);
+        let mut started = item.clone();
+        started["arguments"] = json!("");
+        started["status"] = json!("in_progress");
+        out.push(events.frame("response.output_item.added", json!({ "output_index": index, "item": started })));
+        out.push(events.frame(
+            "response.function_call_arguments.delta",
+            json!({ "item_id": item["id"], "output_index": index, "delta": call.arguments }),
+        ));
+        out.push(events.frame(
+            "response.function_call_arguments.done",
+            json!({ "item_id": item["id"], "output_index": index, "name": call.name, "arguments": call.arguments }),
+        ));
+        out.push(events.frame("response.output_item.done", json!({ "output_index": index, "item": item })));
+    }
     out.push(events.frame("response.completed", json!({ "response": response_object(meta, response, Some(reply)) })));
     out
 }
@@ -462,9 +580,10 @@ pub(super) fn replay_events(body: &Value) -> Vec<(String, String)> {
     started["output"] = json!([]);
     let mut out = vec![events.frame("response.created", json!({ "response": started }))];
     if body["status"] == "completed" {
-        let item = &body["output"][0];
-        out.push(events.frame("response.output_item.added", json!({ "output_index": 0, "item": item })));
-        out.push(events.frame("response.output_item.done", json!({ "output_index": 0, "item": item })));
+        for (index, item) in body["output"].as_array().into_iter().flatten().enumerate() {
+            out.push(events.frame("response.output_item.added", json!({ "output_index": index, "item": item })));
+            out.push(events.frame("response.output_item.done", json!({ "output_index": index, "item": item })));
+        }
         out.push(events.frame("response.completed", json!({ "response": body })));
     } else {
         out.push(events.frame("response.failed", json!({ "response": body })));
@@ -525,7 +644,17 @@ mod tests {
         assert_eq!(roles, [("system", "be brief"), ("user", "hi"), ("assistant", "hello")]);
         assert!(read_input(&json!(42)).is_err());
         assert!(read_input(&json!([{"role": "assistant", "content": "x"}])).is_err());
-        assert!(read_input(&json!([{"type": "function_call_output", "call_id": "c", "output": "1"}])).is_err());
+        let outputs =
+            read_input(&json!([{"type": "function_call_output", "call_id": "c", "output": "1"}])).ok().unwrap();
+        assert_eq!(outputs.outputs, vec![ClientOutput { call_id: "c".into(), output: "1".into() }]);
+        assert!(read_input(&json!([{"type": "function_call_output", "output": "1"}])).is_err(), "no call id");
+        let both =
+            json!([{"type": "function_call_output", "call_id": "c", "output": "1"}, {"role": "user", "content": "hi"}]);
+        assert!(read_input(&both).is_err());
+        assert!(read_tools(&[json!({"type": "web_search_preview"})]).is_err());
+        assert!(read_tools(&[json!({"type": "function", "name": "bad name"})]).is_err());
+        let tools = read_tools(&[json!({"type": "function", "name": "get_weather"})]).ok().unwrap();
+        assert_eq!(tools[0].parameters["type"], "object");
     }
 
     #[test]

@@ -28,7 +28,8 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::tools::send_file::stage::{OUTBOUND_DIR, safe_name};
 use crate::clock::now_ms;
 use crate::store::{IdempotencyStore, ResponseStore, StoredApiResponse, StoredResponse};
-use crate::usage::{TurnUsage, UsageBoard};
+use crate::usage::{ClientCalls, TurnUsage, UsageBoard};
+use crate::vocab::message::ToolCall;
 
 /// The platform name in chat refs and session keys.
 pub const NAME: &str = crate::vocab::origin::Origin::API;
@@ -55,6 +56,9 @@ pub struct ApiReply {
     pub error: bool,
     /// What the turn's model calls used, summed; `None`: no model call (a command, a cap).
     pub usage: Option<TurnUsage>,
+    /// Calls of the client's functions the turn ended with (the Responses API's
+    /// `function_call` items); `text` is then only what the model said beside them.
+    pub calls: Vec<ToolCall>,
 }
 
 /// The OpenAI `usage` object: the sum over the turn's model calls; `cached_tokens` when the
@@ -136,6 +140,8 @@ pub struct ResponseMeta {
     pub user: Option<String>,
     /// The request's `metadata`.
     pub metadata: serde_json::Value,
+    /// The request's `tools`.
+    pub tools: serde_json::Value,
 }
 
 /// The Responses API `usage` object.
@@ -166,6 +172,26 @@ pub fn response_message_item(response_id: &str, text: &str, status: &str) -> ser
     })
 }
 
+/// A function call item of a response's output.
+pub fn function_call_item(call: &ToolCall) -> serde_json::Value {
+    json!({
+        "type": "function_call",
+        "id": format!("fc_{}", call.id),
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "status": "completed",
+    })
+}
+
+/// A completed reply's output items: its text as a message (left out when a turn that ended
+/// with function calls said nothing), then the calls.
+pub fn response_output(response_id: &str, reply: &ApiReply) -> Vec<serde_json::Value> {
+    let message = (reply.calls.is_empty() || !reply.text.trim().is_empty())
+        .then(|| response_message_item(response_id, &reply.text, "completed"));
+    message.into_iter().chain(reply.calls.iter().map(function_call_item)).collect()
+}
+
 /// A `response` object: `in_progress` without a reply yet, `completed` or `failed` with one.
 pub fn response_object(meta: &ReplyMeta, response: &ResponseMeta, reply: Option<&ApiReply>) -> serde_json::Value {
     let (status, output, error, usage) = match reply {
@@ -178,7 +204,7 @@ pub fn response_object(meta: &ReplyMeta, response: &ResponseMeta, reply: Option<
         ),
         Some(reply) => (
             "completed",
-            json!([response_message_item(&response.id, &reply.text, "completed")]),
+            serde_json::Value::Array(response_output(&response.id, reply)),
             serde_json::Value::Null,
             response_usage_json(reply.usage.as_ref()),
         ),
@@ -201,7 +227,7 @@ pub fn response_object(meta: &ReplyMeta, response: &ResponseMeta, reply: Option<
         "temperature": null,
         "text": { "format": { "type": "text" } },
         "tool_choice": "auto",
-        "tools": [],
+        "tools": response.tools,
         "top_p": null,
         "truncation": "disabled",
         "usage": usage,
@@ -405,7 +431,10 @@ impl Platform for ApiPlatform {
         match waiter {
             Some(mut waiter) => {
                 waiter.text.push_str(&message.text);
-                let reply = ApiReply { text: waiter.text, error, usage: usage() };
+                let reply = match self.usage.as_ref().and_then(|board| board.take_calls(NAME, request_id)) {
+                    Some(ClientCalls { calls, text }) => ApiReply { text, error, usage: usage(), calls },
+                    None => ApiReply { text: waiter.text, error, usage: usage(), calls: Vec::new() },
+                };
                 self.keep(&reply, &waiter.meta).await;
                 if waiter.meta.idempotent {
                     self.record(request_id, &reply, &waiter.meta).await;
@@ -420,7 +449,7 @@ impl Platform for ApiPlatform {
                     idempotent: true,
                     shape: ReplyShape::ChatCompletion,
                 };
-                let reply = ApiReply { text: message.text.clone(), error, usage: usage() };
+                let reply = ApiReply { text: message.text.clone(), error, usage: usage(), calls: Vec::new() };
                 self.record(request_id, &reply, &meta).await;
             }
         }

@@ -109,6 +109,7 @@ impl Platform for TerminalPlatform {
                     timestamp_ms: now_ms(),
                     history: Vec::new(),
                     chat_title: None,
+                    client: None,
                 },
             };
             self.awaiting.fetch_add(1, Ordering::SeqCst);

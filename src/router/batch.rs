@@ -164,6 +164,7 @@ pub(super) mod tests {
             timestamp_ms: seq,
             history: vec![],
             chat_title: None,
+            client: None,
         };
         let key = crate::turn::session_key::session_key("default", &chat, &message.sender, false);
         TurnJob { seq, message, key, accepted_at: std::time::Instant::now(), admin: false, batched: vec![] }

@@ -367,6 +367,10 @@ pub trait SessionStore: Send + Sync {
     /// carry quick messages batched into it that the first attempt did not). Returns the
     /// attempt number.
     async fn begin_turn(&self, seq: i64, session_id: &str, user: &Message, now: i64) -> StoreResult<u32>;
+    /// Mark event `seq` running in `session_id` without a user message of its own (an API
+    /// client's function outputs continue the last turn; they are stored with the turn's end);
+    /// returns the attempt number.
+    async fn begin_resumed_turn(&self, seq: i64, session_id: &str, now: i64) -> StoreResult<u32>;
     /// In one transaction: append the turn's messages, queue its reply chunks, close the event,
     /// and reset the session's crash counter. Returns the ids of the chunks queued, in order.
     async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<Vec<i64>>;

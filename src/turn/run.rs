@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::approvals::{ApprovalMemory, ChatHuman};
 use super::{Ending, Finishing, StopReason, StopSignal, TurnJob, TurnRunner, heartbeat};
 use crate::agent::context::{framed_text, is_shared};
+use crate::agent::provider::ToolSchema;
 use crate::agent::reasoning;
 use crate::agent::runtime::agent_loop::{AgentLoop, LoopLimits, LoopOutcome, LoopResult, TurnEvent};
 use crate::agent::runtime::chain::ProviderChain;
@@ -24,7 +25,7 @@ use crate::clock::now_ms;
 use crate::delivery::turns::TurnOrigin;
 use crate::outbox::Preview;
 use crate::store::{EventState, SessionInfo, StoreError};
-use crate::usage::{Payer, TurnUsage};
+use crate::usage::{ClientCalls, Payer, TurnUsage};
 use crate::vocab::message::{Message, Role};
 
 /// The model side of a turn, ready to run.
@@ -40,6 +41,10 @@ struct Prepared {
     max_iterations: u32,
     /// Model calls before the loop (compaction), added to the turn's usage.
     before_loop: TurnUsage,
+    /// Functions the API client declared for this request.
+    client_tools: Vec<ToolSchema>,
+    /// The client's outputs of the calls the last turn ended with, as tool results.
+    resumed: Vec<Message>,
 }
 
 /// Where a running turn shows itself in its chat: a streamed preview or the platform's own
@@ -109,6 +114,29 @@ impl TurnRunner {
             self.count_turn(&job.key, "rejected");
             return Ok(true);
         }
+        if let Some(client) = job.message.client.as_ref() {
+            let own: Vec<String> = self.agent(&job.key).registry.schemas().into_iter().map(|t| t.name).collect();
+            if let Some(taken) = client.tools.iter().find(|t| own.contains(&t.name)) {
+                let text =
+                    format!("function tool {:?} has the name of one of hermesd's own tools; rename it", taken.name);
+                let ending =
+                    Ending { state: EventState::Failed, error: Some("client tool name taken"), ..Ending::default() };
+                self.finish(at, &text, OutboundKind::Error, ending).await?;
+                self.count_turn(&job.key, "rejected");
+                return Ok(true);
+            }
+        }
+        if let Some(client) = job.message.client.as_ref().filter(|c| !c.outputs.is_empty()) {
+            let stored = self.parts.store.load_transcript(&session.id).await?;
+            let transcript: Vec<Message> = stored.into_iter().map(|m| m.message).collect();
+            if let Err(text) = client_results(&transcript, &client.outputs) {
+                let ending =
+                    Ending { state: EventState::Failed, error: Some("unmatched function output"), ..Ending::default() };
+                self.finish(at, &text, OutboundKind::Error, ending).await?;
+                self.count_turn(&job.key, "rejected");
+                return Ok(true);
+            }
+        }
         if let TurnOrigin::Webhook(route) = at.origin
             && route.deliver_only
         {
@@ -137,9 +165,15 @@ impl TurnRunner {
             None => agent.chain.clone(),
         };
         let vision = chain.primary().vision();
-        let text = framed_text(&job.message, is_shared(&job.key));
-        let user = self.parts.media.user_message(&job.message, text, vision).await;
-        store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
+        let client = job.message.client.as_deref().cloned().unwrap_or_default();
+        if client.outputs.is_empty() {
+            let text = framed_text(&job.message, is_shared(&job.key));
+            let user = self.parts.media.user_message(&job.message, text, vision).await;
+            store.begin_turn(job.seq, &session.id, &user, now_ms()).await?;
+        } else {
+            // The client's outputs continue the last turn: no user message of its own.
+            store.begin_resumed_turn(job.seq, &session.id, now_ms()).await?;
+        }
         crate::failpoint!("turn.begun");
         let system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
@@ -151,10 +185,32 @@ impl TurnRunner {
             }
         };
         let transcript = self.transcript(&job.message, &session.id).await?;
+        let resumed = client_results(&transcript, &client.outputs).unwrap_or_default();
+        let client_tools = client
+            .tools
+            .iter()
+            .map(|t| ToolSchema {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: Arc::new(t.parameters.clone()),
+            })
+            .collect();
         let compressor = self.compressor(&session.id, &job.key, &job.message);
         let before_loop = TurnUsage::default();
         let max_iterations = agent.max_iterations;
-        Ok(Prepared { chain, tools, policy, vision, system, transcript, compressor, max_iterations, before_loop })
+        Ok(Prepared {
+            chain,
+            tools,
+            policy,
+            vision,
+            system,
+            transcript,
+            compressor,
+            max_iterations,
+            before_loop,
+            client_tools,
+            resumed,
+        })
     }
 
     /// The chat's live outputs for this turn: a chat answer streams into a paced preview
@@ -305,6 +361,8 @@ impl TurnRunner {
             steer: &|| stop.steer.take(),
             limits: LoopLimits { max_iterations: turn.max_iterations, max_nudges: 2, stream },
             media: turn.vision.then_some(&*self.parts.media),
+            client_tools: &turn.client_tools,
+            resumed: &turn.resumed,
         };
         let (system, transcript) = (std::mem::take(&mut turn.system), std::mem::take(&mut turn.transcript));
         let result = tokio::select! {
@@ -337,6 +395,21 @@ impl TurnRunner {
         };
         let (kind, state, label, error) = match result.outcome {
             LoopOutcome::Answered => (OutboundKind::Reply, EventState::Done, "ok", None),
+            LoopOutcome::ClientCalls => {
+                // The API renders the calls; the reply only carries the turn to its request.
+                let names: Vec<&str> = result.client_calls.iter().map(|c| c.name.as_str()).collect();
+                let calls = ClientCalls { calls: result.client_calls.clone(), text: result.text.clone() };
+                let board = self.parts.accounting.board();
+                board.post_calls(&job.message.chat.platform, &job.message.message_id, calls);
+                let text = if result.text.trim().is_empty() {
+                    format!("(calling {})", names.join(", "))
+                } else {
+                    result.text.clone()
+                };
+                self.finish(at, &text, OutboundKind::Reply, ending(EventState::Done, None)).await?;
+                self.count_turn(&job.key, "client_calls");
+                return Ok(());
+            }
             LoopOutcome::Summarised => (OutboundKind::Reply, EventState::Done, "summarised", None),
             LoopOutcome::NotConfigured => (OutboundKind::Reply, EventState::Done, "unconfigured", None),
             LoopOutcome::Failed => (OutboundKind::Error, EventState::Failed, "error", Some(result.text.as_str())),
@@ -386,5 +459,81 @@ fn stopped_text(stop: &StopSignal) -> (&'static str, &'static str) {
         Some(StopReason::Interrupted) => ("Interrupted by your newer message.", "interrupted"),
         Some(StopReason::Inactive) => ("Stopped: this turn made no progress for too long.", "inactive"),
         _ => ("Stopped.", "stopped"),
+    }
+}
+
+/// The client's outputs as tool results of the calls the transcript's last turn ended with (a
+/// pending call without an output gets a note, so the transcript stays whole); `Err` names an
+/// output that answers no pending call.
+fn client_results(transcript: &[Message], outputs: &[hermesd_platform::ClientOutput]) -> Result<Vec<Message>, String> {
+    let last_calls = transcript.iter().rposition(|m| m.role == Role::Assistant && !m.tool_calls.is_empty());
+    let pending: Vec<&crate::vocab::message::ToolCall> = match last_calls {
+        Some(at) => {
+            let answered: Vec<&str> = transcript[at + 1..]
+                .iter()
+                .filter(|m| m.role == Role::Tool)
+                .filter_map(|m| m.tool_call_id.as_deref())
+                .collect();
+            let later_user = transcript[at + 1..].iter().any(|m| m.role == Role::User);
+            if later_user {
+                Vec::new()
+            } else {
+                transcript[at].tool_calls.iter().filter(|c| !answered.contains(&c.id.as_str())).collect()
+            }
+        }
+        None => Vec::new(),
+    };
+    if let Some(stray) = outputs.iter().find(|o| !pending.iter().any(|c| c.id == o.call_id)) {
+        return Err(format!(
+            "function_call_output {:?} answers no call this conversation is waiting for{}",
+            stray.call_id,
+            if pending.is_empty() {
+                String::new()
+            } else {
+                format!(" (waiting for: {})", pending.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", "))
+            }
+        ));
+    }
+    Ok(pending
+        .iter()
+        .map(|call| {
+            let output = outputs.iter().find(|o| o.call_id == call.id);
+            let mut message = Message::text(
+                Role::Tool,
+                output.map_or_else(|| "(the client gave no output for this call)".to_owned(), |o| o.output.clone()),
+            );
+            message.tool_call_id = Some(call.id.clone());
+            message
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod client_tests {
+    use super::*;
+    use crate::vocab::message::ToolCall;
+    use hermesd_platform::ClientOutput;
+
+    fn calls(ids: &[&str]) -> Message {
+        let mut message = Message::text(Role::Assistant, String::new());
+        message.tool_calls =
+            ids.iter().map(|id| ToolCall { id: (*id).into(), name: "f".into(), arguments: "{}".into() }).collect();
+        message
+    }
+
+    #[test]
+    fn outputs_answer_the_pending_calls_and_strays_are_refused() {
+        let mut done = Message::text(Role::Tool, "own result");
+        done.tool_call_id = Some("own".into());
+        let transcript = vec![Message::text(Role::User, "hi"), calls(&["own", "c1", "c2"]), done];
+        let out = |id: &str| ClientOutput { call_id: id.into(), output: format!("out {id}") };
+        let results = client_results(&transcript, &[out("c2")]).unwrap();
+        let got: Vec<_> =
+            results.iter().map(|m| (m.tool_call_id.clone().unwrap(), m.content.clone().unwrap())).collect();
+        assert_eq!(got[0].0, "c1");
+        assert!(got[0].1.contains("no output"));
+        assert_eq!(got[1], ("c2".into(), "out c2".into()));
+        assert!(client_results(&transcript, &[out("own")]).is_err(), "an answered call is not pending");
+        assert!(client_results(&[Message::text(Role::User, "hi")], &[out("c1")]).is_err());
     }
 }

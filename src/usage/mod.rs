@@ -22,7 +22,7 @@ use crate::config::ModelPrices;
 use crate::store::TokenTotals;
 
 pub use account::{Accounting, Payer};
-pub use board::UsageBoard;
+pub use board::{ClientCalls, UsageBoard};
 
 /// Picodollars in one microdollar.
 const PICOS_PER_MICRO: u64 = 1_000_000;

@@ -108,6 +108,7 @@ pub async fn receive(State(state): State<WebhookState>, Path(name): Path<String>
             timestamp_ms: now_ms(),
             history: Vec::new(),
             chat_title: None,
+            client: None,
         },
     };
     let scope = format!("{WEBHOOK_SCOPE}{name}");

@@ -94,6 +94,7 @@ impl RecordingPlatform {
                 timestamp_ms: 0,
                 history: vec![],
                 chat_title: None,
+                client: None,
             },
         };
         ingress.accept(event).await.expect("accepted")
@@ -116,6 +117,7 @@ impl RecordingPlatform {
                 timestamp_ms: 0,
                 history: vec![],
                 chat_title: None,
+                client: None,
             },
         };
         ingress.accept(event).await.expect("accepted")

@@ -332,6 +332,7 @@ mod tests {
             timestamp_ms: 0,
             history: Vec::new(),
             chat_title: None,
+            client: None,
         };
         InboundEvent::Message { event_id: id.into(), message }
     }

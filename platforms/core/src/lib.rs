@@ -27,8 +27,9 @@ pub use backoff::Backoff;
 pub use environment::{Environment, Secret};
 pub use http_pool::{HTTP_POOL_IDLE_TIMEOUT, HTTP_POOL_MAX_IDLE_PER_HOST};
 pub use model::{
-    Attachment, AttachmentKind, Button, ChatRef, ChatType, HistoryMessage, InboundAction, InboundEvent, InboundMessage,
-    MessageRef, OutboundFile, OutboundKind, OutboundMessage, ReplyContext, Sender,
+    Attachment, AttachmentKind, Button, ChatRef, ChatType, ClientOutput, ClientTool, ClientTurn, HistoryMessage,
+    InboundAction, InboundEvent, InboundMessage, MessageRef, OutboundFile, OutboundKind, OutboundMessage, ReplyContext,
+    Sender,
 };
 pub use platform::{
     Accepted, AccessRules, Admission, Capabilities, DeliveryStatus, FileLimits, Ingress, IngressError, LengthUnit,

@@ -190,6 +190,43 @@ pub struct InboundMessage {
     /// by the adapter's account. Chat adapters leave it `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// What an API client brings besides its words: function tools it runs itself, and the
+    /// outputs of their calls an earlier answer asked for (OpenAI's Responses API). Chat
+    /// adapters leave it `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Box<ClientTurn>>,
+}
+
+/// An API client's function tools and the outputs of their calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientTurn {
+    /// Tools the model may call, which the client runs: the answer ends with the call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ClientTool>,
+    /// Outputs of calls an earlier answer ended with, by call id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<ClientOutput>,
+}
+
+/// A function tool an API client declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientTool {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// JSON schema of its arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// The output of a function call, from the client that ran it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientOutput {
+    /// The call it answers.
+    pub call_id: String,
+    /// What the function returned.
+    pub output: String,
 }
 
 /// A press on a button the bot sent (approvals, clarify choices).

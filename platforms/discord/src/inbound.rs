@@ -151,6 +151,7 @@ pub(crate) fn normalise_message(
         timestamp_ms: message.timestamp.unix_timestamp() * 1000,
         history: Vec::new(),
         chat_title: None,
+        client: None,
     };
     // The message id is the event id: a dispatch replayed after a resume, or twice, is one event.
     let event = InboundEvent::Message { event_id: message.id.get().to_string(), message: inbound };

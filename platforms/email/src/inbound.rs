@@ -151,6 +151,7 @@ pub(crate) fn normalise(raw: &[u8], rules: &Rules, fallback_ms: i64) -> Result<N
         timestamp_ms,
         history: Vec::new(),
         chat_title: (!bare.is_empty()).then_some(bare),
+        client: None,
     };
     Ok(Normalised {
         event: InboundEvent::Message { event_id: message_id, message: inbound },

@@ -70,6 +70,7 @@ pub fn normalise_request(event: &Value) -> Option<InboundEvent> {
         timestamp_ms: now_ms(),
         history: Vec::new(),
         chat_title: None,
+        client: None,
     };
     Some(InboundEvent::Message { event_id: event_id.to_owned(), message })
 }
@@ -139,6 +140,7 @@ pub fn watch_event(change: &StateChange) -> InboundEvent {
         timestamp_ms: now_ms(),
         history: Vec::new(),
         chat_title: None,
+        client: None,
     };
     InboundEvent::Message { event_id: format!("{}:{}", change.entity_id, change.change_id), message }
 }
@@ -172,6 +174,7 @@ mod tests {
                 timestamp_ms: 0,
                 history: Vec::new(),
                 chat_title: None,
+                client: None,
             },
         }
     }

@@ -136,6 +136,7 @@ pub(crate) fn normalise(payload: &Value, rules: &Rules) -> Option<Normalised> {
         timestamp_ms: timestamp,
         history: Vec::new(),
         chat_title: data.pointer("/groupInfo/groupName").and_then(Value::as_str).map(str::to_owned),
+        client: None,
     };
     Some(Normalised {
         event: InboundEvent::Message { event_id: message_id, message },

@@ -46,6 +46,7 @@ fn message(chat: ChatRef, text: &str, addressed: bool) -> InboundEvent {
             timestamp_ms: 1_700_000_000_123,
             history: Vec::new(),
             chat_title: None,
+            client: None,
         },
     }
 }

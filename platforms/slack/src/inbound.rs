@@ -229,6 +229,7 @@ pub(crate) fn normalise(
         timestamp_ms: ts_millis(ts),
         history: Vec::new(),
         chat_title: None,
+        client: None,
     };
     Some(Normalised { event: InboundEvent::Message { event_id, message }, files })
 }

@@ -167,6 +167,7 @@ fn normalise_message(message: &Message, edited: bool, bot: &BotIdentity, rules: 
         timestamp_ms: message.date.timestamp_millis(),
         history: Vec::new(),
         chat_title: message.chat.title().map(str::to_owned),
+        client: None,
     };
     Some(Normalised { event: InboundEvent::Message { event_id, message }, files, callback_id: None })
 }

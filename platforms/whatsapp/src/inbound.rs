@@ -338,6 +338,7 @@ fn normalise(message: &WaMessage, value: &ChangeValue, now_ms: i64) -> Option<No
         timestamp_ms: at_ms,
         history: Vec::new(),
         chat_title: None,
+        client: None,
     };
     Some(Normalised { event: InboundEvent::Message { event_id: message.id.clone(), message: inbound }, media, at_ms })
 }

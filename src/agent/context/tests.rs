@@ -18,6 +18,7 @@ fn message(chat_type: ChatType, name: Option<&str>, text: &str) -> InboundMessag
         timestamp_ms: 0,
         history: Vec::new(),
         chat_title: None,
+        client: None,
     }
 }
 

@@ -48,6 +48,7 @@ fn message(text: &str, attachments: Vec<Attachment>) -> InboundMessage {
         timestamp_ms: 0,
         history: Vec::new(),
         chat_title: None,
+        client: None,
     }
 }
 

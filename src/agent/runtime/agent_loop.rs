@@ -91,6 +91,9 @@ pub enum LoopOutcome {
     Stopped,
     /// No model is configured; the text says how to configure one.
     NotConfigured,
+    /// The model called functions the API client runs itself: the turn ends with the calls
+    /// (`LoopResult::client_calls`), and the client's outputs start the next one.
+    ClientCalls,
 }
 
 /// The end of a turn.
@@ -108,6 +111,8 @@ pub struct LoopResult {
     pub usage: TokenTotals,
     /// What those calls cost, each priced by the model entry that served it.
     pub cost: crate::usage::Cost,
+    /// The calls of the client's functions the turn ended with (`LoopOutcome::ClientCalls`).
+    pub client_calls: Vec<crate::vocab::message::ToolCall>,
 }
 
 /// Hands the loop text the user sent to steer the running turn (`busy_policy = "steer"`), as
@@ -132,6 +137,12 @@ pub struct AgentLoop<'a> {
     pub limits: LoopLimits,
     /// Loads the images tool results return, for a model with vision; `None` without vision.
     pub media: Option<&'a Media>,
+    /// Functions the API client declared and runs itself: offered to the model beside the tools;
+    /// a call of one ends the turn.
+    pub client_tools: &'a [ToolSchema],
+    /// Messages the turn starts with after the transcript and stores with its own (the client's
+    /// outputs of the calls the last turn ended with).
+    pub resumed: &'a [Message],
 }
 
 impl AgentLoop<'_> {
@@ -160,9 +171,10 @@ impl AgentLoop<'_> {
         stop: &CancellationToken,
     ) -> LoopResult {
         // Built once per turn and shared by every call's request.
-        let schemas: Arc<[ToolSchema]> = self.tools.schemas().into();
+        let schemas: Arc<[ToolSchema]> =
+            self.tools.schemas().into_iter().chain(self.client_tools.iter().cloned()).collect();
         let schema_tokens = self.tools.schema_tokens();
-        let mut appended: Vec<Message> = Vec::new();
+        let mut appended: Vec<Message> = self.resumed.to_vec();
         let mut nudges = 0;
         let mut compressed_on_error = false;
         let mut prompt_tokens = None;
@@ -233,7 +245,15 @@ impl AgentLoop<'_> {
             let message = response.message;
             if !message.tool_calls.is_empty() {
                 nudges = 0;
-                self.run_tools(message, &mut appended).await;
+                let is_client = |name: &str| self.client_tools.iter().any(|t| t.name == name);
+                let client: Vec<_> = message.tool_calls.iter().filter(|c| is_client(&c.name)).cloned().collect();
+                let text = message.content.clone().unwrap_or_default();
+                self.run_tools(message, &mut appended, &is_client).await;
+                if !client.is_empty() {
+                    let mut result = self.end(appended, &text, LoopOutcome::ClientCalls, prompt_tokens);
+                    result.client_calls = client;
+                    return result;
+                }
                 continue;
             }
             let text = message.content.clone().unwrap_or_default();
@@ -261,10 +281,18 @@ impl AgentLoop<'_> {
 
     /// Run the tool calls of the assistant `message`, appending it and their results (with the
     /// images they return, for a model with vision) and any steering text that came meanwhile.
-    async fn run_tools(&self, mut message: Message, appended: &mut Vec<Message>) {
-        let names = message.tool_calls.iter().map(|c| c.name.clone()).collect();
-        (self.events)(TurnEvent::ToolsStarted { names });
-        let calls = message.tool_calls.clone();
+    async fn run_tools(
+        &self,
+        mut message: Message,
+        appended: &mut Vec<Message>,
+        is_client: &(dyn Fn(&str) -> bool + Sync),
+    ) {
+        // The client's own functions are not run here: the turn ends with their calls.
+        let calls: Vec<_> = message.tool_calls.iter().filter(|c| !is_client(&c.name)).cloned().collect();
+        let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
+        if !names.is_empty() {
+            (self.events)(TurnEvent::ToolsStarted { names });
+        }
         if message.content.as_deref().is_some_and(|c| c.trim().is_empty()) {
             message.content = None;
         }
@@ -391,6 +419,7 @@ impl AgentLoop<'_> {
             prompt_tokens,
             usage: TokenTotals::default(),
             cost: crate::usage::Cost::default(),
+            client_calls: Vec::new(),
         }
     }
 }

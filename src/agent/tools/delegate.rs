@@ -94,12 +94,16 @@ impl Tool for DelegateTool {
             steer: &|| None,
             limits: LoopLimits { max_iterations: self.max_iterations, max_nudges: 2, stream: false },
             media: None,
+            client_tools: &[],
+            resumed: &[],
         };
         let result = child.run(system, vec![Message::text(Role::User, text)], &ctx.cancel).await;
         match result.outcome {
             LoopOutcome::Answered | LoopOutcome::Summarised => Ok(result.text),
             LoopOutcome::Stopped => Err(ToolError::Failed("the sub-agent was stopped".into())),
             LoopOutcome::Failed | LoopOutcome::NotConfigured => Err(ToolError::Failed(result.text)),
+            // The sub-agent is offered no client functions.
+            LoopOutcome::ClientCalls => Err(ToolError::Failed("the sub-agent called a client function".into())),
         }
     }
 }

@@ -251,6 +251,7 @@ mod tests {
             timestamp_ms: 0,
             history: vec![],
             chat_title: None,
+            client: None,
         };
         let dm = job(Some(ChatRef::new("telegram", "42", ChatType::Dm)), Some("42"));
         let from_dm = Whose::of_turn(&run, Some(&dm));

@@ -138,6 +138,7 @@ mod tests {
                 timestamp_ms: 0,
                 history: Vec::new(),
                 chat_title: None,
+                client: None,
             },
         }
     }

@@ -254,6 +254,7 @@ mod tests {
                 timestamp_ms: 1,
                 history: vec![],
                 chat_title: None,
+                client: None,
             },
         }
     }

@@ -429,6 +429,23 @@ impl SessionStore for SqliteStore {
         Ok(attempts.try_into().unwrap_or(u32::MAX))
     }
 
+    async fn begin_resumed_turn(&self, seq: i64, session_id: &str, _now: i64) -> StoreResult<u32> {
+        let session = session_id.to_owned();
+        let attempts: Option<i64> = self
+            .write_lane(move |conn| {
+                use rusqlite::OptionalExtension;
+                conn.prepare_cached(
+                    "UPDATE inbound_events SET state = 'running', attempts = attempts + 1, session_id = ?1 \
+                     WHERE seq = ?2 RETURNING attempts",
+                )?
+                .query_row(rusqlite::params![session, seq], |row| row.get::<_, i64>(0))
+                .optional()
+            })
+            .await?;
+        let attempts = attempts.ok_or_else(|| StoreError::NotFound(format!("inbound event {seq}")))?;
+        Ok(attempts.try_into().unwrap_or(u32::MAX))
+    }
+
     async fn finish_turn(&self, seq: i64, session_id: &str, end: &TurnEnd<'_>, now: i64) -> StoreResult<Vec<i64>> {
         let turn_id = format!("evt:{seq}");
         let TurnEnd { messages, reply, state, error, prompt_tokens, also_done, usage } = *end;

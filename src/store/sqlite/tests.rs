@@ -32,6 +32,7 @@ fn event(id: &str, text: &str) -> InboundEvent {
             timestamp_ms: 1,
             history: vec![],
             chat_title: None,
+            client: None,
         },
     }
 }

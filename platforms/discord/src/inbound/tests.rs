@@ -61,6 +61,7 @@ fn event(id: u64, chat_type: ChatType, text: &str, roles: &[&str], addressed: bo
         timestamp_ms: 1_767_323_045_000,
         history: Vec::new(),
         chat_title: None,
+        client: None,
     };
     Some(InboundEvent::Message { event_id: id.to_string(), message })
 }

@@ -46,6 +46,7 @@ fn expected(text: &str, thread: &str) -> InboundEvent {
             timestamp_ms: 1_704_189_600_000,
             history: vec![],
             chat_title: Some("Plans".into()),
+            client: None,
         },
     }
 }

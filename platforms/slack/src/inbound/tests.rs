@@ -55,6 +55,7 @@ fn expected(event_id: &str, chat: ChatRef, user: &str, text: &str, addressed: bo
             timestamp_ms: 1_700_000_000_000,
             history: Vec::new(),
             chat_title: None,
+            client: None,
         },
     })
 }

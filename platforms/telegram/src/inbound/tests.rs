@@ -75,6 +75,7 @@ fn text_event(event_id: &str, chat: ChatRef, sender: (&str, &str), text: &str, a
             timestamp_ms: DATE * 1000,
             history: Vec::new(),
             chat_title,
+            client: None,
         },
     }
 }

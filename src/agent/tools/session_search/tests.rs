@@ -82,6 +82,7 @@ async fn exchange(ctx: &ToolContext, key: &SessionKey, id: &str, said: &str, ans
             timestamp_ms: at,
             history: vec![],
             chat_title: None,
+            client: None,
         },
     };
     let AcceptOutcome::New { seq } = store.accept_inbound(&event, at, Outlive::PowerCut).await.unwrap() else {
