@@ -134,6 +134,11 @@ impl Daemon {
         let (sandbox, webhooks, targets) = (agent.sandbox.clone(), agent.webhooks.clone(), agent.targets.clone());
         let reloader =
             Arc::new(crate::access::reload::Reloader::new(&config, paths.clone(), access.0.clone(), env.redaction()));
+        {
+            // MCP servers added, removed or changed start and stop without touching the others.
+            let mcp = mcp.clone();
+            reloader.on_reload(&["mcp"], Box::new(move |config, env| mcp.apply(&config.mcp, env)));
+        }
         let runner = parts::runner(ground, &delivery.outbox, &adapters, agent, &access.0);
         let router = parts::router(ground, runner, access.0);
         let fence =

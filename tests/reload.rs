@@ -93,3 +93,89 @@ async fn an_allowlist_change_takes_effect_on_sighup_and_a_broken_config_is_refus
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The stdio test MCP server, built by `cargo test` as an example next to this test's binary.
+fn mcp_fixture() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let path = exe.parent().and_then(std::path::Path::parent).expect("target dir").join("examples").join("mcp_fixture");
+    assert!(path.exists(), "{} is missing: run `cargo test` (or add `--example mcp_fixture`)", path.display());
+    path
+}
+
+async fn offered_tools(port: u16, llm: &FakeLlm, text: &str) -> Vec<String> {
+    let body = serde_json::json!({ "messages": [{ "role": "user", "content": text }] });
+    let answer =
+        client().post(format!("http://127.0.0.1:{port}/v1/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let request = llm.requests().into_iter().rev().find(|r| r.to_string().contains(text)).expect("the turn's request");
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+async fn connects(port: u16, server: &str) -> String {
+    let metrics = client().get(format!("http://127.0.0.1:{port}/metrics")).send().await.unwrap().text().await.unwrap();
+    let prefix = format!("hermesd_mcp_connects_total{{server=\"{server}\"}} ");
+    metrics.lines().find_map(|l| l.strip_prefix(&prefix).map(str::to_owned)).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_servers_added_changed_and_removed_by_reload_leave_the_others_running() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!(
+        "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[tools]\ntoolsets = [\"memory\", \"mcp\"]\n\n[model]\nprovider = \"chat_completions\"\n\
+         base_url = \"{}\"\nname = \"fake\"\n",
+        llm.base_url()
+    );
+    let server = |name: &str, extra: &str| {
+        format!(
+            "\n[mcp.servers.{name}]\ncommand = {:?}\nsandbox = \"none\"\n{extra}",
+            mcp_fixture().display().to_string()
+        )
+    };
+    std::fs::write(home.path().join("config.toml"), format!("{base}{}", server("one", ""))).unwrap();
+    let mut child = spawn_gateway_with_env(home.path(), &[]);
+    wait_ready(port, home.path()).await;
+    let ready = |name: &'static str| async move {
+        let live = readyz(port).await;
+        live["mcp"].as_array().is_some_and(|s| s.iter().any(|s| s["name"] == name && s["state"] == "ready"))
+    };
+    assert!(support::eventually_async(WAIT, || ready("one")).await, "{}", readyz(port).await);
+    let tools = offered_tools(port, &llm, "before").await;
+    assert!(
+        tools.contains(&"mcp_one_echo".to_owned()) && !tools.iter().any(|t| t.starts_with("mcp_two_")),
+        "{tools:?}"
+    );
+
+    // A server added by reload is offered in the next turn; the running one is not restarted.
+    std::fs::write(home.path().join("config.toml"), format!("{base}{}{}", server("one", ""), server("two", "")))
+        .unwrap();
+    let done = hermesd_cli(home.path(), &["reload"]);
+    let said = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert_eq!(done.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&done.stderr));
+    assert!(said.contains("mcp server two: started") && !said.contains("[mcp]"), "nothing waits for a restart: {said}");
+    assert!(support::eventually_async(WAIT, || ready("two")).await, "{}", readyz(port).await);
+    let tools = offered_tools(port, &llm, "after adding").await;
+    assert!(tools.contains(&"mcp_two_echo".to_owned()) && tools.contains(&"mcp_one_echo".to_owned()), "{tools:?}");
+    assert_eq!(connects(port, "one").await, "1", "the untouched server kept its connection");
+
+    // Changed settings restart that server alone; a removed one stops and is no longer offered.
+    let changed = server("two", "timeout = \"45s\"\n");
+    std::fs::write(home.path().join("config.toml"), format!("{base}{changed}")).unwrap();
+    let done = hermesd_cli(home.path(), &["reload"]);
+    let said = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert!(said.contains("mcp server one: stopped") && said.contains("mcp server two: restarted"), "{said}");
+    assert!(support::eventually_async(WAIT, || ready("two")).await, "{}", readyz(port).await);
+    let tools = offered_tools(port, &llm, "after removing").await;
+    assert!(
+        !tools.iter().any(|t| t.starts_with("mcp_one_")) && tools.contains(&"mcp_two_echo".to_owned()),
+        "{tools:?}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,9 +1,10 @@
 //! SIGHUP, `hermesd reload` and `POST /admin/reload`: read the config file and
 //! `$HERMESD_HOME/.env` again. A config with problems is refused and the running one kept (the
 //! problems are logged and answered); a good one takes effect for what can change in place —
-//! today the allowlists and admins (`*_ALLOWED_USERS`, `*_ADMIN_USERS`, … from `.env` and the
-//! process environment, which still wins) — and the log and answer name the tables whose changes
-//! wait for a restart. `/readyz` says which config is live.
+//! the allowlists and admins (`*_ALLOWED_USERS`, `*_ADMIN_USERS`, … from `.env` and the process
+//! environment, which still wins), and what the parts above this floor registered with
+//! `on_reload` (the MCP servers, the log filter) — and the log and answer name the tables whose
+//! changes wait for a restart. `/readyz` says which config is live.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -38,12 +39,19 @@ pub struct Reloaded {
     pub restart_needed: Vec<String>,
 }
 
+/// A part of the daemon that takes a new config in place: the tables it covers, and what it does
+/// with them (returning one line per change it made).
+pub type ReloadHook = Box<dyn Fn(&Config, &Env) -> Vec<String> + Send + Sync>;
+
 /// Reads the config again and applies what can change in place.
 pub struct Reloader {
     paths: Paths,
     access: Arc<Access>,
     redaction: crate::redact::Redaction,
     running: Mutex<(serde_json::Value, LiveConfig)>,
+    /// Parts above this floor that reload themselves (MCP servers, the log filter), each with the
+    /// top-level tables it covers.
+    hooks: Mutex<Vec<(&'static [&'static str], ReloadHook)>>,
 }
 
 fn digest(path: &std::path::Path) -> String {
@@ -64,7 +72,12 @@ impl Reloader {
             refused: None,
         };
         let shape = serde_json::to_value(config).unwrap_or_default();
-        Self { paths, access, redaction, running: Mutex::new((shape, live)) }
+        Self { paths, access, redaction, running: Mutex::new((shape, live)), hooks: Mutex::new(Vec::new()) }
+    }
+
+    /// Have `hook` take each accepted config; changes of `tables` then need no restart.
+    pub fn on_reload(&self, tables: &'static [&'static str], hook: ReloadHook) {
+        self.hooks.lock().unwrap_or_else(PoisonError::into_inner).push((tables, hook));
     }
 
     /// The config in force.
@@ -81,14 +94,22 @@ impl Reloader {
             Ok((config, env)) => {
                 self.access.reload(&env);
                 let shape = serde_json::to_value(&config).unwrap_or_default();
-                let restart_needed = changed_tables(&running.0, &shape);
+                let mut applied = vec!["allowlists and admins (*_ALLOWED_USERS, *_ADMIN_USERS, …)".to_owned()];
+                let hooks = self.hooks.lock().unwrap_or_else(PoisonError::into_inner);
+                for (_, hook) in hooks.iter() {
+                    applied.extend(hook(&config, &env));
+                }
+                let covered: Vec<String> =
+                    hooks.iter().flat_map(|(tables, _)| tables.iter().map(|t| format!("[{t}]"))).collect();
+                drop(hooks);
+                let restart_needed: Vec<String> =
+                    changed_tables(&running.0, &shape).into_iter().filter(|t| !covered.contains(t)).collect();
                 running.0 = shape;
                 running.1.digest = digest(&self.paths.config);
                 running.1.loaded_at = crate::clock::now_ms();
                 running.1.reloads += 1;
                 running.1.refused = None;
-                let applied = vec!["allowlists and admins (*_ALLOWED_USERS, *_ADMIN_USERS, …)".to_owned()];
-                tracing::info!(digest = %running.1.digest, ?restart_needed, "config reloaded: allowlists and admins");
+                tracing::info!(digest = %running.1.digest, ?applied, "config reloaded");
                 if !restart_needed.is_empty() {
                     tracing::warn!(
                         tables = %restart_needed.join(", "),

@@ -72,13 +72,25 @@ pub struct ServerReport {
 
 /// Every MCP server of the daemon.
 pub struct McpHub {
-    servers: Vec<Arc<ServerState>>,
+    /// The running servers, in name order.
+    servers: Mutex<Vec<Running>>,
     snapshot: Mutex<Arc<[ToolEntry]>>,
     generation: watch::Sender<u64>,
     cancel: CancellationToken,
     tracker: TaskTracker,
-    /// Kept alive while servers run: shims die with the thread that spawned them.
-    _spawner: Option<Arc<Spawner>>,
+    /// Kept alive while servers run: shims die with the thread that spawned them. Started when
+    /// the first stdio server is.
+    spawner: Mutex<Option<Arc<Spawner>>>,
+    /// What starting a server needs (`None`: a hub of test connectors, which `apply` leaves be).
+    settings: Option<HubSettings>,
+    approval_timeout: Duration,
+}
+
+/// A server as it runs: its state, the settings it was started with, and what stops it alone.
+struct Running {
+    state: Arc<ServerState>,
+    config: McpServerConfig,
+    stop: CancellationToken,
 }
 
 impl McpHub {
@@ -90,48 +102,132 @@ impl McpHub {
     /// Start every enabled server of `config` in the background and return at once. Groups
     /// left by a previous daemon that died are killed first.
     pub fn start(config: &McpConfig, env: &Env, settings: HubSettings) -> Arc<Self> {
-        let enabled: Vec<(&String, &McpServerConfig)> = config.servers.iter().filter(|(_, s)| s.enabled).collect();
-        if enabled.is_empty() {
-            return Self::empty();
-        }
         let reaped = spawn::reap_stale(&settings.home);
         if reaped > 0 {
             tracing::warn!(groups = reaped, "killed MCP server processes left by a previous run");
         }
-        let needs_spawner = enabled.iter().any(|(_, s)| s.command.is_some());
-        let spawner = match needs_spawner.then(Spawner::start).transpose() {
-            Ok(spawner) => spawner.map(Arc::new),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot start the MCP spawner thread; stdio servers stay off");
-                None
-            }
-        };
-        let daemon_env = |key: &str| env.var(key);
-        let mut servers = Vec::new();
-        for (name, server) in enabled {
-            let connector: Result<Arc<dyn McpConnector>, String> = match (&server.command, &server.url) {
-                (Some(_), _) => match &spawner {
-                    Some(spawner) => {
-                        let mut plan = StdioPlan::new(
-                            name,
-                            server,
-                            &daemon_env,
-                            &settings.home,
-                            &settings.workdir,
-                            settings.shim_exe.clone(),
-                        );
-                        // The files the daemon read its secrets from stay closed to servers too.
-                        plan.confinement.deny_read.extend(env.trail().files());
-                        Ok(Arc::new(StdioConnector::new(plan, spawner.clone())))
-                    }
-                    None => Err("the spawner thread is not running".into()),
-                },
-                (None, Some(url)) => http_connector(url, server, env).map(|c| Arc::new(c) as Arc<dyn McpConnector>),
-                (None, None) => Err("neither command nor url is set".into()),
-            };
-            servers.push((name.clone(), server.clone(), connector));
+        let approval_timeout = settings.approval_timeout;
+        let hub = Self::new(Some(settings), approval_timeout);
+        for (name, server) in config.servers.iter().filter(|(_, s)| s.enabled) {
+            let connector = hub.connector(name, server, env);
+            hub.launch(name, server.clone(), connector);
         }
-        Self::build(servers, settings.approval_timeout, spawner)
+        hub
+    }
+
+    fn new(settings: Option<HubSettings>, approval_timeout: Duration) -> Arc<Self> {
+        Arc::new(McpHub {
+            servers: Mutex::new(Vec::new()),
+            snapshot: Mutex::new(Arc::from(Vec::new())),
+            generation: watch::channel(0).0,
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            spawner: Mutex::new(None),
+            settings,
+            approval_timeout,
+        })
+    }
+
+    /// How to reach server `name`, or why it cannot be started.
+    fn connector(&self, name: &str, server: &McpServerConfig, env: &Env) -> Result<Arc<dyn McpConnector>, String> {
+        let Some(settings) = &self.settings else { return Err("this hub starts no servers of its own".into()) };
+        match (&server.command, &server.url) {
+            (Some(_), _) => {
+                let spawner = {
+                    let mut slot = self.spawner.lock().expect("spawner lock poisoned");
+                    if slot.is_none() {
+                        match Spawner::start() {
+                            Ok(spawner) => *slot = Some(Arc::new(spawner)),
+                            Err(e) => return Err(format!("cannot start the MCP spawner thread: {e}")),
+                        }
+                    }
+                    slot.clone().expect("set just above")
+                };
+                let daemon_env = |key: &str| env.var(key);
+                let mut plan = StdioPlan::new(
+                    name,
+                    server,
+                    &daemon_env,
+                    &settings.home,
+                    &settings.workdir,
+                    settings.shim_exe.clone(),
+                );
+                // The files the daemon read its secrets from stay closed to servers too.
+                plan.confinement.deny_read.extend(env.trail().files());
+                Ok(Arc::new(StdioConnector::new(plan, spawner)))
+            }
+            (None, Some(url)) => http_connector(url, server, env).map(|c| Arc::new(c) as Arc<dyn McpConnector>),
+            (None, None) => Err("neither command nor url is set".into()),
+        }
+    }
+
+    /// Start supervising server `name` (or mark it failed with why it cannot start).
+    fn launch(self: &Arc<Self>, name: &str, config: McpServerConfig, connector: Result<Arc<dyn McpConnector>, String>) {
+        let state = Arc::new(ServerState::new(name));
+        let stop = self.cancel.child_token();
+        match connector {
+            Err(why) => {
+                tracing::error!(server = %name, error = %why, "mcp server not started");
+                state.fail_permanently(why);
+            }
+            Ok(connector) => {
+                // Supervisors hold the hub weakly: they never keep it alive.
+                let weak = Arc::downgrade(self);
+                let on_change: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+                    if let Some(hub) = weak.upgrade() {
+                        hub.rebuild();
+                    }
+                });
+                let settings =
+                    Supervision { config: config.clone(), approval_timeout: self.approval_timeout, on_change };
+                self.tracker.spawn(server::supervise(state.clone(), connector, settings, stop.clone()));
+            }
+        }
+        let mut servers = self.servers.lock().expect("servers lock poisoned");
+        servers.push(Running { state, config, stop });
+        servers.sort_by(|a, b| a.state.name.cmp(&b.state.name));
+    }
+
+    /// Bring the servers in line with `config` (a reload): removed ones and changed ones stop
+    /// (their processes with them), added and changed ones start; the others are not touched,
+    /// calls in flight included. Returns what changed, one line each.
+    pub fn apply(self: &Arc<Self>, config: &McpConfig, env: &Env) -> Vec<String> {
+        if self.settings.is_none() {
+            return Vec::new();
+        }
+        let same =
+            |a: &McpServerConfig, b: &McpServerConfig| serde_json::to_value(a).ok() == serde_json::to_value(b).ok();
+        let wanted: BTreeMap<&String, &McpServerConfig> = config.servers.iter().filter(|(_, s)| s.enabled).collect();
+        let mut changes = Vec::new();
+        let mut keep = Vec::new();
+        {
+            let mut servers = self.servers.lock().expect("servers lock poisoned");
+            for running in servers.drain(..) {
+                match wanted.get(&running.state.name) {
+                    Some(new) if same(new, &running.config) => keep.push(running),
+                    found => {
+                        running.stop.cancel();
+                        let what = if found.is_some() { "restarted with its new settings" } else { "stopped" };
+                        changes.push(format!("mcp server {}: {what}", running.state.name));
+                    }
+                }
+            }
+            *servers = keep;
+        }
+        let running: Vec<String> =
+            self.servers.lock().expect("servers lock poisoned").iter().map(|r| r.state.name.clone()).collect();
+        for (name, server) in wanted {
+            if running.contains(name) {
+                continue;
+            }
+            if !changes.iter().any(|c| c.starts_with(&format!("mcp server {name}:"))) {
+                changes.push(format!("mcp server {name}: started"));
+            }
+            let connector = self.connector(name, server, env);
+            self.launch(name, server.clone(), connector);
+        }
+        self.rebuild();
+        changes
     }
 
     /// A hub over the given connectors (tests and benchmarks drive fakes through this).
@@ -140,53 +236,24 @@ impl McpHub {
         approval_timeout: Duration,
         spawner: Option<Arc<Spawner>>,
     ) -> Arc<Self> {
-        let servers = servers.into_iter().map(|(n, c, conn)| (n, c, Ok(conn))).collect();
-        Self::build(servers, approval_timeout, spawner)
-    }
-
-    #[allow(clippy::type_complexity)] // a private list of (name, config, connector or why not)
-    fn build(
-        servers: Vec<(String, McpServerConfig, Result<Arc<dyn McpConnector>, String>)>,
-        approval_timeout: Duration,
-        spawner: Option<Arc<Spawner>>,
-    ) -> Arc<Self> {
-        let states: Vec<Arc<ServerState>> =
-            servers.iter().map(|(name, _, _)| Arc::new(ServerState::new(name))).collect();
-        let hub = Arc::new(McpHub {
-            servers: states.clone(),
-            snapshot: Mutex::new(Arc::from(Vec::new())),
-            generation: watch::channel(0).0,
-            cancel: CancellationToken::new(),
-            tracker: TaskTracker::new(),
-            _spawner: spawner,
-        });
-        for ((_, config, connector), state) in servers.into_iter().zip(&states) {
-            let connector = match connector {
-                Ok(connector) => connector,
-                Err(why) => {
-                    tracing::error!(server = %state.name, error = %why, "mcp server not started");
-                    state.fail_permanently(why);
-                    continue;
-                }
-            };
-            // Supervisors hold the hub weakly: they never keep it alive.
-            let weak = Arc::downgrade(&hub);
-            let on_change: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
-                if let Some(hub) = weak.upgrade() {
-                    hub.rebuild();
-                }
-            });
-            let settings = Supervision { config, approval_timeout, on_change };
-            hub.tracker.spawn(server::supervise(state.clone(), connector, settings, hub.cancel.child_token()));
+        let hub = Self::new(None, approval_timeout);
+        *hub.spawner.lock().expect("spawner lock poisoned") = spawner;
+        for (name, config, connector) in servers {
+            hub.launch(&name, config, Ok(connector));
         }
         hub
+    }
+
+    /// The running servers' states, in name order.
+    fn states(&self) -> Vec<Arc<ServerState>> {
+        self.servers.lock().expect("servers lock poisoned").iter().map(|r| r.state.clone()).collect()
     }
 
     /// Recompute the snapshot from every server's tools; the generation moves only when the
     /// combined list changed.
     fn rebuild(&self) {
         let mut all: BTreeMap<String, ToolEntry> = BTreeMap::new();
-        for server in &self.servers {
+        for server in &self.states() {
             for entry in server.tools().iter() {
                 all.entry(entry.spec.name.to_string()).or_insert_with(|| entry.clone());
             }
@@ -213,7 +280,7 @@ impl McpHub {
 
     /// Each server's state, in name order.
     pub fn report(&self) -> Vec<ServerReport> {
-        self.servers
+        self.states()
             .iter()
             .map(|s| {
                 let status = s.status();
@@ -235,7 +302,8 @@ impl McpHub {
     /// Prometheus text for every server (labels: the configured server names, a bounded set).
     pub fn render_metrics(&self) -> String {
         let mut out = String::new();
-        if self.servers.is_empty() {
+        let servers = self.states();
+        if servers.is_empty() {
             return out;
         }
         let series: [Series; 5] = [
@@ -249,12 +317,12 @@ impl McpHub {
         ];
         for (name, kind, value) in series {
             let _ = writeln!(out, "# TYPE {name} {kind}");
-            for server in &self.servers {
+            for server in &servers {
                 let _ = writeln!(out, "{name}{{server=\"{}\"}} {}", server.name, value(server));
             }
         }
         let _ = writeln!(out, "# TYPE hermesd_mcp_connects_total counter");
-        for server in &self.servers {
+        for server in &servers {
             let _ = writeln!(
                 out,
                 "hermesd_mcp_connects_total{{server=\"{}\"}} {}",
