@@ -1,7 +1,8 @@
 //! What `hermesd import` writes into the store from another gateway's home: whole conversations
 //! (the session, its messages in order, and the key that routes the chat's next message to it)
-//! and people the other gateway approved. Each write is idempotent: a conversation is known by
-//! its source (`hermes:<home>:<session id>`), so importing the same home twice changes nothing.
+//! and people the other gateway approved, and the marks of everything an import brought (`imports`:
+//! its source, such as `hermes:main:session:<id>`, and what it became), so importing the same home
+//! again changes nothing, not even what was removed here since.
 
 use async_trait::async_trait;
 
@@ -49,8 +50,10 @@ pub enum SessionImport {
 /// Writes of `hermesd import`.
 #[async_trait]
 pub trait ImportStore: Send + Sync {
-    /// The session a source conversation became, if it was imported before.
-    async fn imported_session(&self, source: &str) -> StoreResult<Option<String>>;
+    /// What a source item became, if it was imported before (for a conversation, its session).
+    async fn imported(&self, source: &str) -> StoreResult<Option<String>>;
+    /// Mark a source item imported as `target` (a second mark of it changes nothing).
+    async fn mark_imported(&self, source: &str, target: &str, now: i64) -> StoreResult<()>;
     /// Write a conversation in one transaction, unless its source was imported before. It is
     /// routed only when asked and its key routes nowhere yet: a chat that already talks to
     /// hermesd keeps its conversation, and the imported one is history (listed and searchable).

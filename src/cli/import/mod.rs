@@ -27,8 +27,8 @@ use super::{EXIT_CONFIG, EXIT_TEMPFAIL};
 use crate::agent::tools::cronjob::jobs::{JobRules, JobSpec, prepare};
 use crate::clock::now_ms;
 use crate::config::{Config, ConfigFile, Paths, ProcessEnv};
-use crate::store::import::{ImportStore, ImportedSession, SessionImport};
-use crate::store::{AccessStore, CronStore, ExtrasStore, JobState, JobUpdate, SqliteStore};
+use crate::store::import::{ImportStore, ImportedSession};
+use crate::store::{CronStore, ExtrasStore, JobState, JobUpdate, SqliteStore};
 use crate::vocab::target::Target;
 
 /// `hermesd import …`.
@@ -92,8 +92,10 @@ pub(crate) struct SkillCopy {
 /// A cron job to create.
 #[derive(Debug, Clone)]
 pub(crate) struct JobImport {
-    /// Its id (the source's, so a second import finds it).
+    /// Its id (the source's).
     pub(crate) id: String,
+    /// Its mark (`hermes:<profile>:cron:<id>`).
+    pub(crate) source: String,
     /// For people.
     pub(crate) label: String,
     /// Created paused.
@@ -166,6 +168,8 @@ pub(super) async fn run(home: Option<PathBuf>, config: Option<PathBuf>, command:
         eprintln!("hermesd: name the Hermes home (no HOME to find ~/.hermes)");
         return ExitCode::FAILURE;
     };
+    // One spelling of the source, so the mapped config's text is the same on every run.
+    let dir = dir.canonicalize().unwrap_or(dir);
     if same_place(&dir, &paths.home) {
         eprintln!("hermesd: {} is this hermesd home itself", dir.display());
         return ExitCode::FAILURE;
@@ -175,13 +179,17 @@ pub(super) async fn run(home: Option<PathBuf>, config: Option<PathBuf>, command:
         .map_err(|e| format!("{}: {e}", scratch.display()))
         .and_then(|()| hermes::read(&dir, owner.as_deref(), &scratch));
     let _ = std::fs::remove_dir_all(&scratch);
-    let plan = match plan {
+    let mut plan = match plan {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("hermesd: {e}");
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = settle(&mut plan) {
+        eprintln!("hermesd: the mapped config has problems (a bug of this importer); nothing was written:\n  {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     match Importer::new(&paths, &plan).and_then(|importer| Ok((importer.config_problems()?, importer))) {
         Ok((problems, importer)) => {
             if !problems.is_empty() {
@@ -198,6 +206,127 @@ pub(super) async fn run(home: Option<PathBuf>, config: Option<PathBuf>, command:
             ExitCode::FAILURE
         }
     }
+}
+
+/// Leave out of the mapped config what `hermesd check` would refuse (a platform whose secret
+/// Hermes did not have, a route that can never match, …), each with a note saying why, until it
+/// passes; `Err` only when a problem names nothing that can be left out.
+fn settle(plan: &mut Plan) -> Result<(), String> {
+    for _ in 0..32 {
+        let text = toml::to_string(&plan.config).map_err(|e| e.to_string())?;
+        let config: Config = toml::from_str(&text).map_err(|e| format!("it does not read back: {e}"))?;
+        // Variables the config names but Hermes did not have are listed as to do, not refused.
+        let mut vars: std::collections::HashMap<String, String> = plan.env.clone().into_iter().collect();
+        for name in env_names(&plan.config) {
+            vars.entry(name).or_insert_with(|| "set-me".into());
+        }
+        let problems = config.validate(&crate::config::Env::from_map(vars));
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let mut left_out = false;
+        let mut removed: Vec<String> = Vec::new();
+        for problem in &problems {
+            let (path, why) = problem.split_once(": ").unwrap_or((problem.as_str(), ""));
+            let under = |done: &String| path.starts_with(&format!("{done}.")) || path.starts_with(&format!("{done}["));
+            if removed.iter().any(under) {
+                continue;
+            }
+            if remove_path(&mut plan.config, path) {
+                removed.push(path.to_owned());
+                left_out = true;
+                plan.notes.push(Note { what: format!("config {path}"), why: format!("left out: {why}") });
+            }
+        }
+        if !left_out {
+            return Err(problems.join("\n  "));
+        }
+    }
+    Err("the mapped config did not settle".into())
+}
+
+/// Remove the key at a dotted path (`routes[2]` names an array item) of `table`, or the deepest
+/// part of the path that exists; false when nothing of it exists.
+fn remove_path(table: &mut Table, path: &str) -> bool {
+    let mut parts: Vec<(String, Option<usize>)> = Vec::new();
+    for part in path.split('.') {
+        match part.split_once('[') {
+            Some((name, rest)) => parts.push((name.to_owned(), rest.trim_end_matches(']').parse().ok())),
+            None => parts.push((part.to_owned(), None)),
+        }
+    }
+    // The deepest existing prefix.
+    let exists = |depth: usize| {
+        let mut at = toml::Value::Table(table.clone());
+        for (name, index) in &parts[..depth] {
+            at = match at.get(name) {
+                Some(next) => next.clone(),
+                None => return false,
+            };
+            if let Some(i) = index {
+                at = match at.get(*i) {
+                    Some(next) => next.clone(),
+                    None => return false,
+                };
+            }
+        }
+        true
+    };
+    // Never a whole top-level table for a problem deeper in it (`platforms` for one platform).
+    let shallowest = parts.len().min(2);
+    let Some(depth) = (shallowest..=parts.len()).rev().find(|d| exists(*d)) else { return false };
+    let mut at: &mut Table = table;
+    for (name, index) in &parts[..depth - 1] {
+        let next = match at.get_mut(name) {
+            Some(next) => next,
+            None => return false,
+        };
+        let next = match index {
+            Some(i) => match next.get_mut(*i) {
+                Some(item) => item,
+                None => return false,
+            },
+            None => next,
+        };
+        at = match next.as_table_mut() {
+            Some(table) => table,
+            None => return false,
+        };
+    }
+    let (name, index) = &parts[depth - 1];
+    match index {
+        Some(i) => match at.get_mut(name).and_then(toml::Value::as_array_mut) {
+            Some(items) if *i < items.len() => {
+                items.remove(*i);
+                true
+            }
+            _ => false,
+        },
+        None => at.remove(name).is_some(),
+    }
+}
+
+/// The variables a config names (its `*_env` keys).
+fn env_names(table: &Table) -> Vec<String> {
+    fn walk(value: &toml::Value, out: &mut Vec<String>) {
+        match value {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    if k.ends_with("_env")
+                        && let Some(s) = v.as_str()
+                    {
+                        out.push(s.to_owned());
+                    }
+                    walk(v, out);
+                }
+            }
+            toml::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&toml::Value::Table(table.clone()), &mut out);
+    out
 }
 
 fn same_place(a: &Path, b: &Path) -> bool {
@@ -260,25 +389,7 @@ impl<'a> Importer<'a> {
 
     /// The variables the mapped config names (`*_env` keys), set or not.
     fn mapped_env_names(&self) -> Vec<String> {
-        fn walk(value: &toml::Value, out: &mut Vec<String>) {
-            match value {
-                toml::Value::Table(t) => {
-                    for (k, v) in t {
-                        if k.ends_with("_env")
-                            && let Some(s) = v.as_str()
-                        {
-                            out.push(s.to_owned());
-                        }
-                        walk(v, out);
-                    }
-                }
-                toml::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
-                _ => {}
-            }
-        }
-        let mut out = Vec::new();
-        walk(&toml::Value::Table(self.plan.config.clone()), &mut out);
-        out
+        env_names(&self.plan.config)
     }
 
     async fn run(&self, apply: bool) -> ExitCode {
@@ -327,7 +438,7 @@ impl<'a> Importer<'a> {
                 }
             };
             println!("backup of this home: {}", backup.display());
-            result = self.apply(store.as_ref().expect("opened for --apply"), &lines).await;
+            result = self.apply(store.as_ref().expect("opened for --apply")).await;
         }
         for line in &lines {
             let mark = match &line.status {
@@ -363,21 +474,24 @@ impl<'a> Importer<'a> {
         }
     }
 
-    /// Every item with its status here.
+    /// Every item with its status here. An item marked imported before is unchanged, even if it
+    /// was removed here since.
     async fn lines(&self, store: Option<&SqliteStore>) -> Result<Vec<Line>, String> {
+        let marked = |source: String| async move {
+            match store {
+                Some(store) => store.imported(&source).await.map(|found| found.is_some()).map_err(|e| e.to_string()),
+                None => Ok(false),
+            }
+        };
         let mut lines = Vec::new();
         let dest = self.config_dest.strip_prefix(&self.paths.home).unwrap_or(&self.config_dest);
-        let config_status = match (&self.config_status, dest.ends_with("config.imported.toml")) {
-            (Status::New, true) => Status::New,
-            (status, _) => status.clone(),
-        };
         let beside = if dest.ends_with("config.imported.toml") {
             " (config.toml differs and is kept: compare the two and merge by hand)"
         } else {
             ""
         };
         lines.push(Line {
-            status: config_status,
+            status: self.config_status.clone(),
             kind: "config",
             text: format!("{}: {}{beside}", dest.display(), summary(&self.mapped)),
         });
@@ -385,6 +499,10 @@ impl<'a> Importer<'a> {
         let mut added = Vec::new();
         let mut same = Vec::new();
         for (name, value) in &self.plan.env {
+            if marked(env_source(name)).await? {
+                same.push(name.clone());
+                continue;
+            }
             match existing.get(name) {
                 None => added.push(name.clone()),
                 Some(v) if v == value => same.push(name.clone()),
@@ -416,16 +534,20 @@ impl<'a> Importer<'a> {
         }
         for file in &self.plan.files {
             let path = self.paths.home.join(&file.dest);
-            let status = match (file.kind, std::fs::read_to_string(&path)) {
-                (_, Err(_)) => Status::New,
-                (FileKind::Keep, Ok(text)) if text == file.content => Status::Same,
-                (FileKind::Keep, Ok(_)) => Status::Kept("this home has its own".into()),
-                (FileKind::Memory, Ok(text)) => {
-                    let have = hermes::entries(&text);
-                    if hermes::entries(&file.content).iter().all(|e| have.contains(e)) {
-                        Status::Same
-                    } else {
-                        Status::New
+            let status = if marked(file_source(&file.dest)).await? {
+                Status::Same
+            } else {
+                match (file.kind, std::fs::read_to_string(&path)) {
+                    (_, Err(_)) => Status::New,
+                    (FileKind::Keep, Ok(text)) if text == file.content => Status::Same,
+                    (FileKind::Keep, Ok(_)) => Status::Kept("this home has its own".into()),
+                    (FileKind::Memory, Ok(text)) => {
+                        let have = hermes::entries(&text);
+                        if hermes::entries(&file.content).iter().all(|e| have.contains(e)) {
+                            Status::Same
+                        } else {
+                            Status::New
+                        }
                     }
                 }
             };
@@ -435,7 +557,9 @@ impl<'a> Importer<'a> {
         }
         for skill in &self.plan.skills {
             let path = self.paths.home.join(&skill.dest);
-            let status = if !path.exists() {
+            let status = if marked(file_source(&skill.dest)).await? {
+                Status::Same
+            } else if !path.exists() {
                 Status::New
             } else if std::fs::read(path.join("SKILL.md")).ok() == std::fs::read(skill.from.join("SKILL.md")).ok() {
                 Status::Same
@@ -445,13 +569,7 @@ impl<'a> Importer<'a> {
             lines.push(Line { status, kind: "skill", text: format!("{} ({})", skill.name, skill.dest.display()) });
         }
         for session in &self.plan.sessions {
-            let status = match store {
-                Some(store) => match store.imported_session(&session.source).await.map_err(|e| e.to_string())? {
-                    Some(_) => Status::Same,
-                    None => Status::New,
-                },
-                None => Status::New,
-            };
+            let status = if marked(session.source.clone()).await? { Status::Same } else { Status::New };
             let how = if session.route {
                 format!("continues in {}", session.key.key)
             } else {
@@ -471,16 +589,13 @@ impl<'a> Importer<'a> {
             });
         }
         for job in &self.plan.jobs {
-            let status = match store {
-                Some(store) => match store.job(&job.id).await.map_err(|e| e.to_string())? {
-                    Some(_) => Status::Same,
-                    None => Status::New,
-                },
-                None => Status::New,
-            };
-            let status = match (status, self.prepare(job)) {
-                (Status::New, Err(e)) => Status::Todo(format!("not imported: {e}")),
-                (status, _) => status,
+            let status = if marked(job.source.clone()).await? {
+                Status::Same
+            } else {
+                match self.prepare(job) {
+                    Ok(_) => Status::New,
+                    Err(e) => Status::Todo(format!("not imported: {e}")),
+                }
             };
             let mut paused = if job.paused { ", paused".to_owned() } else { String::new() };
             if let Some(model) = &job.spec.model
@@ -501,16 +616,7 @@ impl<'a> Importer<'a> {
             });
         }
         for approval in &self.plan.approvals {
-            let status = match store {
-                Some(store) => {
-                    if store.is_approved(&approval.platform, &approval.user).await.map_err(|e| e.to_string())? {
-                        Status::Same
-                    } else {
-                        Status::New
-                    }
-                }
-                None => Status::New,
-            };
+            let status = if marked(approval_source(approval)).await? { Status::Same } else { Status::New };
             let name = approval.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
             lines.push(Line {
                 status,
@@ -519,13 +625,17 @@ impl<'a> Importer<'a> {
             });
         }
         for home in &self.plan.homes {
-            let status = match store {
-                Some(store) => match store.home_channel(&home.platform).await.map_err(|e| e.to_string())? {
+            let status = if marked(home_source(home)).await? {
+                Status::Same
+            } else {
+                match store {
+                    Some(store) => match store.home_channel(&home.platform).await.map_err(|e| e.to_string())? {
+                        None => Status::New,
+                        Some(chat) if chat == *home => Status::Same,
+                        Some(chat) => Status::Kept(format!("this home's is {}", chat.chat_id)),
+                    },
                     None => Status::New,
-                    Some(chat) if chat == *home => Status::Same,
-                    Some(chat) => Status::Kept(format!("this home's is {}", chat.chat_id)),
-                },
-                None => Status::New,
+                }
             };
             lines.push(Line { status, kind: "home", text: format!("{} → {}", home.platform, home.chat_id) });
         }
@@ -563,6 +673,7 @@ impl<'a> Importer<'a> {
         let stamp = Utc::now().format("%Y%m%dT%H%M%SZ");
         let dir = self.paths.home.join("backups").join(format!("before-import-{stamp}"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        prune_backups(&self.paths.home.join("backups"));
         for name in ["config.toml", "config.imported.toml", ".env", "SOUL.md"] {
             let from = self.paths.home.join(name);
             if from.is_file() {
@@ -586,19 +697,37 @@ impl<'a> Importer<'a> {
         Ok(dir)
     }
 
-    /// Write the new items.
-    async fn apply(&self, store: &SqliteStore, lines: &[Line]) -> Result<(), String> {
-        let _ = lines;
+    /// Write the new items, marking each as imported once it is written.
+    async fn apply(&self, store: &SqliteStore) -> Result<(), String> {
         let home = &self.paths.home;
+        let now = now_ms();
+        let marked = |source: String| async move {
+            store.imported(&source).await.map(|f| f.is_some()).map_err(|e| e.to_string())
+        };
+        let mark = |source: String, target: String| async move {
+            store.mark_imported(&source, &target, now).await.map_err(|e| e.to_string())
+        };
         if self.config_status == Status::New {
             write_private(&self.config_dest, self.config_text.as_bytes(), 0o640)?;
         }
         let existing = read_env(&home.join(".env"))?;
-        let added: Vec<(&String, &String)> = self.plan.env.iter().filter(|(k, _)| !existing.contains_key(*k)).collect();
+        let mut added: Vec<(&String, &String)> = Vec::new();
+        for (name, value) in &self.plan.env {
+            if !existing.contains_key(name) && !marked(env_source(name)).await? {
+                added.push((name, value));
+            }
+        }
         if !added.is_empty() {
             append_env(&home.join(".env"), &added)?;
         }
+        for name in self.plan.env.keys() {
+            mark(env_source(name), ".env".into()).await?;
+        }
         for file in &self.plan.files {
+            let source = file_source(&file.dest);
+            if marked(source.clone()).await? {
+                continue;
+            }
             let path = home.join(&file.dest);
             match (file.kind, std::fs::read_to_string(&path)) {
                 (_, Err(_)) => write_private(&path, file.content.as_bytes(), 0o600)?,
@@ -616,43 +745,105 @@ impl<'a> Importer<'a> {
                     }
                 }
             }
+            mark(source, file.dest.display().to_string()).await?;
         }
         for skill in &self.plan.skills {
+            let source = file_source(&skill.dest);
+            if marked(source.clone()).await? {
+                continue;
+            }
             let path = home.join(&skill.dest);
             if !path.exists() {
-                copy_tree(&skill.from, &path).map_err(|e| format!("skill {}: {e}", skill.name))?;
+                // Copied beside, then renamed into place: a copy cut short is never taken for the skill.
+                let partial = path.with_file_name(format!(".{}.import-partial", skill.name));
+                let _ = std::fs::remove_dir_all(&partial);
+                copy_tree(&skill.from, &partial).map_err(|e| format!("skill {}: {e}", skill.name))?;
+                std::fs::rename(&partial, &path).map_err(|e| format!("skill {}: {e}", skill.name))?;
             }
+            mark(source, skill.dest.display().to_string()).await?;
         }
-        let now = now_ms();
         for session in &self.plan.sessions {
-            match store.import_session(session, now).await.map_err(|e| e.to_string())? {
-                SessionImport::Imported { .. } | SessionImport::Already { .. } => {}
-            }
+            store.import_session(session, now).await.map_err(|e| e.to_string())?;
         }
         for job in &self.plan.jobs {
-            if store.job(&job.id).await.map_err(|e| e.to_string())?.is_some() {
+            if marked(job.source.clone()).await? {
                 continue;
             }
             let Ok(new) = self.prepare(job) else { continue };
-            store.create_job(&new, now).await.map_err(|e| e.to_string())?;
-            if job.paused {
-                let update = JobUpdate { state: Some((JobState::Paused, None)), ..JobUpdate::default() };
-                store.update_job(&job.id, &update, now).await.map_err(|e| e.to_string())?;
+            if store.job(&new.id).await.map_err(|e| e.to_string())?.is_none() {
+                store.create_job(&new, now).await.map_err(|e| e.to_string())?;
             }
+            if job.paused {
+                // Paused before it is marked: a run cut short here pauses it on the next import.
+                let update = JobUpdate { state: Some((JobState::Paused, None)), ..JobUpdate::default() };
+                store.update_job(&new.id, &update, now).await.map_err(|e| e.to_string())?;
+            }
+            mark(job.source.clone(), new.id.clone()).await?;
         }
         for approval in &self.plan.approvals {
+            let source = approval_source(approval);
+            if marked(source.clone()).await? {
+                continue;
+            }
             store
                 .approve_user(&approval.platform, &approval.user, approval.name.as_deref(), now)
                 .await
                 .map_err(|e| e.to_string())?;
+            mark(source, format!("{}:{}", approval.platform, approval.user)).await?;
         }
         for chat in &self.plan.homes {
+            let source = home_source(chat);
+            if marked(source.clone()).await? {
+                continue;
+            }
             if store.home_channel(&chat.platform).await.map_err(|e| e.to_string())?.is_none() {
                 store.set_home_channel(chat, now).await.map_err(|e| e.to_string())?;
             }
+            mark(source, chat.chat_id.clone()).await?;
         }
         Ok(())
     }
+}
+
+/// Backups taken before imports kept at most: the oldest go first.
+const KEPT_BACKUPS: usize = 5;
+
+/// Remove all but the newest `KEPT_BACKUPS - 1` backups taken before an import (one is being made).
+fn prune_backups(dir: &Path) {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("before-import-")))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    let excess = found.len().saturating_sub(KEPT_BACKUPS - 1);
+    for old in found.into_iter().take(excess) {
+        if let Err(e) = std::fs::remove_dir_all(&old) {
+            tracing::warn!(path = %old.display(), error = %e, "an old import backup was not removed");
+        }
+    }
+}
+
+/// The mark of an imported `.env` variable.
+fn env_source(name: &str) -> String {
+    format!("hermes:env:{name}")
+}
+
+/// The mark of an imported file or folder (by where it went).
+fn file_source(dest: &Path) -> String {
+    format!("hermes:file:{}", dest.display())
+}
+
+fn approval_source(approval: &Approval) -> String {
+    format!("hermes:approval:{}:{}", approval.platform, approval.user)
+}
+
+fn home_source(chat: &ChatRef) -> String {
+    format!("hermes:home:{}", chat.platform)
 }
 
 /// One line of what the mapped config sets up.
@@ -769,6 +960,33 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remove_path_takes_the_deepest_existing_part() {
+        let mut table: Table =
+            toml::from_str("[platforms.email]\nenabled = true\n[[routes]]\nchat = \"1\"\n[[routes]]\nchat = \"2\"\n")
+                .unwrap();
+        assert!(remove_path(&mut table, "routes[0]"));
+        assert_eq!(table["routes"].as_array().unwrap().len(), 1);
+        assert!(remove_path(&mut table, "platforms.email.password_env"), "the table, as the key is not there");
+        assert!(table["platforms"].as_table().unwrap().is_empty());
+        assert!(!remove_path(&mut table, "nothing.here"));
+    }
+
+    #[test]
+    fn a_config_hermesd_would_refuse_settles_by_leaving_parts_out() {
+        let config = toml::from_str(
+            "[platforms.email]\nenabled = true\naddress = \"a@example.com\"\nimap_url = \"imaps://imap.example.com:993\"\nsmtp_url = \"smtps://smtp.example.com:465\"\n\n[platforms.telegram]\nenabled = true\n",
+        )
+        .unwrap();
+        let mut plan = Plan { config, ..Plan::default() };
+        plan.env.insert("TELEGRAM_BOT_TOKEN".into(), "1:x".into());
+        settle(&mut plan).unwrap();
+        assert!(plan.config.get("platforms").is_some(), "{:?} {:?}", plan.notes, plan.config);
+        assert!(plan.config["platforms"].get("email").is_none(), "no password: left out");
+        assert!(plan.config["platforms"].get("telegram").is_some());
+        assert!(plan.notes.iter().any(|n| n.what.contains("platforms.email")), "{:?}", plan.notes);
+    }
 
     #[test]
     fn env_values_read_back_as_written() {

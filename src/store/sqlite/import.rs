@@ -9,12 +9,27 @@ use crate::store::import::{ImportStore, ImportedSession, SessionImport};
 
 #[async_trait]
 impl ImportStore for SqliteStore {
-    async fn imported_session(&self, source: &str) -> StoreResult<Option<String>> {
-        let found: Option<(String,)> = sqlx::query_as("SELECT session_id FROM imported_sessions WHERE source = ?")
+    async fn imported(&self, source: &str) -> StoreResult<Option<String>> {
+        let found: Option<(String,)> = sqlx::query_as("SELECT target FROM imports WHERE source = ?")
             .bind(source)
             .fetch_optional(&mut *self.readers.get().await?)
             .await?;
         Ok(found.map(|(id,)| id))
+    }
+
+    async fn mark_imported(&self, source: &str, target: &str, now: i64) -> StoreResult<()> {
+        retry_busy(|| async {
+            sqlx::query(
+                "INSERT INTO imports (source, target, imported_at) VALUES (?, ?, ?) ON CONFLICT (source) DO NOTHING",
+            )
+            .bind(source)
+            .bind(target)
+            .bind(now)
+            .execute(&mut *self.writer.get().await?)
+            .await
+            .map(drop)
+        })
+        .await
     }
 
     async fn import_session(&self, session: &ImportedSession, now: i64) -> StoreResult<SessionImport> {
@@ -40,7 +55,7 @@ impl ImportStore for SqliteStore {
             let mut conn = self.writer.get().await?;
             let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
             let earlier: Option<(String,)> =
-                sqlx::query_as("SELECT session_id FROM imported_sessions WHERE source = ?")
+                sqlx::query_as("SELECT target FROM imports WHERE source = ?")
                     .bind(&session.source)
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -81,6 +96,11 @@ impl ImportStore for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
             }
+            // Its memory was Hermes' to keep: no memory-only turn over what came in.
+            sqlx::query("UPDATE sessions SET flushed_through = (SELECT COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?1) WHERE id = ?1")
+                .bind(id_ref)
+                .execute(&mut *tx)
+                .await?;
             // Routed only where the chat has no conversation here yet.
             let routed = session.route
                 && sqlx::query(
@@ -94,7 +114,7 @@ impl ImportStore for SqliteStore {
                 .await?
                 .rows_affected()
                     == 1;
-            sqlx::query("INSERT INTO imported_sessions (source, session_id, imported_at) VALUES (?, ?, ?)")
+            sqlx::query("INSERT INTO imports (source, target, imported_at) VALUES (?, ?, ?)")
                 .bind(&session.source)
                 .bind(id_ref)
                 .bind(now)

@@ -488,6 +488,14 @@ fn base_is_local(url: &str) -> bool {
     url.starts_with("http://127.0.0.1") || url.starts_with("http://localhost")
 }
 
+/// Whether a variable's name says it holds a secret.
+fn looks_secret(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
+    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE", "CREDENTIAL", "AUTH"]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
 /// `text` as a variable-name word: upper case, other characters `_`.
 pub(crate) fn env_word(text: &str) -> String {
     text.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
@@ -579,8 +587,11 @@ fn platforms(tree: &Tree, env: &BTreeMap<String, String>, out: &mut Mapped) {
                 } else {
                     out.note(
                         "slack",
-                        "neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (Events API) is set",
+                        "neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (Events API) is set: left off",
                     );
+                    if let Some(Toml::Table(platforms)) = out.table.get_mut("platforms") {
+                        platforms.remove("slack");
+                    }
                 }
             }
             _ => {}
@@ -603,7 +614,10 @@ fn platforms(tree: &Tree, env: &BTreeMap<String, String>, out: &mut Mapped) {
         };
         set(&mut out.table, "platforms.email.smtp_url", smtp_url);
         if !out.copy_env(env, "EMAIL_PASSWORD") {
-            out.note("email", "EMAIL_PASSWORD is not set in Hermes' .env");
+            out.note("email", "EMAIL_PASSWORD is not set in Hermes' .env: left off");
+            if let Some(Toml::Table(platforms)) = out.table.get_mut("platforms") {
+                platforms.remove("email");
+            }
         }
     }
     if env.contains_key("HASS_TOKEN") {
@@ -630,9 +644,20 @@ fn platforms(tree: &Tree, env: &BTreeMap<String, String>, out: &mut Mapped) {
         set(&mut out.table, "platforms.api.enabled", true);
         out.copy_env(env, "API_SERVER_KEY");
         if env.contains_key("API_SERVER_PORT") || env.contains_key("API_SERVER_HOST") {
-            let host = env.get("API_SERVER_HOST").map_or("127.0.0.1", String::as_str);
-            let port = env.get("API_SERVER_PORT").map_or("8642", String::as_str);
-            set(&mut out.table, "http.listen", format!("{host}:{port}"));
+            let host = match env.get("API_SERVER_HOST").map(|h| h.trim()) {
+                None | Some("localhost" | "") => "127.0.0.1",
+                Some(host) => host,
+            };
+            let port = env.get("API_SERVER_PORT").map_or("8642", |p| p.trim());
+            let listen = format!("{host}:{port}");
+            if listen.parse::<std::net::SocketAddr>().is_ok() {
+                set(&mut out.table, "http.listen", listen);
+            } else {
+                out.note(
+                    "API_SERVER_HOST / API_SERVER_PORT",
+                    format!("{listen} is not an IP address and port; [http] listen stays 127.0.0.1:8642"),
+                );
+            }
         }
     }
     // The settings Hermes bridges into each adapter's `extra` are read above; the rest of these
@@ -717,7 +742,7 @@ fn tools(tree: &Tree, out: &mut Mapped) {
     for (from, to) in
         [("memory.memory_char_limit", "tools.memory_chars"), ("memory.user_char_limit", "tools.user_chars")]
     {
-        if let Some(n) = tree.get(from).and_then(Value::as_i64) {
+        if let Some(n) = tree.get(from).and_then(Value::as_u64).and_then(|n| i64::try_from(n).ok()) {
             set(&mut out.table, to, n);
         }
     }
@@ -757,6 +782,12 @@ fn mcp(tree: &Tree, env: &BTreeMap<String, String>, out: &mut Mapped) {
                             out.note(
                                 format!("{at}.env.{key}"),
                                 "refers to a variable; hermesd passes literal values only: set it by hand",
+                            );
+                        }
+                        Some(_) if looks_secret(key) => {
+                            out.note(
+                                format!("{at}.env.{key}"),
+                                "looks like a secret, and a server's env is written in config.toml: left out, set it by hand if you accept that",
                             );
                         }
                         Some(v) => {
@@ -800,11 +831,10 @@ fn mcp(tree: &Tree, env: &BTreeMap<String, String>, out: &mut Mapped) {
             out.note(at, "neither a command nor a url");
             continue;
         }
-        if let Some(secs) = spec.get("timeout").and_then(Value::as_f64) {
-            server.insert("timeout".into(), format!("{}s", secs.ceil() as u64).into());
-        }
-        if let Some(secs) = spec.get("connect_timeout").and_then(Value::as_f64) {
-            server.insert("connect_timeout".into(), format!("{}s", secs.ceil() as u64).into());
+        for key in ["timeout", "connect_timeout"] {
+            if let Some(secs) = spec.get(key).and_then(Value::as_f64).filter(|s| s.is_finite() && *s >= 1.0) {
+                server.insert(key.into(), format!("{}s", secs.ceil() as u64).into());
+            }
         }
         if let Some(tools) = spec.get("tools") {
             let mut filter = Table::new();
@@ -846,22 +876,23 @@ fn sessions(tree: &Tree, out: &mut Mapped) {
         } else {
             out.note("session_reset.mode", format!("{mode:?} is not none, idle, daily or both"));
         }
-        if let Some(idle) = reset.get("idle_minutes").and_then(Value::as_i64) {
+        if let Some(idle) = reset.get("idle_minutes").and_then(Value::as_u64).and_then(|n| i64::try_from(n).ok()) {
             set(&mut out.table, "sessions.idle_minutes", idle);
         }
         if let Some(hour) = reset.get("at_hour").and_then(Value::as_i64).filter(|h| (0..24).contains(h)) {
-            // Hermes reads the hour in its time zone; hermesd's is UTC.
+            // Hermes reads the hour in its time zone; hermesd's is UTC. The zone's standard (winter)
+            // offset, the same whenever the import runs.
             let offset = zone.as_deref().and_then(|z| z.parse::<chrono_tz::Tz>().ok()).map_or(0, |tz| {
-                use chrono::Offset;
-                let now = chrono::Utc::now().with_timezone(&tz);
-                i64::from(now.offset().fix().local_minus_utc()) / 3600
+                use chrono::{Offset, TimeZone};
+                let winter = chrono::NaiveDate::from_ymd_opt(2025, 1, 15).and_then(|d| d.and_hms_opt(12, 0, 0));
+                winter.map_or(0, |at| i64::from(tz.offset_from_utc_datetime(&at).fix().local_minus_utc()) / 3600)
             });
             let utc = (hour - offset).rem_euclid(24);
             set(&mut out.table, "sessions.at_hour", utc);
             if offset != 0 {
                 out.note(
                     "session_reset.at_hour",
-                    format!("{hour}:00 in {} is {utc}:00 UTC today (hermesd's hour is UTC; it does not follow daylight saving)", zone.as_deref().unwrap_or("UTC")),
+                    format!("{hour}:00 in {} is {utc}:00 UTC in winter (hermesd's hour is UTC; it does not follow daylight saving)", zone.as_deref().unwrap_or("UTC")),
                 );
             }
         }
@@ -876,7 +907,9 @@ fn sessions(tree: &Tree, out: &mut Mapped) {
 
 /// `agent.max_turns`, the busy-input mode and the compression threshold.
 fn agent(tree: &Tree, out: &mut Mapped) {
-    if let Some(turns) = tree.get("agent.max_turns").and_then(Value::as_i64) {
+    if let Some(turns) =
+        tree.get("agent.max_turns").and_then(Value::as_u64).filter(|n| *n > 0).and_then(|n| i64::try_from(n).ok())
+    {
         set(&mut out.table, "agent.max_iterations", turns);
     }
     if let Some(mode) = tree.str("display.busy_input_mode") {

@@ -31,9 +31,6 @@ use crate::store::SessionKey;
 use crate::store::import::ImportedSession;
 use crate::turn::session_key::session_key;
 
-/// Hermes' entry separator in its memory files.
-const ENTRY_SEPARATOR: &str = "\n§\n";
-
 /// One Hermes home: the main one or a profile's folder.
 struct Home {
     dir: PathBuf,
@@ -60,7 +57,14 @@ impl Home {
                     BTreeMap::new()
                 }
             },
-            Err(_) => BTreeMap::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => {
+                notes.push(Note {
+                    what: env_path.display().to_string(),
+                    why: format!("not read ({e}): no keys or platforms from it"),
+                });
+                BTreeMap::new()
+            }
         };
         Ok(Self { dir: dir.to_path_buf(), profile: profile.to_owned(), tree, env })
     }
@@ -115,7 +119,8 @@ pub(crate) fn read(dir: &Path, owner: Option<&str>, scratch: &Path) -> Result<Pl
     for home in &homes {
         let db = home.dir.join("state.db");
         if db.exists() {
-            let state = state::read(&db, scratch)?;
+            let scratch = scratch.join(&home.profile);
+            let state = state::read(&db, &scratch)?;
             sessions(&mut plan, home, state, &adapters, &mut chat_types);
         }
         memory(&mut plan, home, owner.as_ref());
@@ -157,10 +162,11 @@ fn profile(plan: &mut Plan, main: &Home, home: &Home, adapters: &mut BTreeMap<(S
     for (var, value) in &mapped.env {
         match main.env.get(var) {
             Some(v) if v == value => {}
+            // A bot token or allowlist of the profile's own goes to its account (below).
+            _ if is_token(var) || is_access(var) => {}
             None => {
                 plan.env.entry(var.clone()).or_insert_with(|| value.clone());
             }
-            Some(_) if is_token(var) => {}
             Some(_) => plan.notes.push(Note {
                 what: format!("profile {name}: {var}"),
                 why: "differs from the main home's; hermesd has one .env, so the main home's value is kept".into(),
@@ -220,6 +226,10 @@ fn is_token(var: &str) -> bool {
     var.ends_with("_BOT_TOKEN") || var.ends_with("_APP_TOKEN")
 }
 
+fn is_access(var: &str) -> bool {
+    ["_ALLOWED_USERS", "_ALLOW_ALL_USERS", "_ADMIN_USERS", "_ALLOWED_ROLES"].iter().any(|s| var.ends_with(s))
+}
+
 /// `gateway.profile_routes` (or the top-level form) as `[[routes]]` for profiles that came in.
 fn routes(plan: &mut Plan, main: &Home) {
     let entries = main.tree.get("gateway.profile_routes").or_else(|| main.tree.get("profile_routes")).cloned();
@@ -227,6 +237,7 @@ fn routes(plan: &mut Plan, main: &Home) {
     main.tree.skip("multiplex_profiles");
     let Some(Value::Array(entries)) = entries else { return };
     let profiles = plan.config.get("profiles").and_then(Toml::as_table).cloned().unwrap_or_default();
+    let mut made = Vec::new();
     for entry in entries {
         let field = |key: &str| entry.get(key).and_then(text);
         let label = field("name").unwrap_or_else(|| "a profile route".into());
@@ -250,12 +261,26 @@ fn routes(plan: &mut Plan, main: &Home) {
                 route.insert(to.into(), value.into());
             }
         }
-        route.insert("profile".into(), profile.into());
-        let routes = plan.config.entry("routes").or_insert_with(|| Toml::Array(Vec::new()));
-        if let Toml::Array(routes) = routes {
-            // Profile routes first: hermesd's first matching route wins.
-            routes.insert(0, Toml::Table(route));
+        let known = ["name", "platform", "chat_id", "guild_id", "thread_id", "user_id", "profile"];
+        let unknown: Vec<&String> =
+            entry.as_object().map(|m| m.keys().filter(|k| !known.contains(&k.as_str())).collect()).unwrap_or_default();
+        if !unknown.is_empty() || route.is_empty() {
+            // A matcher left out would widen the route; one with none would take every chat.
+            let why = if route.is_empty() {
+                "it names no platform, chat, guild, thread or user: it would take every chat".to_owned()
+            } else {
+                format!("its keys {unknown:?} have no hermesd counterpart; without them it would match more chats")
+            };
+            plan.notes.push(Note { what: format!("profile route {label}"), why });
+            continue;
         }
+        route.insert("profile".into(), profile.into());
+        made.push(Toml::Table(route));
+    }
+    let routes = plan.config.entry("routes").or_insert_with(|| Toml::Array(Vec::new()));
+    if let Toml::Array(routes) = routes {
+        // Profile routes first, in Hermes' order: hermesd's first matching route wins.
+        routes.splice(0..0, made);
     }
 }
 
@@ -380,14 +405,16 @@ fn sessions(
         let chat_type = chat_type.as_deref().and_then(parse_chat_type);
         let (key, person) = match (key, chat_id, chat_type) {
             (Some(_), Some(chat_id), Some(chat_type)) if source != "cli" => {
-                let chat_type = as_hermesd_sees(&adapter, chat_type);
+                let (chat_type, chat_id, thread_id) = as_hermesd_sees(&adapter, chat_type, chat_id, thread_id);
                 chat_types.insert((adapter.clone(), chat_id.clone()), chat_type);
                 // The key hermesd forms for the chat's next message, so the chat continues here.
                 let mut chat = ChatRef::new(adapter.clone(), chat_id.clone(), chat_type);
                 chat.thread_id = thread_id;
                 let sender =
                     Sender { id: user_id.clone().unwrap_or_default(), name: None, is_bot: false, roles: Vec::new() };
-                let key = session_key(home.hermesd_profile(), &chat, &sender, group_per_user);
+                // A group session Hermes kept for no one in particular stays shared.
+                let per_user = group_per_user && user_id.is_some();
+                let key = session_key(home.hermesd_profile(), &chat, &sender, per_user);
                 let person = match chat_type {
                     ChatType::Dm => user_id.or(Some(chat_id)),
                     _ => key.user_id.clone(),
@@ -408,7 +435,7 @@ fn sessions(
             }
         };
         plan.sessions.push(ImportedSession {
-            source: format!("hermes:{profile_part}:{id}"),
+            source: format!("hermes:{profile_part}:session:{id}"),
             key,
             title,
             person,
@@ -426,12 +453,24 @@ fn sessions(
     }
 }
 
-/// The chat type hermesd's adapter gives a chat Hermes typed so: a Discord server channel is a
-/// group to hermesd.
-fn as_hermesd_sees(adapter: &str, chat_type: ChatType) -> ChatType {
-    match (adapter.split('@').next().unwrap_or(adapter), chat_type) {
-        ("discord", ChatType::Channel) => ChatType::Group,
-        (_, other) => other,
+/// The chat hermesd's adapter makes of a chat Hermes recorded so (type, chat id, thread): a
+/// Discord server channel is a group, a Discord thread is a chat of its own, any Slack message
+/// outside a DM is in a thread, and a Telegram forum topic is a thread.
+fn as_hermesd_sees(
+    adapter: &str,
+    chat_type: ChatType,
+    chat_id: String,
+    thread: Option<String>,
+) -> (ChatType, String, Option<String>) {
+    match (adapter.split('@').next().unwrap_or(adapter), chat_type, thread) {
+        ("discord", ChatType::Thread | ChatType::Group | ChatType::Channel, Some(thread)) => {
+            (ChatType::Thread, thread, None)
+        }
+        ("discord", ChatType::Channel, None) => (ChatType::Group, chat_id, None),
+        ("slack", ChatType::Dm, thread) => (ChatType::Dm, chat_id, thread),
+        ("slack", _, thread) => (ChatType::Thread, chat_id, thread),
+        ("telegram", ChatType::Group | ChatType::Channel, Some(thread)) => (ChatType::Thread, chat_id, Some(thread)),
+        (_, other, thread) => (other, chat_id, thread),
     }
 }
 
@@ -487,12 +526,19 @@ fn memory(plan: &mut Plan, home: &Home, owner: Option<&(String, String)>) {
 
 /// The entries of a memory file (Hermes' `\n§\n` or hermesd's `§` lines).
 pub(crate) fn entries(text: &str) -> Vec<String> {
-    text.replace(ENTRY_SEPARATOR, "\n§\n")
-        .split("\n§\n")
-        .flat_map(|chunk| chunk.split("\n§"))
-        .map(|e| e.trim().trim_start_matches('§').trim().to_owned())
-        .filter(|e| !e.is_empty())
-        .collect()
+    // A line holding only `§` separates entries (Hermes writes `\n§\n`); text stays as written.
+    let mut out = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        if line.trim() == "§" {
+            out.push(current.join("\n"));
+            current.clear();
+        } else {
+            current.push(line);
+        }
+    }
+    out.push(current.join("\n"));
+    out.into_iter().map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()).collect()
 }
 
 /// Skills: each folder holding a `SKILL.md`, `skills/<name>` or `skills/<category>/<name>`;
@@ -629,8 +675,23 @@ fn cron(
             .and_then(Value::as_array)
             .map(|sets| sets.iter().filter_map(text).filter_map(|s| config_toolset(&s)).collect::<Vec<_>>());
         let profile = (home.profile != DEFAULT_KEY).then(|| home.profile.clone());
+        // A profile's job keeps its id under the profile's name, so it cannot meet the main home's.
+        let source = format!("hermes:{}:cron:{id}", home.profile);
+        let id = match &profile {
+            Some(name) => format!("{name}-{id}"),
+            None => id,
+        };
+        // A target on a platform where the profile has its own bot goes out from that bot.
+        let deliver = deliver.map(|target| match target.split_once(':') {
+            Some((platform, rest)) => match adapters.get(&(home.profile.clone(), platform.to_owned())) {
+                Some(adapter) => format!("{adapter}:{rest}"),
+                None => target,
+            },
+            None => target,
+        });
         plan.jobs.push(JobImport {
             id,
+            source,
             label,
             paused,
             spec: JobSpec {

@@ -51,6 +51,12 @@ pub(crate) struct State {
 
 /// Read `db` (a Hermes `state.db`) through a copy in `scratch`.
 pub(crate) fn read(db: &Path, scratch: &Path) -> Result<State, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(scratch)
+        .map_err(|e| format!("{}: {e}", scratch.display()))?;
     let copy = scratch.join("state.db");
     std::fs::copy(db, &copy).map_err(|e| format!("copy {}: {e}", db.display()))?;
     for suffix in ["-wal", "-shm"] {
@@ -61,7 +67,10 @@ pub(crate) fn read(db: &Path, scratch: &Path) -> Result<State, String> {
         }
     }
     let conn = rusqlite::Connection::open(&copy).map_err(|e| format!("open {}: {e}", db.display()))?;
-    read_conn(&conn).map_err(|e| format!("read {}: {e}", db.display()))
+    // The file and its log are copied one after the other: if Hermes wrote in between, reading the
+    // copy fails, and the import says to run again (or stop Hermes first).
+    read_conn(&conn)
+        .map_err(|e| format!("read {}: {e} (if Hermes is running, stop it or run the import again)", db.display()))
 }
 
 fn read_conn(conn: &rusqlite::Connection) -> rusqlite::Result<State> {
