@@ -139,7 +139,26 @@ impl Daemon {
             let mcp = mcp.clone();
             reloader.on_reload(&["mcp"], Box::new(move |config, env| mcp.apply(&config.mcp, env)));
         }
+        let kit = agent.kit.clone();
         let runner = parts::runner(ground, &delivery.outbox, &adapters, agent, &access.0);
+        {
+            // Models and prices, profiles with their personas, skills and toolsets: built again
+            // and swapped in whole; a turn already running keeps the agent it started with.
+            let (runner, paths, store, metrics) = (runner.clone(), paths.clone(), store.clone(), metrics.clone());
+            reloader.on_reload(
+                &["model", "profiles", "skills"],
+                Box::new(move |config, env| match kit.agents(config, env, &paths, &store, &metrics) {
+                    Ok(agents) => {
+                        runner.agents().replace(agents);
+                        vec!["models and prices, profiles (personas, skills, toolsets, limits)".to_owned()]
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "profiles not rebuilt on reload; the running ones stay");
+                        vec![format!("profiles not rebuilt ({e}); the running ones stay")]
+                    }
+                }),
+            );
+        }
         let router = parts::router(ground, runner, access.0);
         let fence =
             holding.as_ref().map(|holding| crate::store::Fence { lease: standby::HOME.into(), token: holding.token });

@@ -179,3 +179,44 @@ async fn mcp_servers_added_changed_and_removed_by_reload_leave_the_others_runnin
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_and_profiles_change_on_reload_for_the_next_turn() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = |model: &str, soul: &str| {
+        format!(
+            "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"{model}\"\n\n\
+             [profiles.helper]\nsoul = \"{soul}\"\n",
+            llm.base_url()
+        )
+    };
+    std::fs::write(home.path().join("config.toml"), config("first-model", "You are Helper One.")).unwrap();
+    let mut child = spawn_gateway_with_env(home.path(), &[]);
+    wait_ready(port, home.path()).await;
+    let ask = |model: &'static str, text: &'static str| async move {
+        let body = serde_json::json!({ "model": model, "messages": [{ "role": "user", "content": text }] });
+        let answer =
+            client().post(format!("http://127.0.0.1:{port}/v1/chat/completions")).json(&body).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+    };
+    let sent = |text: &str| llm.requests().into_iter().rev().find(|r| r.to_string().contains(text)).expect("sent");
+    ask("hermes-agent", "one").await;
+    assert_eq!(sent("one")["model"], "first-model");
+    ask("helper", "two").await;
+    assert!(sent("two").to_string().contains("You are Helper One."));
+
+    std::fs::write(home.path().join("config.toml"), config("second-model", "You are Helper Two.")).unwrap();
+    let done = hermesd_cli(home.path(), &["reload"]);
+    let said = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert_eq!(done.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&done.stderr));
+    assert!(!said.contains("[model]") && !said.contains("[profiles]"), "nothing waits for a restart: {said}");
+    ask("hermes-agent", "three").await;
+    assert_eq!(sent("three")["model"], "second-model", "the next turn is on the new model");
+    ask("helper", "four").await;
+    let four = sent("four").to_string();
+    assert!(four.contains("You are Helper Two.") && !four.contains("You are Helper One."), "the new persona: {four}");
+    let _ = child.kill();
+    let _ = child.wait();
+}

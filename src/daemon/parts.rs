@@ -143,6 +143,47 @@ pub(super) struct AgentParts {
     pub(super) webhooks: Arc<WebhookRoutes>,
     pub(super) sandbox: Arc<crate::sandbox::Sandbox>,
     pub(super) mcp: Arc<tools::mcp::McpHub>,
+    /// What builds the profiles' agents again on a reload.
+    pub(super) kit: AgentKit,
+}
+
+/// The shared parts every profile's agent is built over, kept to build them again from a new
+/// config (a reload): the fetcher, the daemon-side tools, Home Assistant's tools, the MCP hub,
+/// the providers' HTTP client.
+#[derive(Clone)]
+pub(super) struct AgentKit {
+    fetcher: tools::web_fetch::WebFetchTool,
+    extras: tools::ExtraTools,
+    hass: Option<tools::homeassistant::HassTools>,
+    mcp: Arc<tools::mcp::McpHub>,
+    http: reqwest::Client,
+}
+
+impl AgentKit {
+    /// Every profile's agent for `config`: models and their prices, personas, skills, memory
+    /// folders, toolsets and turn limits as it says.
+    pub(super) fn agents(
+        &self,
+        config: &Config,
+        env: &Env,
+        paths: &Paths,
+        store: &Arc<dyn Store>,
+        metrics: &Arc<Metrics>,
+    ) -> Result<crate::turn::agents::Agents, StartError> {
+        let options = crate::daemon::DaemonOptions::default();
+        let ground = Ground { config, env, paths, options: &options, store, metrics };
+        // The daemon-side tools take the new config's cron and daily caps.
+        let extras =
+            tools::ExtraTools { cron: config.cron.clone(), limits: config.limits.clone(), ..self.extras.clone() };
+        let shared = SharedTools {
+            fetcher: self.fetcher.clone(),
+            extras,
+            hass: self.hass.as_ref(),
+            mcp: &self.mcp,
+            http: &self.http,
+        };
+        agents(ground, &shared)
+    }
 }
 
 impl AgentParts {
@@ -188,9 +229,16 @@ impl AgentParts {
             approval_timeout: config.tools.approval_timeout.get(),
         };
         let mcp = tools::mcp::McpHub::start(&config.mcp, env, mcp_settings);
-        let shared = SharedTools { fetcher, extras, hass: adapters.hass_tools.as_ref(), mcp: &mcp, http: &http };
+        let shared = SharedTools {
+            fetcher: fetcher.clone(),
+            extras: extras.clone(),
+            hass: adapters.hass_tools.as_ref(),
+            mcp: &mcp,
+            http: &http,
+        };
         let agents = agents(ground, &shared)?;
-        Ok(Self { agents, media, summary, routing, targets, webhooks, sandbox, mcp })
+        let kit = AgentKit { fetcher, extras, hass: adapters.hass_tools.clone(), mcp: mcp.clone(), http: http.clone() };
+        Ok(Self { agents, media, summary, routing, targets, webhooks, sandbox, mcp, kit })
     }
 }
 

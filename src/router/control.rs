@@ -161,8 +161,7 @@ impl Router {
             Ok(Some(session)) => runner.store().session(&session.id).await.ok().flatten().and_then(|s| s.model),
             _ => None,
         };
-        let model =
-            model.or_else(|| routed.and_then(|(_, r)| r.model.clone())).unwrap_or_else(|| runner.model(key).to_owned());
+        let model = model.or_else(|| routed.and_then(|(_, r)| r.model.clone())).unwrap_or_else(|| runner.model(key));
         let profile = &runner.agent(key).name;
         format!("you: {who}{admin}\nprofile: {profile}\nroute: {route}\nmodel: {model}")
     }
@@ -189,7 +188,7 @@ impl Router {
             None => "idle".to_owned(),
         };
         let waiting = state.map_or(0, |s| s.waiting.load(Ordering::SeqCst));
-        let model = model.unwrap_or_else(|| self.inner.runner.model(key).to_owned());
+        let model = model.unwrap_or_else(|| self.inner.runner.model(key));
         format!("{session}\nmodel: {model}\nturn: {running} · {waiting} queued")
     }
 

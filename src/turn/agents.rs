@@ -42,8 +42,13 @@ impl ProfileAgent {
 }
 
 /// Every profile's agent; the default answers a profile that is not configured (a key stored
-/// before its profile was removed from the config).
+/// before its profile was removed from the config). A reload replaces the whole set at once
+/// (`replace`); a turn holds the agent it started with.
 pub struct Agents {
+    current: std::sync::RwLock<Arc<AgentSet>>,
+}
+
+struct AgentSet {
     default: Arc<ProfileAgent>,
     named: HashMap<String, Arc<ProfileAgent>>,
 }
@@ -51,41 +56,54 @@ pub struct Agents {
 impl Agents {
     /// Agents with `default` as the default profile's.
     pub fn new(default: ProfileAgent) -> Self {
-        Self { default: Arc::new(default), named: HashMap::new() }
+        let set = AgentSet { default: Arc::new(default), named: HashMap::new() };
+        Self { current: std::sync::RwLock::new(Arc::new(set)) }
     }
 
     /// These agents with a named profile's.
-    pub fn with(mut self, agent: ProfileAgent) -> Self {
-        self.named.insert(agent.name.clone(), Arc::new(agent));
-        self
+    pub fn with(self, agent: ProfileAgent) -> Self {
+        let set = self.set();
+        let mut named = set.named.clone();
+        named.insert(agent.name.clone(), Arc::new(agent));
+        Self { current: std::sync::RwLock::new(Arc::new(AgentSet { default: set.default.clone(), named })) }
+    }
+
+    fn set(&self) -> Arc<AgentSet> {
+        self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Take `other`'s agents in place of these (a reload): turns already running keep theirs.
+    pub fn replace(&self, other: Agents) {
+        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = other.set();
     }
 
     /// The agent of `profile`, else the default's.
-    pub fn get(&self, profile: &str) -> &Arc<ProfileAgent> {
+    pub fn get(&self, profile: &str) -> Arc<ProfileAgent> {
+        let set = self.set();
         if profile == DEFAULT_PROFILE {
-            return &self.default;
+            return set.default.clone();
         }
-        match self.named.get(profile) {
-            Some(agent) => agent,
+        match set.named.get(profile) {
+            Some(agent) => agent.clone(),
             None => {
                 tracing::warn!(profile, "no such profile any more; its session is answered by the default");
-                &self.default
+                set.default.clone()
             }
         }
     }
 
     /// The agent of the profile a session key belongs to.
-    pub fn of_key(&self, key: &str) -> &Arc<ProfileAgent> {
+    pub fn of_key(&self, key: &str) -> Arc<ProfileAgent> {
         self.get(super::session_key::profile_of(key))
     }
 
     /// The default profile's agent.
-    pub fn default_agent(&self) -> &Arc<ProfileAgent> {
-        &self.default
+    pub fn default_agent(&self) -> Arc<ProfileAgent> {
+        self.set().default.clone()
     }
 
     /// Whether `profile` has an agent.
     pub fn has(&self, profile: &str) -> bool {
-        profile == DEFAULT_PROFILE || self.named.contains_key(profile)
+        profile == DEFAULT_PROFILE || self.set().named.contains_key(profile)
     }
 }

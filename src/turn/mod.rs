@@ -159,13 +159,13 @@ impl TurnRunner {
     }
 
     /// The agent of the profile `key` belongs to.
-    pub fn agent(&self, key: &SessionKey) -> &Arc<ProfileAgent> {
+    pub fn agent(&self, key: &SessionKey) -> Arc<ProfileAgent> {
         self.parts.agents.of_key(&key.key)
     }
 
     /// The primary model's name of `key`'s profile (for `/status`).
-    pub fn model(&self, key: &SessionKey) -> &str {
-        self.agent(key).chain.primary().model()
+    pub fn model(&self, key: &SessionKey) -> String {
+        self.agent(key).chain.primary().model().to_owned()
     }
 
     /// The outbox.
@@ -184,8 +184,8 @@ impl TurnRunner {
     }
 
     /// The skills of `key`'s profile, when configured (`/skills`, `/<skill-name>`).
-    pub fn skills(&self, key: &SessionKey) -> Option<&crate::agent::skills::Skills> {
-        self.agent(key).prompts.skills()
+    pub fn skills(&self, key: &SessionKey) -> Option<crate::agent::skills::Skills> {
+        self.agent(key).prompts.skills().cloned()
     }
 
     /// Usage accounting and caps (`/usage`).
@@ -260,8 +260,8 @@ impl TurnRunner {
 
     /// Count a turn's end by outcome and profile (never by user or chat).
     fn count_turn(&self, key: &SessionKey, outcome: &str) {
-        let profile = self.agent(key).name.as_str();
-        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", outcome), ("profile", profile)]);
+        let agent = self.agent(key);
+        self.parts.metrics.inc(TURNS_TOTAL, &[("outcome", outcome), ("profile", agent.name.as_str())]);
     }
 
     /// Compact a session now (`/compress`, sent as `message`); returns what happened, for the user.
