@@ -139,22 +139,61 @@ impl Daemon {
             let mcp = mcp.clone();
             reloader.on_reload(&["mcp"], Box::new(move |config, env| mcp.apply(&config.mcp, env)));
         }
+        // The log filter: `.env`'s HERMESD_LOG now (the process environment, read at start,
+        // still wins) and at each reload.
+        if std::env::var_os("HERMESD_LOG").is_none()
+            && let Some(spec) = env.var("HERMESD_LOG")
+            && let Err(e) = crate::logging::set_filter(Some(&spec))
+        {
+            tracing::warn!("{e}");
+        }
+        reloader.on_reload(
+            &[],
+            Box::new(|_, env| {
+                if std::env::var_os("HERMESD_LOG").is_some() {
+                    return Vec::new();
+                }
+                match crate::logging::set_filter(env.var("HERMESD_LOG").as_deref()) {
+                    Ok(()) => {
+                        vec![format!("log filter: {}", env.var("HERMESD_LOG").unwrap_or_else(|| "the default".into()))]
+                    }
+                    Err(e) => vec![format!("log filter unchanged: {e}")],
+                }
+            }),
+        );
         let kit = agent.kit.clone();
         let runner = parts::runner(ground, &delivery.outbox, &adapters, agent, &access.0);
         {
             // Models and prices, profiles with their personas, skills and toolsets: built again
             // and swapped in whole; a turn already running keeps the agent it started with.
             let (runner, paths, store, metrics) = (runner.clone(), paths.clone(), store.clone(), metrics.clone());
+            // Only these tables are taken from the new config; the others stay as the daemon
+            // started (they wait for a restart), so no part runs on half a new config.
+            let base = config.clone();
+            let in_use = profiles_in_use(&config);
             reloader.on_reload(
                 &["model", "profiles", "skills"],
-                Box::new(move |config, env| match kit.agents(config, env, &paths, &store, &metrics) {
-                    Ok(agents) => {
-                        runner.agents().replace(agents);
-                        vec!["models and prices, profiles (personas, skills, toolsets, limits)".to_owned()]
+                Box::new(move |config, env| {
+                    // Accounts and routes keep the profiles they name until a restart: one of
+                    // those gone would send its chats to the default profile's persona and memory.
+                    if let Some(gone) = in_use.iter().find(|p| !config.profiles.contains_key(*p)) {
+                        return vec![format!(
+                            "profiles not rebuilt: profile {gone} is still named by a running account or route; restart to remove it"
+                        )];
                     }
-                    Err(e) => {
-                        tracing::error!(error = %e, "profiles not rebuilt on reload; the running ones stay");
-                        vec![format!("profiles not rebuilt ({e}); the running ones stay")]
+                    let mut mixed = base.clone();
+                    mixed.model = config.model.clone();
+                    mixed.profiles = config.profiles.clone();
+                    mixed.skills = config.skills.clone();
+                    match kit.agents(&mixed, env, &paths, &store, &metrics) {
+                        Ok(agents) => {
+                            runner.agents().replace(agents);
+                            vec!["models and prices, profiles (personas, models, skills, toolsets)".to_owned()]
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "profiles not rebuilt on reload; the running ones stay");
+                            vec![format!("profiles not rebuilt ({e}); the running ones stay")]
+                        }
                     }
                 }),
             );
@@ -264,4 +303,29 @@ impl Daemon {
         self.shutdown();
         self.wait().await;
     }
+}
+
+/// The profiles a config's platform accounts and routes name (they are wired at start).
+fn profiles_in_use(config: &Config) -> Vec<String> {
+    fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, item) in map {
+                    match (key.as_str(), item) {
+                        ("profile", serde_json::Value::String(name)) => out.push(name.clone()),
+                        _ => walk(item, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|item| walk(item, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&serde_json::to_value(&config.platforms).unwrap_or_default(), &mut out);
+    out.extend(config.routes.iter().filter_map(|r| r.profile.clone()));
+    out.retain(|p| p != crate::config::DEFAULT_PROFILE);
+    out.sort();
+    out.dedup();
+    out
 }

@@ -6,7 +6,7 @@
 //!
 //! Floors (ARCHITECTURE.md's table, enforced by `tests/floors.rs`): a file imports only from its
 //! own floor or below.
-//! - 0 words: `vocab`, `clock`, `metrics`, `redact`, `failpoint`, `net_guard`, `http_client`
+//! - 0 words: `vocab`, `clock`, `metrics`, `redact`, `logging`, `failpoint`, `net_guard`, `http_client`
 //! - 1 state: `config`, `store`
 //! - 2 services: `outbox`, `delivery`, `access`, `sandbox`, `usage`, `retention`, `systemd`
 //! - 3 agent: `agent`
@@ -30,6 +30,7 @@
 //! - `http`: the one HTTP server: health, metrics, the OpenAI-compatible API, `/admin/*`, webhooks.
 //! - `http_client`: how outbound HTTP clients for the providers are built.
 //! - `ingress`: `HostIngress`, where every platform's events are admitted, stored and deduplicated.
+//! - `logging`: log lines to stderr, secrets masked, and the filter a reload changes.
 //! - `metrics`: metric names and the Prometheus registry.
 //! - `net_guard`: which addresses a fetch on the model's behalf may reach.
 //! - `outbox`: the durable outbox, per-chat pacers and streamed previews.
@@ -61,6 +62,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod http_client;
 pub mod ingress;
+pub mod logging;
 pub mod metrics;
 pub mod net_guard;
 pub mod outbox;

@@ -129,6 +129,10 @@ const CRATES: [&str; 7] = ["telegram", "discord", "slack", "homeassistant", "wha
 /// The host's registration table.
 const TABLE: &str = "src/config/platforms.rs";
 
+/// The importers of another gateway's home: the platform names there are that product's words
+/// (its config keys and `.env` variables), which an importer must spell out to translate them.
+const FOREIGN: &str = "src/cli/import/";
+
 /// Every place outside the registration table where non-test host code names a platform
 /// crate: its name as a string literal, its crate path, or its `platforms.<name>` table.
 fn mentions(root: &Path) -> Vec<(String, String, usize)> {
@@ -144,7 +148,11 @@ fn mentions(root: &Path) -> Vec<(String, String, usize)> {
             let relative = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
             let name = path.file_name().unwrap().to_string_lossy();
             let test_file = matches!(&*name, "tests.rs" | "props.rs") || relative.contains("/tests/");
-            if relative == TABLE || test_file || path.extension().is_none_or(|e| e != "rs") {
+            if relative == TABLE
+                || relative.starts_with(FOREIGN)
+                || test_file
+                || path.extension().is_none_or(|e| e != "rs")
+            {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();

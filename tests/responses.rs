@@ -177,6 +177,21 @@ async fn streaming_sends_the_responses_events_in_order_and_a_retry_replays_the_s
     assert_eq!(replayed.last().unwrap().0, "response.completed");
     assert_eq!(replayed.last().unwrap().1["response"]["id"], first["id"]);
     assert_eq!(llm.count(), calls, "no second turn");
+
+    // A retried continuation finds its own answer newest: the key replays it, no 409.
+    let first_id = first["id"].as_str().unwrap().to_owned();
+    let continued = || {
+        client()
+            .post(format!("{}/v1/responses", d.base))
+            .bearer_auth(KEY)
+            .header("Idempotency-Key", "k-2")
+            .json(&json!({ "input": "and then?", "previous_response_id": first_id }))
+            .send()
+    };
+    let answer: Value = continued().await.unwrap().json().await.unwrap();
+    let retry = continued().await.unwrap();
+    assert_eq!(retry.status(), 200);
+    assert_eq!(retry.json::<Value>().await.unwrap()["id"], answer["id"], "the stored answer, replayed");
     d.daemon.stop().await;
 }
 

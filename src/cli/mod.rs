@@ -332,10 +332,5 @@ fn format_time(ms: i64, seconds: bool) -> String {
 
 /// Log lines go to stderr with every secret in `redaction` (and token shapes) masked.
 fn init_logging(redaction: crate::redact::Redaction) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("HERMESD_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let writer = crate::redact::RedactingWriter::new(std::io::stderr, redaction);
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer).init();
+    crate::logging::init(redaction);
 }

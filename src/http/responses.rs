@@ -223,8 +223,23 @@ async fn chat_for(
                 format!("Previous response with id '{previous}' not found."),
             )));
         };
-        let latest = state.store.latest_response(&found.chat_id).await.ok().flatten();
-        if latest.as_deref() != Some(previous) {
+        let latest = state.store.latest_response(&found.chat_id).await.map_err(|e| {
+            Box::new(error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "store_unavailable", e.to_string()))
+        })?;
+        // A retry under an Idempotency-Key finds its own answer newest: it continued `previous`,
+        // and the key's record replays it.
+        let retried = match (&latest, headers.contains_key(idempotency::HEADER)) {
+            (Some(newest), true) => state
+                .store
+                .api_response(newest)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|r| serde_json::from_str::<Value>(&r.body).ok())
+                .is_some_and(|body| body["previous_response_id"] == previous),
+            _ => false,
+        };
+        if latest.as_deref() != Some(previous) && !retried {
             return Err(Box::new(error(
                 StatusCode::CONFLICT,
                 "invalid_request_error",
