@@ -117,6 +117,15 @@ async fn a_conversation_continues_by_previous_response_and_is_kept_retrieved_and
         .await
         .unwrap();
     assert_eq!(broken.status(), 400);
+    for asked in [
+        json!({ "text": { "format": { "type": "json_schema", "name": "x", "schema": {} } } }),
+        json!({ "tool_choice": "required" }),
+    ] {
+        let mut body = json!({ "input": "hi" });
+        body.as_object_mut().unwrap().extend(asked.as_object().unwrap().clone());
+        let (status, refused, _) = create(base, body).await;
+        assert_eq!((status, refused["error"]["code"].as_str()), (400, Some("unsupported_parameter")), "{refused}");
+    }
     let (status, tools, _) = create(base, json!({ "input": "hi", "tools": [{"type": "web_search_preview"}] })).await;
     assert_eq!(status, 400, "{tools}");
     d.daemon.stop().await;

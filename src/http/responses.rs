@@ -59,6 +59,23 @@ struct ResponsesRequest {
     metadata: Option<Value>,
     #[serde(default)]
     tools: Vec<Value>,
+    #[serde(default)]
+    text: Option<Value>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+}
+
+/// Why a request asks for something hermesd does not do, rather than answer it differently.
+fn unsupported(request: &ResponsesRequest) -> Option<String> {
+    let format = request.text.as_ref().and_then(|t| t["format"]["type"].as_str());
+    if let Some(kind @ ("json_schema" | "json_object")) = format {
+        return Some(format!("text.format {kind:?} (structured output) is not supported; ask for JSON in the input"));
+    }
+    match &request.tool_choice {
+        None => None,
+        Some(Value::String(choice)) if choice == "auto" => None,
+        Some(choice) => Some(format!("tool_choice {choice} is not supported; the model chooses (\"auto\")")),
+    }
 }
 
 /// The input as hermesd takes it: the user's words now (text and the content whose image parts
@@ -264,6 +281,9 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
         Ok(read) => read,
         Err(response) => return *response,
     };
+    if let Some(why) = unsupported(&request) {
+        return *bad_request("unsupported_parameter", why);
+    }
     let tools = match read_tools(&request.tools) {
         Ok(tools) => tools,
         Err(response) => return *response,

@@ -203,8 +203,10 @@ impl McpHub {
         {
             let mut servers = self.servers.lock().expect("servers lock poisoned");
             for running in servers.drain(..) {
+                // A server that could not start (a secret that was missing, say) tries again.
+                let failed = matches!(running.state.status(), Status::Failed(_));
                 match wanted.get(&running.state.name) {
-                    Some(new) if same(new, &running.config) => keep.push(running),
+                    Some(new) if same(new, &running.config) && !failed => keep.push(running),
                     found => {
                         running.stop.cancel();
                         let what = if found.is_some() { "restarted with its new settings" } else { "stopped" };

@@ -126,7 +126,9 @@ impl StdioPlan {
                 .map(|c| if c.is_absolute() { c } else { workdir.join(c) })
                 .unwrap_or_else(|| workdir.to_path_buf()),
             confinement,
-            record: run_dir(home).join(format!("{name}.{}.group", std::process::id())),
+            // One record per start: a server restarted by a reload must not share the old
+            // instance's record, which its close removes.
+            record: run_dir(home).join(format!("{name}.{}.{}.group", std::process::id(), next_start())),
         }
     }
 
@@ -215,6 +217,12 @@ fn remove_stale_temp_dirs() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// A number no other start of a server in this process had.
+fn next_start() -> u64 {
+    static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn reap_groups(home: &Path) -> usize {
