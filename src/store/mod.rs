@@ -8,7 +8,9 @@
 //! turns), `OutboxStore`, `AccessStore`, `ExtrasStore` (titles, the per-session model, `/undo`,
 //! home channels, a turn's receipts), `CronStore`, `UsageStore`, `PersonStore`, `ReceiptStore`,
 //! `IdempotencyStore`, `SearchStore`, `LifecycleStore`, `PreviewStore`, `RetentionStore`,
-//! `HealthStore` and `LeaseStore`, most in a file of their own beside this one.
+//! `HealthStore`, `LeaseStore`, `OperatorStore`, `GrantStore` and `ResponseStore` (the Responses
+//! API's kept responses), most in a file of their own beside this one; `ImportStore` (what
+//! `hermesd import` writes) is `SqliteStore`'s alone.
 //!
 //! `Outlive` is what a write on the durable path must survive: `Crash` (the WAL has it) or
 //! `PowerCut` (its commit is synced). The caller picks by what its acknowledgement promised.
