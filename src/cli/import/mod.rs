@@ -10,11 +10,15 @@
 //! An existing `config.toml` is never overwritten: when it differs, the mapped one is written
 //! beside it as `config.imported.toml` to compare.
 
+mod files;
 mod hermes;
+mod settle;
 mod yaml;
 
+use self::files::{append_env, copy_tree, prune_backups, read_env, write_private};
+use self::settle::{env_names, settle};
+
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -206,127 +210,6 @@ pub(super) async fn run(home: Option<PathBuf>, config: Option<PathBuf>, command:
             ExitCode::FAILURE
         }
     }
-}
-
-/// Leave out of the mapped config what `hermesd check` would refuse (a platform whose secret
-/// Hermes did not have, a route that can never match, …), each with a note saying why, until it
-/// passes; `Err` only when a problem names nothing that can be left out.
-fn settle(plan: &mut Plan) -> Result<(), String> {
-    for _ in 0..32 {
-        let text = toml::to_string(&plan.config).map_err(|e| e.to_string())?;
-        let config: Config = toml::from_str(&text).map_err(|e| format!("it does not read back: {e}"))?;
-        // Variables the config names but Hermes did not have are listed as to do, not refused.
-        let mut vars: std::collections::HashMap<String, String> = plan.env.clone().into_iter().collect();
-        for name in env_names(&plan.config) {
-            vars.entry(name).or_insert_with(|| "set-me".into());
-        }
-        let problems = config.validate(&crate::config::Env::from_map(vars));
-        if problems.is_empty() {
-            return Ok(());
-        }
-        let mut left_out = false;
-        let mut removed: Vec<String> = Vec::new();
-        for problem in &problems {
-            let (path, why) = problem.split_once(": ").unwrap_or((problem.as_str(), ""));
-            let under = |done: &String| path.starts_with(&format!("{done}.")) || path.starts_with(&format!("{done}["));
-            if removed.iter().any(under) {
-                continue;
-            }
-            if remove_path(&mut plan.config, path) {
-                removed.push(path.to_owned());
-                left_out = true;
-                plan.notes.push(Note { what: format!("config {path}"), why: format!("left out: {why}") });
-            }
-        }
-        if !left_out {
-            return Err(problems.join("\n  "));
-        }
-    }
-    Err("the mapped config did not settle".into())
-}
-
-/// Remove the key at a dotted path (`routes[2]` names an array item) of `table`, or the deepest
-/// part of the path that exists; false when nothing of it exists.
-fn remove_path(table: &mut Table, path: &str) -> bool {
-    let mut parts: Vec<(String, Option<usize>)> = Vec::new();
-    for part in path.split('.') {
-        match part.split_once('[') {
-            Some((name, rest)) => parts.push((name.to_owned(), rest.trim_end_matches(']').parse().ok())),
-            None => parts.push((part.to_owned(), None)),
-        }
-    }
-    // The deepest existing prefix.
-    let exists = |depth: usize| {
-        let mut at = toml::Value::Table(table.clone());
-        for (name, index) in &parts[..depth] {
-            at = match at.get(name) {
-                Some(next) => next.clone(),
-                None => return false,
-            };
-            if let Some(i) = index {
-                at = match at.get(*i) {
-                    Some(next) => next.clone(),
-                    None => return false,
-                };
-            }
-        }
-        true
-    };
-    // Never a whole top-level table for a problem deeper in it (`platforms` for one platform).
-    let shallowest = parts.len().min(2);
-    let Some(depth) = (shallowest..=parts.len()).rev().find(|d| exists(*d)) else { return false };
-    let mut at: &mut Table = table;
-    for (name, index) in &parts[..depth - 1] {
-        let next = match at.get_mut(name) {
-            Some(next) => next,
-            None => return false,
-        };
-        let next = match index {
-            Some(i) => match next.get_mut(*i) {
-                Some(item) => item,
-                None => return false,
-            },
-            None => next,
-        };
-        at = match next.as_table_mut() {
-            Some(table) => table,
-            None => return false,
-        };
-    }
-    let (name, index) = &parts[depth - 1];
-    match index {
-        Some(i) => match at.get_mut(name).and_then(toml::Value::as_array_mut) {
-            Some(items) if *i < items.len() => {
-                items.remove(*i);
-                true
-            }
-            _ => false,
-        },
-        None => at.remove(name).is_some(),
-    }
-}
-
-/// The variables a config names (its `*_env` keys).
-fn env_names(table: &Table) -> Vec<String> {
-    fn walk(value: &toml::Value, out: &mut Vec<String>) {
-        match value {
-            toml::Value::Table(t) => {
-                for (k, v) in t {
-                    if k.ends_with("_env")
-                        && let Some(s) = v.as_str()
-                    {
-                        out.push(s.to_owned());
-                    }
-                    walk(v, out);
-                }
-            }
-            toml::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(&toml::Value::Table(table.clone()), &mut out);
-    out
 }
 
 fn same_place(a: &Path, b: &Path) -> bool {
@@ -805,29 +688,6 @@ impl<'a> Importer<'a> {
     }
 }
 
-/// Backups taken before imports kept at most: the oldest go first.
-const KEPT_BACKUPS: usize = 5;
-
-/// Remove all but the newest `KEPT_BACKUPS - 1` backups taken before an import (one is being made).
-fn prune_backups(dir: &Path) {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("before-import-")))
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    let excess = found.len().saturating_sub(KEPT_BACKUPS - 1);
-    for old in found.into_iter().take(excess) {
-        if let Err(e) = std::fs::remove_dir_all(&old) {
-            tracing::warn!(path = %old.display(), error = %e, "an old import backup was not removed");
-        }
-    }
-}
-
 /// The mark of an imported `.env` variable.
 fn env_source(name: &str) -> String {
     format!("hermes:env:{name}")
@@ -879,86 +739,10 @@ fn summary(config: &Config) -> String {
     parts.join("; ")
 }
 
-/// This home's `.env` (empty when there is none).
-fn read_env(path: &Path) -> Result<BTreeMap<String, String>, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => crate::config::parse_dotenv(&text)
-            .map(|vars| vars.into_iter().collect())
-            .map_err(|e| format!("{}: {e}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
-}
-
-/// Add variables to `.env` (made 0600).
-fn append_env(path: &Path, vars: &[(&String, &String)]) -> Result<(), String> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| format!("{}: {e}", path.display()))?;
-    let starts_fresh = std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(true);
-    let mut text = String::new();
-    if !starts_fresh {
-        text.push('\n');
-    }
-    text.push_str("# Imported by hermesd import hermes\n");
-    for (name, value) in vars {
-        text.push_str(&format!("{name}={}\n", quote_env(value)));
-    }
-    file.write_all(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// A value as `parse_dotenv` reads it back.
-fn quote_env(value: &str) -> String {
-    let plain = value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/@+,=%".contains(c));
-    if plain && !value.is_empty() {
-        value.to_owned()
-    } else if !value.contains('\'') {
-        format!("'{value}'")
-    } else {
-        format!("\"{value}\"")
-    }
-}
-
-/// Write a file through a temporary one renamed into place, with `mode`, making its folder.
-fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let parent = path.parent().ok_or_else(|| format!("{}: no folder", path.display()))?;
-    std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-    let tmp = parent.join(format!(".{}.import-tmp", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Copy a folder's files and folders (symbolic links are left out).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::files::quote_env;
+    use super::settle::remove_path;
     use super::*;
 
     #[test]

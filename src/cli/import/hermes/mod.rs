@@ -11,6 +11,8 @@
 //! approved by pairing; with none of these it stays out and the plan says why.
 
 mod config;
+mod mcp;
+mod model;
 mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
