@@ -23,6 +23,7 @@ use crate::metrics::Metrics;
 use crate::recovery::{RecoveryReport, recover};
 use crate::store::{Store, StoreError};
 use crate::systemd;
+use crate::vocab::live::Live;
 use crate::webhooks::handler::WebhookState;
 
 mod parts;
@@ -163,36 +164,45 @@ impl Daemon {
         );
         let kit = agent.kit.clone();
         let runner = parts::runner(ground, &delivery.outbox, &adapters, agent, &access.0);
+        let (api_models, api_profiles) = api_catalog(&config, &paths);
+        let (api_models, api_profiles) =
+            (Arc::new(Live::new(Arc::new(api_models))), Arc::new(Live::new(Arc::new(api_profiles))));
         {
-            // Models and prices, profiles with their personas, skills and toolsets: built again
-            // and swapped in whole; a turn already running keeps the agent it started with.
+            // Models and prices, profiles with their personas, skills and toolsets, routes, the
+            // toolsets per platform, the approved commands and the cron time zone: built again
+            // and swapped in whole; a turn already running keeps what it started with.
             let (runner, paths, store, metrics) = (runner.clone(), paths.clone(), store.clone(), metrics.clone());
-            // Only these tables are taken from the new config; the others stay as the daemon
+            let (api_models, api_profiles) = (api_models.clone(), api_profiles.clone());
+            // Only these keys are taken from the new config; the others stay as the daemon
             // started (they wait for a restart), so no part runs on half a new config.
             let base = config.clone();
             let in_use = profiles_in_use(&config);
             reloader.on_reload(
-                &["model", "profiles", "skills"],
+                IN_PLACE,
                 Box::new(move |config, env| {
-                    // Accounts and routes keep the profiles they name until a restart: one of
-                    // those gone would send its chats to the default profile's persona and memory.
+                    // Accounts keep the profiles they name until a restart: one of those gone
+                    // would send its chats to the default profile's persona and memory.
                     if let Some(gone) = in_use.iter().find(|p| !config.profiles.contains_key(*p)) {
                         return vec![format!(
-                            "profiles not rebuilt: profile {gone} is still named by a running account or route; restart to remove it"
+                            "profiles and routes not reloaded: profile {gone} is still named by a running account; restart to remove it"
                         )];
                     }
-                    let mut mixed = base.clone();
-                    mixed.model = config.model.clone();
-                    mixed.profiles = config.profiles.clone();
-                    mixed.skills = config.skills.clone();
+                    let mixed = in_place(&base, config);
                     match kit.agents(&mixed, env, &paths, &store, &metrics) {
                         Ok(agents) => {
                             runner.agents().replace(agents);
-                            vec!["models and prices, profiles (personas, models, skills, toolsets)".to_owned()]
+                            runner.reconfigure(mixed.routes.clone().into(), mixed.tools.clone());
+                            let (models, profiles) = api_catalog(&mixed, &paths);
+                            api_models.set(Arc::new(models));
+                            api_profiles.set(Arc::new(profiles));
+                            vec![
+                                "models and prices, profiles (personas, models, skills, toolsets)".to_owned(),
+                                "routes, toolsets per platform, approved commands, cron time zone".to_owned(),
+                            ]
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "profiles not rebuilt on reload; the running ones stay");
-                            vec![format!("profiles not rebuilt ({e}); the running ones stay")]
+                            vec![format!("profiles and routes not reloaded ({e}); the running ones stay")]
                         }
                     }
                 }),
@@ -235,15 +245,8 @@ impl Daemon {
                 api_key: env.secret("API_SERVER_KEY").map_err(|e| anyhow::anyhow!(e))?,
                 local_key: Some(access.1),
                 model_id: config.platforms.api.model_id.clone(),
-                models: Arc::new(config.api_models()),
-                profiles: Arc::new(
-                    config
-                        .profile_names()
-                        .into_iter()
-                        .filter_map(|name| config.profile(name, &paths))
-                        .map(|p| (p.name.to_owned(), p.models.first().map(|m| m.name.clone())))
-                        .collect(),
-                ),
+                models: api_models,
+                profiles: api_profiles,
                 ready: ready.clone(),
                 sse_keepalive: config.http.sse_keepalive.get(),
                 platforms: adapters.platforms.clone(),
@@ -305,7 +308,55 @@ impl Daemon {
     }
 }
 
-/// The profiles a config's platform accounts and routes name (they are wired at start).
+/// The keys a reload takes in place (a table, or one key of it); every other change waits for a
+/// restart and is named as such.
+const IN_PLACE: &[&str] = &[
+    "model",
+    "profiles",
+    "skills",
+    "routes",
+    "tools.toolsets",
+    "tools.platforms",
+    "tools.approved_commands",
+    "tools.clarify_timeout",
+    "tools.memory_chars",
+    "tools.user_chars",
+    "cron.timezone",
+    "cron.default_deliver",
+];
+
+/// The config the daemon runs on after a reload: `base` (what it started with) with the keys of
+/// `IN_PLACE` taken from `new`.
+fn in_place(base: &Config, new: &Config) -> Config {
+    let mut mixed = base.clone();
+    mixed.model = new.model.clone();
+    mixed.profiles = new.profiles.clone();
+    mixed.skills = new.skills.clone();
+    mixed.routes = new.routes.clone();
+    let (tools, from) = (&mut mixed.tools, &new.tools);
+    tools.toolsets = from.toolsets.clone();
+    tools.platforms = from.platforms.clone();
+    tools.approved_commands = from.approved_commands.clone();
+    tools.clarify_timeout = from.clarify_timeout;
+    tools.memory_chars = from.memory_chars;
+    tools.user_chars = from.user_chars;
+    mixed.cron.timezone = new.cron.timezone.clone();
+    mixed.cron.default_deliver = new.cron.default_deliver.clone();
+    mixed
+}
+
+/// The model ids the API answers to, and each profile with its primary model (`/readyz`).
+fn api_catalog(config: &Config, paths: &Paths) -> (crate::config::ApiModels, Vec<(String, Option<String>)>) {
+    let profiles = config
+        .profile_names()
+        .into_iter()
+        .filter_map(|name| config.profile(name, paths))
+        .map(|p| (p.name.to_owned(), p.models.first().map(|m| m.name.clone())))
+        .collect();
+    (config.api_models(), profiles)
+}
+
+/// The profiles a config's platform accounts name (they are wired at start).
 fn profiles_in_use(config: &Config) -> Vec<String> {
     fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
         match value {
@@ -323,7 +374,6 @@ fn profiles_in_use(config: &Config) -> Vec<String> {
     }
     let mut out = Vec::new();
     walk(&serde_json::to_value(&config.platforms).unwrap_or_default(), &mut out);
-    out.extend(config.routes.iter().filter_map(|r| r.profile.clone()));
     out.retain(|p| p != crate::config::DEFAULT_PROFILE);
     out.sort();
     out.dedup();

@@ -220,3 +220,44 @@ async fn models_and_profiles_change_on_reload_for_the_next_turn() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_toolsets_and_the_cron_time_zone_change_on_reload_and_the_rest_is_named() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = |toolsets: &str, extra: &str| {
+        format!(
+            "[http]\nlisten = \"127.0.0.1:{port}\"\n\n[model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\nname = \"fake\"\n\n\
+             [tools]\ntoolsets = [{toolsets}]\n{extra}",
+            llm.base_url()
+        )
+    };
+    std::fs::write(home.path().join("config.toml"), config("\"memory\"", "")).unwrap();
+    let mut child = spawn_gateway_with_env(home.path(), &[]);
+    wait_ready(port, home.path()).await;
+    let sent = |text: &str| llm.requests().into_iter().rev().find(|r| r.to_string().contains(text)).expect("sent");
+    let offered = offered_tools(port, &llm, "one").await;
+    assert!(offered.contains(&"memory".to_owned()) && !offered.contains(&"todo".to_owned()), "{offered:?}");
+    assert!(!sent("one").to_string().contains("Speak like a pirate."));
+
+    // Toolsets, a route and the cron time zone change; the sandbox's network rule waits.
+    let changed = config(
+        "\"memory\", \"todo\"",
+        "\n[tools.terminal]\ndeny_read = [\"/srv/nothing-here\"]\n\n[cron]\ntimezone = \"Europe/Berlin\"\n\n\
+         [[routes]]\nplatform = \"api\"\nsystem_prompt = \"Speak like a pirate.\"\n",
+    );
+    std::fs::write(home.path().join("config.toml"), changed).unwrap();
+    let done = hermesd_cli(home.path(), &["reload"]);
+    let said = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert_eq!(done.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&done.stderr));
+    assert!(said.contains("routes"), "{said}");
+    assert!(said.contains("[tools] terminal"), "the sandbox waits for a restart: {said}");
+    assert!(!said.contains("toolsets") || said.contains("toolsets per platform"), "{said}");
+    assert!(!said.contains("[cron]") && !said.contains("[routes]"), "nothing else waits: {said}");
+    let offered = offered_tools(port, &llm, "two").await;
+    assert!(offered.contains(&"todo".to_owned()), "the new toolset is offered: {offered:?}");
+    assert!(sent("two").to_string().contains("Speak like a pirate."), "the new route's prompt");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -309,6 +309,30 @@ async fn a_client_function_call_ends_the_response_and_its_output_continues_the_t
     let users = messages.iter().filter(|m| m["role"] == "user").count();
     assert_eq!(users, 1, "the output is no user message: {messages:?}");
 
+    // Streamed, a response of one call alone has no message item: the call is output 0, in the
+    // events as in the final object.
+    llm.push(Duration::ZERO, Step::ToolCalls(vec![("get_weather".into(), "{}".into())]));
+    let body = client()
+        .post(format!("{}/v1/responses", d.base))
+        .bearer_auth(KEY)
+        .json(&json!({ "input": "and in Rome?", "tools": tools, "stream": true }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events = sse_events(&body);
+    let added: Vec<(u64, &str)> = events
+        .iter()
+        .filter(|(k, _)| k == "response.output_item.added")
+        .map(|(_, e)| (e["output_index"].as_u64().unwrap(), e["item"]["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(added, [(0, "function_call")], "{body}");
+    let completed = &events.last().unwrap().1["response"];
+    assert_eq!(completed["output"][0]["type"], "function_call", "{completed}");
+    assert_eq!(completed["output"].as_array().unwrap().len(), 1, "{completed}");
+
     // A client function named like one of hermesd's own tools is refused.
     let taken = json!([{"type": "function", "name": "memory", "parameters": {"type": "object"}}]);
     let (status, refused, _) = create(&d.base, json!({ "input": "hi", "tools": taken })).await;

@@ -3,8 +3,9 @@
 //! problems are logged and answered); a good one takes effect for what can change in place —
 //! the allowlists and admins (`*_ALLOWED_USERS`, `*_ADMIN_USERS`, … from `.env` and the process
 //! environment, which still wins), and what the parts above this floor registered with
-//! `on_reload` (the MCP servers, the log filter) — and the log and answer name the tables whose
-//! changes wait for a restart. `/readyz` says which config is live.
+//! `on_reload` (the MCP servers, the log filter, the profiles with routes and toolsets) — and the
+//! log and answer name the tables (or keys of a table taken in part) whose changes wait for a
+//! restart. `/readyz` says which config is live.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -75,7 +76,8 @@ impl Reloader {
         Self { paths, access, redaction, running: Mutex::new((shape, live)), hooks: Mutex::new(Vec::new()) }
     }
 
-    /// Have `hook` take each accepted config; changes of `tables` then need no restart.
+    /// Have `hook` take each accepted config; changes of `tables` (a top-level table such as
+    /// `model`, or one key of it such as `tools.toolsets`) then need no restart.
     pub fn on_reload(&self, tables: &'static [&'static str], hook: ReloadHook) {
         self.hooks.lock().unwrap_or_else(PoisonError::into_inner).push((tables, hook));
     }
@@ -99,11 +101,9 @@ impl Reloader {
                 for (_, hook) in hooks.iter() {
                     applied.extend(hook(&config, &env));
                 }
-                let covered: Vec<String> =
-                    hooks.iter().flat_map(|(tables, _)| tables.iter().map(|t| format!("[{t}]"))).collect();
+                let covered: Vec<&str> = hooks.iter().flat_map(|(tables, _)| tables.iter().copied()).collect();
                 drop(hooks);
-                let restart_needed: Vec<String> =
-                    changed_tables(&running.0, &shape).into_iter().filter(|t| !covered.contains(t)).collect();
+                let restart_needed = changed_tables(&running.0, &shape, &covered);
                 running.0 = shape;
                 running.1.digest = digest(&self.paths.config);
                 running.1.loaded_at = crate::clock::now_ms();
@@ -138,13 +138,40 @@ impl Reloader {
     }
 }
 
-/// The top-level tables (and keys) that differ between two configs.
-fn changed_tables(old: &serde_json::Value, new: &serde_json::Value) -> Vec<String> {
+/// The top-level tables that differ between two configs and are not `covered`; for a table of
+/// which `covered` names only some keys (`tools.toolsets`), the other keys of it that differ.
+fn changed_tables(old: &serde_json::Value, new: &serde_json::Value, covered: &[&str]) -> Vec<String> {
     let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else { return vec!["(all)".into()] };
-    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
+    let mut out = Vec::new();
+    for key in keys_of(old, new) {
+        let (was, is) = (old.get(key), new.get(key));
+        if was == is || covered.contains(&key.as_str()) {
+            continue;
+        }
+        let prefix = format!("{key}.");
+        let parts: Vec<&str> = covered.iter().filter_map(|c| c.strip_prefix(prefix.as_str())).collect();
+        match (was.and_then(|v| v.as_object()), is.and_then(|v| v.as_object())) {
+            (Some(was), Some(is)) if !parts.is_empty() => out.extend(
+                keys_of(was, is)
+                    .into_iter()
+                    .filter(|sub| was.get(*sub) != is.get(*sub) && !parts.contains(&sub.as_str()))
+                    .map(|sub| format!("[{key}] {sub}")),
+            ),
+            _ => out.push(format!("[{key}]")),
+        }
+    }
+    out
+}
+
+/// The keys of two objects, sorted, each once.
+fn keys_of<'a>(
+    a: &'a serde_json::Map<String, serde_json::Value>,
+    b: &'a serde_json::Map<String, serde_json::Value>,
+) -> Vec<&'a String> {
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
-    keys.into_iter().filter(|k| old.get(*k) != new.get(*k)).map(|k| format!("[{k}]")).collect()
+    keys
 }
 
 #[cfg(test)]
@@ -155,6 +182,16 @@ mod tests {
     fn changed_tables_are_named() {
         let old = serde_json::json!({"agent": {"x": 1}, "tools": {"y": 2}});
         let new = serde_json::json!({"agent": {"x": 1}, "tools": {"y": 3}, "routes": []});
-        assert_eq!(changed_tables(&old, &new), ["[routes]", "[tools]"]);
+        assert_eq!(changed_tables(&old, &new, &[]), ["[routes]", "[tools]"]);
+        assert!(changed_tables(&old, &new, &["routes", "tools"]).is_empty());
+    }
+
+    #[test]
+    fn a_table_covered_in_part_names_its_other_keys() {
+        let old = serde_json::json!({"tools": {"toolsets": ["a"], "terminal": {"sandbox": "off"}, "z": 1}});
+        let new = serde_json::json!({"tools": {"toolsets": ["b"], "terminal": {"sandbox": "on"}, "z": 1}});
+        assert_eq!(changed_tables(&old, &new, &["tools.toolsets"]), ["[tools] terminal"]);
+        let only_covered = serde_json::json!({"tools": {"toolsets": ["b"], "terminal": {"sandbox": "off"}, "z": 1}});
+        assert!(changed_tables(&old, &only_covered, &["tools.toolsets"]).is_empty());
     }
 }

@@ -113,6 +113,7 @@ pub(super) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
     }
     let data: Vec<Value> = state
         .models
+        .get()
         .listed()
         .map(|id| json!({ "id": id, "object": "model", "created": 0, "owned_by": "hermesd" }))
         .collect();
@@ -150,7 +151,7 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_idempotency_key", e.to_string());
         }
     };
-    let profile = match state.models.profile(request.model.as_deref()) {
+    let profile = match state.models.get().profile(request.model.as_deref()) {
         Ok(profile) => profile.to_owned(),
         Err(e) => return error(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", e),
     };

@@ -45,6 +45,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     // One line per profile: the model its turns start on.
     let profiles: serde_json::Map<String, serde_json::Value> = state
         .profiles
+        .get()
         .iter()
         .map(|(name, model)| {
             let line = model.as_ref().map_or_else(|| "no model configured".to_owned(), |m| format!("model {m}"));

@@ -47,6 +47,7 @@ use crate::metrics::Metrics;
 use crate::outbox::{Outbox, PlatformRegistry};
 use crate::platforms::api::ApiPlatform;
 use crate::store::Store;
+use crate::vocab::live::Live;
 use crate::webhooks::handler::WebhookState;
 use hermesd_platform::PlatformContext;
 
@@ -68,6 +69,9 @@ impl Readiness {
     }
 }
 
+/// Each profile with its primary model (`None`: no model configured).
+pub type ProfileModels = Vec<(String, Option<String>)>;
+
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
@@ -85,10 +89,11 @@ pub struct AppState {
     pub local_key: Option<Secret>,
     /// The model id replies name when the request names none (the default profile's).
     pub model_id: String,
-    /// The model ids the API answers to, each naming a profile.
-    pub models: Arc<crate::config::ApiModels>,
-    /// Each profile with its primary model (`None`: no model configured), for `/readyz`.
-    pub profiles: Arc<Vec<(String, Option<String>)>>,
+    /// The model ids the API answers to, each naming a profile (a reload replaces them).
+    pub models: Arc<Live<crate::config::ApiModels>>,
+    /// Each profile with its primary model (`None`: no model configured), for `/readyz` (a
+    /// reload replaces them).
+    pub profiles: Arc<Live<ProfileModels>>,
     /// Readiness flags.
     pub ready: Arc<Readiness>,
     /// SSE keepalive interval.

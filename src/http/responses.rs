@@ -312,7 +312,7 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_idempotency_key", e.to_string());
         }
     };
-    let profile = match state.models.profile(request.model.as_deref()) {
+    let profile = match state.models.get().profile(request.model.as_deref()) {
         Ok(profile) => profile.to_owned(),
         Err(e) => return error(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", e),
     };
@@ -458,13 +458,16 @@ impl Events {
 }
 
 /// The events of a whole answer after its start: the text, the item done, then completed (or
-/// failed). `streamed` is what deltas already carried.
+/// failed). `streamed` is what deltas already carried; `opened`: whether the message item was
+/// (its first words came). The message item is there exactly when the final object has one
+/// (`response_output`), so the stream's output indexes are the stored object's.
 fn closing_events(
     events: &mut Events,
     meta: &ReplyMeta,
     response: &ResponseMeta,
     reply: &ApiReply,
     streamed: &str,
+    opened: bool,
 ) -> Vec<(String, String)> {
     let item_id = format!("msg_{}", response.id.trim_start_matches("resp_"));
     let mut out = Vec::new();
@@ -472,28 +475,34 @@ fn closing_events(
         out.push(events.frame("response.failed", json!({ "response": response_object(meta, response, Some(reply)) })));
         return out;
     }
-    let rest = reply.text.strip_prefix(streamed).unwrap_or(if streamed.is_empty() { &reply.text } else { "" });
-    if !rest.is_empty() {
+    let has_message = opened || reply.calls.is_empty() || !reply.text.trim().is_empty();
+    if has_message {
+        if !opened {
+            out.extend(message_opening(events, response));
+        }
+        let rest = reply.text.strip_prefix(streamed).unwrap_or(if streamed.is_empty() { &reply.text } else { "" });
+        if !rest.is_empty() {
+            out.push(events.frame(
+                "response.output_text.delta",
+                json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": rest, "logprobs": [] }),
+            ));
+        }
+        let part = json!({ "type": "output_text", "text": reply.text, "annotations": [] });
         out.push(events.frame(
-            "response.output_text.delta",
-            json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": rest, "logprobs": [] }),
+            "response.output_text.done",
+            json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "text": reply.text, "logprobs": [] }),
+        ));
+        out.push(events.frame(
+            "response.content_part.done",
+            json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "part": part }),
+        ));
+        out.push(events.frame(
+            "response.output_item.done",
+            json!({ "output_index": 0, "item": response_message_item(&response.id, &reply.text, "completed") }),
         ));
     }
-    let part = json!({ "type": "output_text", "text": reply.text, "annotations": [] });
-    out.push(events.frame(
-        "response.output_text.done",
-        json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "text": reply.text, "logprobs": [] }),
-    ));
-    out.push(events.frame(
-        "response.content_part.done",
-        json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "part": part }),
-    ));
-    out.push(events.frame(
-        "response.output_item.done",
-        json!({ "output_index": 0, "item": response_message_item(&response.id, &reply.text, "completed") }),
-    ));
     for (i, call) in reply.calls.iter().enumerate() {
-        let index = i + 1;
+        let index = i + usize::from(has_message);
         let item = function_call_item(call);
         let mut started = item.clone();
         started["arguments"] = json!("");
@@ -513,13 +522,19 @@ fn closing_events(
     out
 }
 
-/// The events that open an answer: created, in progress, the message item and its text part.
+/// The events that open an answer: created, in progress.
 fn opening_events(events: &mut Events, meta: &ReplyMeta, response: &ResponseMeta) -> Vec<(String, String)> {
-    let item_id = format!("msg_{}", response.id.trim_start_matches("resp_"));
     let started = response_object(meta, response, None);
     vec![
         events.frame("response.created", json!({ "response": started })),
         events.frame("response.in_progress", json!({ "response": started })),
+    ]
+}
+
+/// The events that open the message item and its text part (output index 0).
+fn message_opening(events: &mut Events, response: &ResponseMeta) -> Vec<(String, String)> {
+    let item_id = format!("msg_{}", response.id.trim_start_matches("resp_"));
+    vec![
         events.frame(
             "response.output_item.added",
             json!({ "output_index": 0, "item": response_message_item(&response.id, "", "in_progress") }),
@@ -557,7 +572,9 @@ fn stream(
             }
         }
         let item_id = format!("msg_{}", response.id.trim_start_matches("resp_"));
-        let mut streamed = String::new();
+        // The message item opens with the first words: an answer of function calls alone has
+        // none, as its final object has none.
+        let (mut streamed, mut opened) = (String::new(), false);
         let mut waiter = waiter;
         let reply = loop {
             tokio::select! {
@@ -566,33 +583,34 @@ fn stream(
                     // Reasoning has no place in a plain message item: only the answer streams.
                     let _ = buffer.take_reasoning();
                     let text = buffer.take();
-                    if !text.is_empty() {
-                        streamed.push_str(&text);
-                        let delta = events.frame(
-                            "response.output_text.delta",
-                            json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": [] }),
-                        );
-                        if tx.send(delta).await.is_err() {
+                    let held = streamed.len();
+                    streamed.push_str(&text);
+                    if streamed.trim().is_empty() {
+                        continue;
+                    }
+                    let mut out = Vec::new();
+                    if !opened {
+                        opened = true;
+                        out.extend(message_opening(&mut events, &response));
+                    }
+                    // Words held back while only blanks had come go out with these.
+                    let delta = if out.is_empty() { text } else { streamed[..held].to_owned() + &text };
+                    out.push(events.frame(
+                        "response.output_text.delta",
+                        json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": delta, "logprobs": [] }),
+                    ));
+                    for event in out {
+                        if tx.send(event).await.is_err() {
                             return;
                         }
                     }
                 }
             }
         };
-        let tail = buffer.take();
-        streamed.push_str(&tail);
+        // What came after the last notice, and blanks held back, go out with the closing events.
+        let sent = if opened { streamed } else { String::new() };
         let closing = match reply {
-            Ok(reply) => {
-                let mut out = Vec::new();
-                if !tail.is_empty() {
-                    out.push(events.frame(
-                        "response.output_text.delta",
-                        json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": tail, "logprobs": [] }),
-                    ));
-                }
-                out.extend(closing_events(&mut events, &meta, &response, &reply, &streamed));
-                out
-            }
+            Ok(reply) => closing_events(&mut events, &meta, &response, &reply, &sent, opened),
             Err(_) => vec![events.frame(
                 "error",
                 json!({ "code": "restarting", "message": "hermesd is restarting; this message was saved and will be answered after the restart" }),

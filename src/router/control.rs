@@ -145,7 +145,7 @@ impl Router {
         };
         let admin = if self.is_admin(message) { " · admin" } else { "" };
         let routed = runner.route(&message.chat, &sender.id);
-        let route = match routed {
+        let route = match &routed {
             Some((index, route)) => {
                 let mut sets = Vec::new();
                 sets.extend(route.profile.as_ref().map(|p| format!("profile {p}")));

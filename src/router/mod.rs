@@ -138,18 +138,18 @@ impl Router {
     /// The profile answering `user` in `chat`: the one the message asked for by name (the
     /// API's `model`), else the first matching route's, else its adapter's account's, else the
     /// default.
-    fn profile_of<'a>(&'a self, chat: &ChatRef, user: &str, asked: Option<&'a str>) -> &'a str {
+    fn profile_of(&self, chat: &ChatRef, user: &str, asked: Option<&str>) -> String {
         let agents = self.inner.runner.agents();
         if let Some(asked) = asked.filter(|p| agents.has(p)) {
-            return asked;
+            return asked.to_owned();
         }
-        let routed = self.inner.runner.route(chat, user).and_then(|(_, route)| route.profile.as_deref());
+        let routed = self.inner.runner.route(chat, user).and_then(|(_, route)| route.profile);
         if let Some(profile) = routed.filter(|p| agents.has(p)) {
             return profile;
         }
         match self.inner.settings.profiles.get(&chat.platform) {
-            Some(profile) if agents.has(profile) => profile,
-            _ => DEFAULT_PROFILE,
+            Some(profile) if agents.has(profile) => profile.clone(),
+            _ => DEFAULT_PROFILE.to_owned(),
         }
     }
 
@@ -195,7 +195,7 @@ impl Router {
                     return;
                 }
                 let profile = self.profile_of(&message.chat, &message.sender.id, message.profile.as_deref());
-                let key = session_key(profile, &message.chat, &message.sender, self.inner.settings.group_per_user);
+                let key = session_key(&profile, &message.chat, &message.sender, self.inner.settings.group_per_user);
                 let prefix = self.inner.runner.outbox().platforms().command_prefix(&message.chat.platform);
                 match commands::parse(&message.text, prefix) {
                     Parsed::Command(command) => self.control(seq, &key, &message, command, prefix).await,
@@ -209,7 +209,7 @@ impl Router {
             }
             InboundEvent::Action { action, .. } => {
                 let profile = self.profile_of(&action.chat, &action.sender.id, None);
-                let key = session_key(profile, &action.chat, &action.sender, self.inner.settings.group_per_user);
+                let key = session_key(&profile, &action.chat, &action.sender, self.inner.settings.group_per_user);
                 let approvals = self.inner.runner.approvals();
                 let decision = Approve::of_button(&action.data);
                 let answered = match decision {

@@ -113,10 +113,9 @@ impl Waiter {
 /// Pending questions by session key; one at a time per session (a turn runs one tool at a time
 /// where approvals are involved, since those tools are not parallel-safe). Each is tagged with
 /// the registration that made it, so an ended wait removes its own waiter and never a newer one.
-#[derive(Default)]
 pub struct Approvals {
-    /// `[tools] approved_commands`.
-    preapproved: Arc<[String]>,
+    /// `[tools] approved_commands` (a reload replaces them).
+    preapproved: crate::vocab::live::Live<[String]>,
     pending: Mutex<HashMap<String, (u64, Waiter)>>,
     next: AtomicU64,
     /// `/approve session` commands by session id, each with when it was last used.
@@ -150,15 +149,32 @@ pub enum Answered {
     NothingPending,
 }
 
+impl Default for Approvals {
+    fn default() -> Self {
+        Self::with_preapproved(&[])
+    }
+}
+
 impl Approvals {
     /// A broker with the operator's approved commands (`[tools] approved_commands`).
     pub fn with_preapproved(preapproved: &[String]) -> Self {
-        Self { preapproved: preapproved.into(), ..Self::default() }
+        Self {
+            preapproved: crate::vocab::live::Live::new(preapproved.into()),
+            pending: Mutex::default(),
+            next: AtomicU64::default(),
+            session_grants: Mutex::default(),
+            uses: AtomicU64::default(),
+        }
     }
 
     /// The operator's approved commands.
     pub fn preapproved(&self) -> Arc<[String]> {
-        self.preapproved.clone()
+        self.preapproved.get()
+    }
+
+    /// Take a reloaded config's approved commands for the commands asked from now on.
+    pub fn set_preapproved(&self, preapproved: &[String]) {
+        self.preapproved.set(preapproved.into());
     }
 
     /// Resolve a pending approval for `session_key`.

@@ -187,7 +187,7 @@ pub struct Flusher {
     /// Sends the notice.
     pub outbox: Outbox,
     /// Toolsets per platform: no flush where `memory` is not allowed.
-    pub tools: ToolsConfig,
+    pub tools: Arc<crate::vocab::live::Live<ToolsConfig>>,
     /// `HERMESD_HOME`.
     pub data_dir: PathBuf,
     /// `[memory]` flush settings.
@@ -249,7 +249,7 @@ impl Flusher {
             return FlushOutcome::Skipped("flush is off");
         }
         let agent = self.agents.of_key(&target.key.key);
-        let policy = agent.narrow(ToolPolicy::new(self.tools.toolsets_for(&target.key.platform)));
+        let policy = agent.narrow(ToolPolicy::new(self.tools.get().toolsets_for(&target.key.platform)));
         let policy = policy.narrow(&ToolPolicy::new([MEMORY]));
         let tools = agent.registry.allowed(&policy);
         if tools.get(MEMORY).is_none() {

@@ -46,6 +46,7 @@ use crate::metrics::{ERRORS_TOTAL, Metrics, TURNS_TOTAL};
 use crate::outbox::Outbox;
 use crate::store::{EventState, PendingOutbound, SessionInfo, SessionKey, Store, StoreError, TokenTotals, TurnEnd};
 use crate::usage::Payer;
+use crate::vocab::live::Live;
 use crate::vocab::message::Message;
 
 /// A message waiting for its turn.
@@ -125,6 +126,10 @@ pub struct RunnerSettings {
 pub struct TurnRunner {
     parts: RunnerParts,
     settings: RunnerSettings,
+    /// `[[routes]]` in force (a reload replaces them; `parts.routes` is what the daemon started with).
+    routes: Live<[RouteConfig]>,
+    /// `[tools]` in force: the toolsets per platform (a reload replaces it).
+    tools: Arc<Live<ToolsConfig>>,
     /// Memory flushes before context is lost (`lifecycle.rs`).
     flusher: Arc<Flusher>,
     /// Background work of turns (session titles).
@@ -134,18 +139,28 @@ pub struct TurnRunner {
 impl TurnRunner {
     /// A runner.
     pub fn new(parts: RunnerParts, settings: RunnerSettings) -> Self {
+        let tools = Arc::new(Live::new(Arc::new(settings.tools.clone())));
         let flusher = Arc::new(Flusher {
             store: parts.store.clone(),
             agents: parts.agents.clone(),
             outbox: parts.outbox.clone(),
-            tools: settings.tools.clone(),
+            tools: tools.clone(),
             data_dir: parts.data_dir.clone(),
             settings: settings.flush,
             gate: Default::default(),
             metrics: parts.metrics.clone(),
             accounting: parts.accounting.clone(),
         });
-        Self { parts, settings, flusher, tasks: TaskTracker::new() }
+        let routes = Live::new(parts.routes.clone());
+        Self { parts, settings, routes, tools, flusher, tasks: TaskTracker::new() }
+    }
+
+    /// Take a reloaded config's `[[routes]]` and `[tools]` for the turns that start from now;
+    /// running turns finish on what they started with.
+    pub fn reconfigure(&self, routes: Arc<[RouteConfig]>, tools: ToolsConfig) {
+        self.parts.approvals.set_preapproved(&tools.approved_commands);
+        self.routes.set(routes);
+        self.tools.set(Arc::new(tools));
     }
 
     /// Each profile's agent.
@@ -154,8 +169,9 @@ impl TurnRunner {
     }
 
     /// The route of a message in `chat` from `user` (the first that matches), with its index.
-    pub fn route(&self, chat: &ChatRef, user: &str) -> Option<(usize, &RouteConfig)> {
-        self.parts.routes.iter().enumerate().find(|(_, route)| route.matches(chat, user))
+    pub fn route(&self, chat: &ChatRef, user: &str) -> Option<(usize, RouteConfig)> {
+        let routes = self.routes.get();
+        routes.iter().enumerate().find(|(_, route)| route.matches(chat, user)).map(|(i, route)| (i, route.clone()))
     }
 
     /// The agent of the profile `key` belongs to.
@@ -292,7 +308,7 @@ impl TurnRunner {
     /// the `cron` platform's), never more than its creating chat's platform allows, and never
     /// the interactive or job-creating ones.
     fn policy(&self, origin: &TurnOrigin, key: &SessionKey, message: &InboundMessage) -> ToolPolicy {
-        let tools = &self.settings.tools;
+        let tools = self.tools.get();
         let mut platform_policy = self.agent(key).narrow(ToolPolicy::new(tools.toolsets_for(&key.platform)));
         if let Some((_, route)) = self.route(&message.chat, &message.sender.id)
             && let Some(sets) = &route.toolsets
@@ -334,7 +350,7 @@ impl TurnRunner {
 
     fn compressor(&self, session_id: &str, key: &SessionKey, message: &InboundMessage) -> Compressor {
         let agent = self.agent(key);
-        let policy = agent.narrow(ToolPolicy::new(self.settings.tools.toolsets_for(&key.platform)));
+        let policy = agent.narrow(ToolPolicy::new(self.tools.get().toolsets_for(&key.platform)));
         let tools = agent.registry.allowed(&policy);
         Compressor {
             store: self.parts.store.clone(),

@@ -159,7 +159,7 @@ impl TurnRunner {
         let route = self.route(&job.message.chat, &job.message.sender.id).map(|(_, route)| route);
         let tools = agent.registry.allowed(&policy);
         let chosen = session.model.as_deref().or_else(|| self.parts.routing.model(origin));
-        let chosen = chosen.or_else(|| route.and_then(|r| r.model.as_deref()));
+        let chosen = chosen.or_else(|| route.as_ref().and_then(|r| r.model.as_deref()));
         let chain = match chosen {
             Some(name) => agent.chain.starting_with(name),
             None => agent.chain.clone(),

@@ -251,17 +251,18 @@ impl McpHub {
         self.servers.lock().expect("servers lock poisoned").iter().map(|r| r.state.clone()).collect()
     }
 
-    /// Recompute the snapshot from every server's tools; the generation moves only when the
-    /// combined list changed.
+    /// Recompute the snapshot from every server's tools. The snapshot stays locked while it is
+    /// computed, so two servers changing at once cannot leave the older list in place.
     fn rebuild(&self) {
+        let mut snapshot = self.snapshot.lock().expect("snapshot lock poisoned");
         let mut all: BTreeMap<String, ToolEntry> = BTreeMap::new();
         for server in &self.states() {
             for entry in server.tools().iter() {
                 all.entry(entry.spec.name.to_string()).or_insert_with(|| entry.clone());
             }
         }
-        let tools: Arc<[ToolEntry]> = all.into_values().collect();
-        *self.snapshot.lock().expect("snapshot lock poisoned") = tools;
+        *snapshot = all.into_values().collect();
+        drop(snapshot);
         self.generation.send_modify(|g| *g += 1);
     }
 
