@@ -48,8 +48,35 @@ fn sse_events(body: &str) -> Vec<(String, Value)> {
 async fn a_conversation_continues_by_previous_response_and_is_kept_retrieved_and_deleted() {
     let llm = FakeLlm::echo().await;
     let home = tempfile::tempdir().unwrap();
-    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let d = start_daemon(home.path(), &config_for(&llm, "[profiles.helper]\n"), &[("API_SERVER_KEY", KEY)]).await;
     let base = &d.base;
+
+    // A conversation stays with its profile: a continuation naming no model takes it, one
+    // naming another profile's is refused.
+    let (status, helped, _) = create(base, json!({ "model": "helper", "input": "I am Bo" })).await;
+    assert_eq!(status, 200, "{helped}");
+    let (status, again, _) = create(base, json!({ "input": "who am I?", "previous_response_id": helped["id"] })).await;
+    assert_eq!((status, again["model"].as_str()), (200, Some("helper")), "{again}");
+    let sent = prompt(llm.requests().last().unwrap());
+    assert!(sent.iter().any(|(_, text)| text == "I am Bo"), "the helper's history: {sent:?}");
+    let (status, other, _) =
+        create(base, json!({ "model": "hermes-agent", "input": "x", "previous_response_id": again["id"] })).await;
+    assert_eq!((status, other["error"]["code"].as_str()), (400, Some("model_mismatch")), "{other}");
+
+    // A conversation opened with earlier messages keeps them: a continuation's model sees them.
+    let opened = json!([
+        {"role": "user", "content": "my dog is Rex"},
+        {"role": "assistant", "content": "A fine name."},
+        {"role": "user", "content": "hello"},
+    ]);
+    let (status, opening, _) = create(base, json!({ "input": opened })).await;
+    assert_eq!(status, 200, "{opening}");
+    let (status, _, _) =
+        create(base, json!({ "input": "what is my dog called?", "previous_response_id": opening["id"] })).await;
+    assert_eq!(status, 200);
+    let sent = prompt(llm.requests().last().unwrap());
+    let turns: Vec<&str> = sent.iter().filter(|(role, _)| role != "system").map(|(_, text)| text.as_str()).collect();
+    assert_eq!(turns, ["my dog is Rex", "A fine name.", "hello", "echo: hello", "what is my dog called?"], "{sent:?}");
 
     let (status, first, _) =
         create(base, json!({ "model": "hermes-agent", "input": "my name is Ada", "instructions": "Answer briefly." }))
@@ -58,7 +85,7 @@ async fn a_conversation_continues_by_previous_response_and_is_kept_retrieved_and
     assert_eq!((first["object"].as_str(), first["status"].as_str()), (Some("response"), Some("completed")));
     assert_eq!(text(&first), "echo: my name is Ada");
     assert!(first["usage"]["total_tokens"].as_u64().is_some(), "{first}");
-    let sent = prompt(&llm.requests()[0]);
+    let sent = prompt(llm.requests().last().unwrap());
     assert!(
         sent.iter().any(|(role, text)| role == "system" && text == "Answer briefly."),
         "instructions reach the model: {sent:?}"

@@ -223,11 +223,7 @@ fn read_tools(tools: &[Value]) -> Result<Vec<ClientTool>, Box<Response>> {
 
 /// The chat a request continues: the one its previous response was given in (which must be that
 /// chat's newest stored response), the session header's, or a new one.
-async fn chat_for(
-    state: &AppState,
-    headers: &HeaderMap,
-    previous: Option<&str>,
-) -> Result<(String, bool, Option<Value>), Box<Response>> {
+async fn chat_for(state: &AppState, headers: &HeaderMap, previous: Option<&str>) -> Result<Chat, Box<Response>> {
     if let Some(previous) = previous {
         let found = state.store.api_response(previous).await.map_err(|e| {
             Box::new(error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "store_unavailable", e.to_string()))
@@ -264,14 +260,27 @@ async fn chat_for(
                 "hermesd continues a conversation from its newest response only; use that one's id",
             )));
         }
-        let body = serde_json::from_str(&found.body).ok();
-        return Ok((found.chat_id, true, body));
+        let previous = serde_json::from_str(&found.body).ok();
+        return Ok(Chat { id: found.chat_id, continued: true, previous, context: found.context });
     }
     let header = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
-    Ok(match header {
-        Some(session) => (session.to_owned(), true, None),
-        None => (format!("resp:{}", uuid::Uuid::now_v7().simple()), false, None),
-    })
+    let (id, continued) = match header {
+        Some(session) => (session.to_owned(), true),
+        None => (format!("resp:{}", uuid::Uuid::now_v7().simple()), false),
+    };
+    Ok(Chat { id, continued, previous: None, context: Vec::new() })
+}
+
+/// The API chat a request talks in.
+struct Chat {
+    /// Its id.
+    id: String,
+    /// Whether it has a history in hermesd (a previous response, or a named session).
+    continued: bool,
+    /// The response it continues, as the client got it.
+    previous: Option<Value>,
+    /// The messages the conversation opened with, which the model sees before its transcript.
+    context: Vec<HistoryMessage>,
 }
 
 /// `POST /v1/responses`.
@@ -312,14 +321,32 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_idempotency_key", e.to_string());
         }
     };
-    let profile = match state.models.get().profile(request.model.as_deref()) {
+    let models = state.models.get();
+    let profile = match models.profile(request.model.as_deref()) {
         Ok(profile) => profile.to_owned(),
         Err(e) => return error(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", e),
     };
-    let (chat_id, continued, previous) = match chat_for(&state, &headers, request.previous_response_id.as_deref()).await
-    {
-        Ok(chat) => chat,
-        Err(response) => return *response,
+    let Chat { id: chat_id, continued, previous, context } =
+        match chat_for(&state, &headers, request.previous_response_id.as_deref()).await {
+            Ok(chat) => chat,
+            Err(response) => return *response,
+        };
+    // A continued conversation stays with the profile it started with (its history and memory
+    // are that profile's): a request naming no model takes it, one naming another is refused.
+    let started_with = previous.as_ref().and_then(|p| p["model"].as_str().map(str::to_owned));
+    let model = request.model.clone().or_else(|| started_with.clone());
+    let profile = match started_with.as_deref().map(|m| models.profile(Some(m))) {
+        Some(Ok(first)) if request.model.is_none() => first.to_owned(),
+        Some(Ok(first)) if first != profile => {
+            return *bad_request(
+                "model_mismatch",
+                format!(
+                    "this conversation belongs to model {:?} (profile {first}); continue it with that model, or start a new one",
+                    started_with.unwrap_or_default()
+                ),
+            );
+        }
+        _ => profile,
     };
     if let Some(previous) = &previous {
         let asked: Vec<&str> = previous["output"]
@@ -350,17 +377,17 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
         },
         None => Vec::new(),
     };
-    // Instructions are this request's only; a continued chat's history is in its session, so
-    // only a new chat takes the input's earlier messages.
-    let mut history: Vec<HistoryMessage> = request
+    // Instructions are this request's only. A new chat opens with the input's earlier messages,
+    // which its responses carry (`context`) so that every continuation gives them to the model
+    // again before the transcript hermesd keeps; a continued chat's own words are in its session.
+    let context = if continued { context } else { input.earlier };
+    let history: Vec<HistoryMessage> = request
         .instructions
         .iter()
         .filter(|i| !i.trim().is_empty())
         .map(|i| HistoryMessage { role: "system".into(), content: i.clone() })
+        .chain(context.iter().cloned())
         .collect();
-    if !continued {
-        history.extend(input.earlier);
-    }
     let user_id = request.user.clone().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| chat_id.clone());
     let event = InboundEvent::Message {
         event_id: request_id.clone(),
@@ -389,12 +416,13 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
         user: request.user.clone(),
         metadata: request.metadata.clone().unwrap_or_else(|| json!({})),
         tools: Value::Array(request.tools.clone()),
+        context,
     };
     let meta = ReplyMeta {
-        model: request.model.clone().unwrap_or_else(|| state.model_id.clone()),
+        model: model.unwrap_or_else(|| state.model_id.clone()),
         created: now_ms() / 1000,
         idempotent: idempotency_key.is_some(),
-        shape: ReplyShape::Response(response_meta.clone()),
+        shape: ReplyShape::Response(Box::new(response_meta.clone())),
     };
     let (waiter, buffer) = if request.stream {
         let (waiter, buffer) = api.register_stream(&request_id, meta.clone());

@@ -119,7 +119,7 @@ pub enum ReplyShape {
     #[default]
     ChatCompletion,
     /// `POST /v1/responses`: a `response` object.
-    Response(ResponseMeta),
+    Response(Box<ResponseMeta>),
 }
 
 /// What a Responses API answer says besides the reply: its id, the chat it continues, and the
@@ -142,6 +142,8 @@ pub struct ResponseMeta {
     pub metadata: serde_json::Value,
     /// The request's `tools`.
     pub tools: serde_json::Value,
+    /// The messages the conversation opened with (its first request's earlier input items).
+    pub context: Vec<hermesd_platform::HistoryMessage>,
 }
 
 /// The Responses API `usage` object.
@@ -313,6 +315,7 @@ impl ApiPlatform {
             chat_id: response.chat_id.clone(),
             body: response_object(meta, response, Some(reply)).to_string(),
             created_at: now_ms(),
+            context: response.context.clone(),
         };
         if let Err(e) = responses.save_response(&stored).await {
             tracing::warn!(error = %e, "response not stored; GET and previous_response_id will not find it");

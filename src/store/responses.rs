@@ -4,6 +4,8 @@
 
 use async_trait::async_trait;
 
+use hermesd_platform::HistoryMessage;
+
 use super::StoreResult;
 
 /// A stored response.
@@ -17,6 +19,9 @@ pub struct StoredApiResponse {
     pub body: String,
     /// Created, Unix ms.
     pub created_at: i64,
+    /// The messages its conversation opened with (the first request's earlier input items),
+    /// which every continuation gives the model before the stored transcript.
+    pub context: Vec<HistoryMessage>,
 }
 
 /// Stored responses.

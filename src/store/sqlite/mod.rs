@@ -95,6 +95,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (25, "approval_grants", include_str!("../../../migrations/0025_approval_grants.sql")),
     (26, "imports", include_str!("../../../migrations/0026_imports.sql")),
     (27, "api_responses", include_str!("../../../migrations/0027_api_responses.sql")),
+    (28, "response_context", include_str!("../../../migrations/0028_response_context.sql")),
 ];
 
 /// The SQLite store.

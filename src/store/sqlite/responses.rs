@@ -3,21 +3,26 @@
 use async_trait::async_trait;
 
 use super::{SqliteStore, retry_busy};
-use crate::store::StoreResult;
 use crate::store::responses::{ResponseStore, StoredApiResponse};
+use crate::store::{StoreError, StoreResult};
 
 #[async_trait]
 impl ResponseStore for SqliteStore {
     async fn save_response(&self, response: &StoredApiResponse) -> StoreResult<()> {
+        let context = match response.context.is_empty() {
+            true => None,
+            false => Some(serde_json::to_string(&response.context).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+        };
         retry_busy(|| async {
             sqlx::query(
-                "INSERT INTO api_responses (id, chat_id, body, created_at) VALUES (?, ?, ?, ?) \
+                "INSERT INTO api_responses (id, chat_id, body, created_at, context) VALUES (?, ?, ?, ?, ?) \
                  ON CONFLICT (id) DO UPDATE SET body = excluded.body",
             )
             .bind(&response.id)
             .bind(&response.chat_id)
             .bind(&response.body)
             .bind(response.created_at)
+            .bind(context.as_deref())
             .execute(&mut *self.writer.get().await?)
             .await
             .map(drop)
@@ -26,12 +31,19 @@ impl ResponseStore for SqliteStore {
     }
 
     async fn api_response(&self, id: &str) -> StoreResult<Option<StoredApiResponse>> {
-        let row: Option<(String, String, String, i64)> =
-            sqlx::query_as("SELECT id, chat_id, body, created_at FROM api_responses WHERE id = ?")
+        let row: Option<(String, String, String, i64, Option<String>)> =
+            sqlx::query_as("SELECT id, chat_id, body, created_at, context FROM api_responses WHERE id = ?")
                 .bind(id)
                 .fetch_optional(&mut *self.readers.get().await?)
                 .await?;
-        Ok(row.map(|(id, chat_id, body, created_at)| StoredApiResponse { id, chat_id, body, created_at }))
+        let Some((id, chat_id, body, created_at, context)) = row else { return Ok(None) };
+        let context = match context {
+            Some(json) => {
+                serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("response {id}: {e}")))?
+            }
+            None => Vec::new(),
+        };
+        Ok(Some(StoredApiResponse { id, chat_id, body, created_at, context }))
     }
 
     async fn latest_response(&self, chat_id: &str) -> StoreResult<Option<String>> {
@@ -76,8 +88,13 @@ mod tests {
     async fn responses_are_kept_found_by_chat_deleted_and_pruned() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("s.db"), std::time::Duration::from_secs(5), 1).await.unwrap();
-        let response =
-            |id: &str, at| StoredApiResponse { id: id.into(), chat_id: "c".into(), body: "{}".into(), created_at: at };
+        let response = |id: &str, at| StoredApiResponse {
+            id: id.into(),
+            chat_id: "c".into(),
+            body: "{}".into(),
+            created_at: at,
+            context: Vec::new(),
+        };
         store.save_response(&response("resp_1", 10)).await.unwrap();
         store.save_response(&response("resp_2", 20)).await.unwrap();
         assert_eq!(store.latest_response("c").await.unwrap().as_deref(), Some("resp_2"));
