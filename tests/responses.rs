@@ -367,3 +367,65 @@ async fn a_client_function_call_ends_the_response_and_its_output_continues_the_t
     assert!(refused.to_string().contains("own tools"), "{refused}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_answered_after_a_kill_is_kept_as_a_response_and_continues() {
+    let llm = FakeLlm::builder()
+        .slow_reply(Duration::from_secs(60), "never sent")
+        .reply("answered after the restart")
+        .start()
+        .await;
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = config_for(&llm, "").replace("127.0.0.1:0", &format!("127.0.0.1:{port}"));
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let env = [("API_SERVER_KEY", KEY)];
+    let mut child = support::spawn_gateway_with_env(home.path(), &env);
+    support::wait_ready(port, home.path()).await;
+    let keyed = |body: Value| {
+        client()
+            .post(format!("{base}/v1/responses"))
+            .bearer_auth(KEY)
+            .header("Idempotency-Key", "kill-1")
+            .json(&body)
+            .send()
+    };
+    let asked = json!({ "input": "survive this", "metadata": { "case": "kill" } });
+    let first = tokio::spawn(keyed(asked.clone()));
+    assert!(support::eventually(Duration::from_secs(15), || llm.count() == 1).await);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(first.await.unwrap().is_err(), "the client lost its connection");
+
+    // The turn runs again after the restart; the retried key finds a response object, kept.
+    let mut child = support::spawn_gateway_with_env(home.path(), &env);
+    support::wait_ready(port, home.path()).await;
+    let mut answer = Value::Null;
+    for _ in 0..150 {
+        let retried = keyed(asked.clone()).await.unwrap();
+        if retried.status() == 200 {
+            answer = retried.json().await.unwrap();
+            break;
+        }
+        assert_eq!(retried.status(), 409, "in progress until the rerun ends");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        (answer["object"].as_str(), answer["status"].as_str()),
+        (Some("response"), Some("completed")),
+        "{answer}"
+    );
+    assert_eq!(text(&answer), "answered after the restart");
+    assert_eq!(answer["metadata"]["case"], "kill", "{answer}");
+    let id = answer["id"].as_str().unwrap();
+    let got = client().get(format!("{base}/v1/responses/{id}")).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.json::<Value>().await.unwrap()["status"], "completed");
+    let (status, next, _) = create(&base, json!({ "input": "and now?", "previous_response_id": id })).await;
+    assert_eq!(status, 200, "{next}");
+    let sent = prompt(llm.requests().last().unwrap());
+    assert!(sent.iter().any(|(_, text)| text == "survive this"), "{sent:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+}

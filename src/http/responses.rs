@@ -35,8 +35,8 @@ use super::api::{SESSION_HEADER, admit, authorized, content_text, error, not_fou
 use super::{AppState, api_media, idempotency};
 use crate::clock::now_ms;
 use crate::platforms::api::{
-    ApiReply, NAME, ReplyMeta, ReplyShape, ResponseMeta, StreamBuffer, completion, function_call_item,
-    response_message_item, response_object,
+    ApiReply, NAME, ReplyMeta, ReplyShape, ResponseMeta, StreamBuffer, completion, function_call_item, response_id,
+    response_message_item, response_object, stored_response,
 };
 use crate::store::IdempotencyClaim;
 
@@ -260,7 +260,15 @@ async fn chat_for(state: &AppState, headers: &HeaderMap, previous: Option<&str>)
                 "hermesd continues a conversation from its newest response only; use that one's id",
             )));
         }
-        let previous = serde_json::from_str(&found.body).ok();
+        let previous: Option<Value> = serde_json::from_str(&found.body).ok();
+        if previous.as_ref().is_some_and(|p| p["status"] == "in_progress") {
+            return Err(Box::new(error(
+                StatusCode::CONFLICT,
+                "invalid_request_error",
+                "response_in_progress",
+                format!("Response '{}' is still in progress; continue it once it has completed.", found.id),
+            )));
+        }
         return Ok(Chat { id: found.chat_id, continued: true, previous, context: found.context });
     }
     let header = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
@@ -408,7 +416,7 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
         },
     };
     let response_meta = ResponseMeta {
-        id: format!("resp_{}", request_id.replace('-', "")),
+        id: response_id(&request_id),
         chat_id: chat_id.clone(),
         store: request.store.unwrap_or(true),
         previous_response_id: request.previous_response_id.clone(),
@@ -443,9 +451,19 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
         request_id: &request_id,
         expires_before: now_ms().saturating_sub(ttl_ms),
     });
+    // The response's row, `in_progress` until its answer: a continuation waits for it, and an
+    // answer that comes after a restart (nobody waiting) is shaped and kept as this request asked.
+    let pending = stored_response(&meta, &response_meta, None);
+    if let Err(e) = state.store.save_response(&pending).await {
+        api.forget(&request_id);
+        return error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "store_unavailable", e.to_string());
+    }
     let mut response = match admit(&state, event, claim.as_ref(), request.stream).await {
         Some(early) => {
             api.forget(&request_id);
+            if let Err(e) = state.store.delete_response(&pending.id).await {
+                tracing::warn!(error = %e, "a refused request's response row stays until retention");
+            }
             early
         }
         None => match buffer {
@@ -686,10 +704,11 @@ pub(super) async fn retrieve(State(state): State<AppState>, headers: HeaderMap, 
         return unauthorized();
     }
     match state.store.api_response(&id).await {
-        Ok(Some(found)) => {
+        // A response the client asked not to store has a row only while it runs.
+        Ok(Some(found)) if serde_json::from_str::<Value>(&found.body).is_ok_and(|body| body["store"] != false) => {
             (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "application/json")], found.body).into_response()
         }
-        Ok(None) => no_such_response(&id),
+        Ok(_) => no_such_response(&id),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "store_unavailable", e.to_string()),
     }
 }

@@ -238,6 +238,49 @@ pub fn response_object(meta: &ReplyMeta, response: &ResponseMeta, reply: Option<
     })
 }
 
+/// The id of the response answering the request `request_id`.
+pub fn response_id(request_id: &str) -> String {
+    format!("resp_{}", request_id.replace('-', ""))
+}
+
+/// The row of a response: `in_progress` without a reply yet.
+pub fn stored_response(meta: &ReplyMeta, response: &ResponseMeta, reply: Option<&ApiReply>) -> StoredApiResponse {
+    StoredApiResponse {
+        id: response.id.clone(),
+        chat_id: response.chat_id.clone(),
+        body: response_object(meta, response, reply).to_string(),
+        created_at: now_ms(),
+        context: response.context.clone(),
+    }
+}
+
+/// What an `in_progress` row says of its request, to shape the answer that comes after a
+/// restart as its client asked (`None`: the row is settled or unreadable).
+fn pending_meta(row: &StoredApiResponse) -> Option<ReplyMeta> {
+    let body: serde_json::Value = serde_json::from_str(&row.body).ok()?;
+    if body["status"] != "in_progress" {
+        return None;
+    }
+    let text = |key: &str| body[key].as_str().map(str::to_owned);
+    let response = ResponseMeta {
+        id: row.id.clone(),
+        chat_id: row.chat_id.clone(),
+        store: body["store"].as_bool().unwrap_or(true),
+        previous_response_id: text("previous_response_id"),
+        instructions: text("instructions"),
+        user: text("user"),
+        metadata: body["metadata"].clone(),
+        tools: body["tools"].clone(),
+        context: row.context.clone(),
+    };
+    Some(ReplyMeta {
+        model: text("model")?,
+        created: body["created_at"].as_i64().unwrap_or_else(|| now_ms() / 1000),
+        idempotent: true,
+        shape: ReplyShape::Response(Box::new(response)),
+    })
+}
+
 /// The OpenAI-shaped HTTP answer (status and JSON body) for a turn's final reply.
 pub fn completion(reply: &ApiReply, meta: &ReplyMeta, request_id: &str) -> StoredResponse {
     if let ReplyShape::Response(response) = &meta.shape {
@@ -303,22 +346,40 @@ impl ApiPlatform {
         self
     }
 
-    /// Keep a Responses API response the client asked to store. Failures are logged; the reply
-    /// still goes out (a later `GET` or `previous_response_id` then finds nothing).
+    /// Settle a Responses API response's row (written `in_progress` when its request was
+    /// accepted): the answer kept when the client asked to store it; the row deleted otherwise,
+    /// and for a failed turn (the conversation continues from its last good answer). Failures
+    /// are logged; the reply still goes out (a later `GET` or `previous_response_id` then finds
+    /// nothing, or the response still in progress).
     async fn keep(&self, reply: &ApiReply, meta: &ReplyMeta) {
         let (Some(responses), ReplyShape::Response(response)) = (&self.responses, &meta.shape) else { return };
-        if !response.store || reply.error {
-            return;
-        }
-        let stored = StoredApiResponse {
-            id: response.id.clone(),
-            chat_id: response.chat_id.clone(),
-            body: response_object(meta, response, Some(reply)).to_string(),
-            created_at: now_ms(),
-            context: response.context.clone(),
+        let done = match response.store && !reply.error {
+            true => responses.save_response(&stored_response(meta, response, Some(reply))).await,
+            false => responses.delete_response(&response.id).await.map(drop),
         };
-        if let Err(e) = responses.save_response(&stored).await {
-            tracing::warn!(error = %e, "response not stored; GET and previous_response_id will not find it");
+        if let Err(e) = done {
+            tracing::warn!(error = %e, "response not settled; GET and previous_response_id may not find it");
+        }
+    }
+
+    /// The shape of the answer to `request_id` when nobody waits for it (it ran after a
+    /// restart): a Responses API request left its row `in_progress`; anything else was a chat
+    /// completion.
+    async fn orphan_meta(&self, request_id: &str) -> ReplyMeta {
+        let chat_completion = || ReplyMeta {
+            model: self.model_id.clone(),
+            created: now_ms() / 1000,
+            idempotent: true,
+            shape: ReplyShape::ChatCompletion,
+        };
+        let Some(responses) = &self.responses else { return chat_completion() };
+        match responses.api_response(&response_id(request_id)).await {
+            Ok(Some(row)) => pending_meta(&row).unwrap_or_else(chat_completion),
+            Ok(None) => chat_completion(),
+            Err(e) => {
+                tracing::warn!(error = %e, "response row not read; the answer is kept as a chat completion");
+                chat_completion()
+            }
         }
     }
 
@@ -446,13 +507,9 @@ impl Platform for ApiPlatform {
                 let _ = waiter.tx.send(reply);
             }
             None => {
-                let meta = ReplyMeta {
-                    model: self.model_id.clone(),
-                    created: now_ms() / 1000,
-                    idempotent: true,
-                    shape: ReplyShape::ChatCompletion,
-                };
+                let meta = self.orphan_meta(request_id).await;
                 let reply = ApiReply { text: message.text.clone(), error, usage: usage(), calls: Vec::new() };
+                self.keep(&reply, &meta).await;
                 self.record(request_id, &reply, &meta).await;
             }
         }
