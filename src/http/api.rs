@@ -199,17 +199,8 @@ pub(super) async fn chat_completions(State(state): State<AppState>, request: Req
         (api.register(&request_id, meta.clone()), None)
     };
     let session_header = HeaderValue::from_str(&chat_id).ok();
-    let hashes = idempotency_key
-        .as_ref()
-        .map(|_| (idempotency::scope(state.api_key.as_ref(), &continuity), idempotency::fingerprint(&raw)));
-    let ttl_ms = i64::try_from(state.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
-    let claim = idempotency_key.as_deref().zip(hashes.as_ref()).map(|(key, (scope, fingerprint))| IdempotencyClaim {
-        scope,
-        key,
-        fingerprint,
-        request_id: &request_id,
-        expires_before: now_ms().saturating_sub(ttl_ms),
-    });
+    let keyed = idempotency::Keyed::new(idempotency_key, &state, &continuity, &raw);
+    let claim = keyed.as_ref().map(|keyed| keyed.claim(&request_id));
     let mut response = match admit(&state, event, claim.as_ref(), request.stream).await {
         Some(early) => {
             api.forget(&request_id);

@@ -80,6 +80,39 @@ pub(super) fn fingerprint(body: &Value) -> String {
     hex(&Sha256::digest(canonical.as_bytes()))
 }
 
+/// A request's Idempotency-Key with what its record is claimed under: the key's scope (API key
+/// and continuity), the body's fingerprint, and the age past which an old record is replaced.
+pub(super) struct Keyed {
+    key: String,
+    scope: String,
+    fingerprint: String,
+    expires_before: i64,
+}
+
+impl Keyed {
+    /// `key` (the request's header, if any) for a request of `continuity` with body `raw`.
+    pub(super) fn new(key: Option<String>, state: &super::AppState, continuity: &str, raw: &Value) -> Option<Self> {
+        let ttl_ms = i64::try_from(state.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+        key.map(|key| Self {
+            key,
+            scope: scope(state.api_key.as_ref(), continuity),
+            fingerprint: fingerprint(raw),
+            expires_before: now_ms().saturating_sub(ttl_ms),
+        })
+    }
+
+    /// The claim the request `request_id` makes in the transaction that stores its event.
+    pub(super) fn claim<'a>(&'a self, request_id: &'a str) -> crate::store::IdempotencyClaim<'a> {
+        crate::store::IdempotencyClaim {
+            scope: &self.scope,
+            key: &self.key,
+            fingerprint: &self.fingerprint,
+            request_id,
+            expires_before: self.expires_before,
+        }
+    }
+}
+
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {

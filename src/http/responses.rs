@@ -38,7 +38,6 @@ use crate::platforms::api::{
     ApiReply, NAME, ReplyMeta, ReplyShape, ResponseMeta, StreamBuffer, completion, function_call_item, response_id,
     response_message_item, response_object, stored_response,
 };
-use crate::store::IdempotencyClaim;
 
 #[derive(Deserialize)]
 struct ResponsesRequest {
@@ -440,17 +439,8 @@ pub(super) async fn create(State(state): State<AppState>, request: Request) -> R
     };
     // A key's scope: the chat a request continues; a request starting a chat has none of its own.
     let continuity = if continued { format!("responses:{chat_id}") } else { "responses:new".to_owned() };
-    let hashes = idempotency_key
-        .as_ref()
-        .map(|_| (idempotency::scope(state.api_key.as_ref(), &continuity), idempotency::fingerprint(&raw)));
-    let ttl_ms = i64::try_from(state.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
-    let claim = idempotency_key.as_deref().zip(hashes.as_ref()).map(|(key, (scope, fingerprint))| IdempotencyClaim {
-        scope,
-        key,
-        fingerprint,
-        request_id: &request_id,
-        expires_before: now_ms().saturating_sub(ttl_ms),
-    });
+    let keyed = idempotency::Keyed::new(idempotency_key, &state, &continuity, &raw);
+    let claim = keyed.as_ref().map(|keyed| keyed.claim(&request_id));
     // The response's row, `in_progress` until its answer: a continuation waits for it, and an
     // answer that comes after a restart (nobody waiting) is shaped and kept as this request asked.
     let pending = stored_response(&meta, &response_meta, None);
