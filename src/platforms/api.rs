@@ -54,6 +54,8 @@ pub struct ApiReply {
     pub text: String,
     /// Whether the turn ended in an error.
     pub error: bool,
+    /// Whether the error was in what the client sent (answered 400, not 502).
+    pub refused: bool,
     /// What the turn's model calls used, summed; `None`: no model call (a command, a cap).
     pub usage: Option<TurnUsage>,
     /// Calls of the client's functions the turn ended with (the Responses API's
@@ -283,6 +285,11 @@ fn pending_meta(row: &StoredApiResponse) -> Option<ReplyMeta> {
 
 /// The OpenAI-shaped HTTP answer (status and JSON body) for a turn's final reply.
 pub fn completion(reply: &ApiReply, meta: &ReplyMeta, request_id: &str) -> StoredResponse {
+    if reply.refused {
+        let body =
+            json!({ "error": { "message": reply.text, "type": "invalid_request_error", "code": "invalid_input" } });
+        return StoredResponse { status: 400, body: body.to_string() };
+    }
     if let ReplyShape::Response(response) = &meta.shape {
         let body = response_object(meta, response, Some(reply));
         let status = if reply.error { 502 } else { 200 };
@@ -492,12 +499,13 @@ impl Platform for ApiPlatform {
             }
             waiters.remove(request_id)
         };
+        let refused = error && self.usage.as_ref().is_some_and(|board| board.take_refused(NAME, request_id));
         match waiter {
             Some(mut waiter) => {
                 waiter.text.push_str(&message.text);
                 let reply = match self.usage.as_ref().and_then(|board| board.take_calls(NAME, request_id)) {
-                    Some(ClientCalls { calls, text }) => ApiReply { text, error, usage: usage(), calls },
-                    None => ApiReply { text: waiter.text, error, usage: usage(), calls: Vec::new() },
+                    Some(ClientCalls { calls, text }) => ApiReply { text, error, refused, usage: usage(), calls },
+                    None => ApiReply { text: waiter.text, error, refused, usage: usage(), calls: Vec::new() },
                 };
                 self.keep(&reply, &waiter.meta).await;
                 if waiter.meta.idempotent {
@@ -508,7 +516,7 @@ impl Platform for ApiPlatform {
             }
             None => {
                 let meta = self.orphan_meta(request_id).await;
-                let reply = ApiReply { text: message.text.clone(), error, usage: usage(), calls: Vec::new() };
+                let reply = ApiReply { text: message.text.clone(), error, refused, usage: usage(), calls: Vec::new() };
                 self.keep(&reply, &meta).await;
                 self.record(request_id, &reply, &meta).await;
             }

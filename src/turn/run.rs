@@ -95,6 +95,11 @@ impl TurnRunner {
         self.conclude(&at, &session, result).await
     }
 
+    /// Tell the API that this turn refused what its client sent (answered as a 400).
+    fn refused_client(&self, job: &TurnJob) {
+        self.parts.accounting.board().post_refused(&job.message.chat.platform, &job.message.message_id);
+    }
+
     /// Answer a turn that needs no model: a suspended session, a notification route (the
     /// rendered template is the message), or a payer over a daily cap. `true`: answered.
     async fn answered_without_model(
@@ -121,6 +126,7 @@ impl TurnRunner {
                     format!("function tool {:?} has the name of one of hermesd's own tools; rename it", taken.name);
                 let ending =
                     Ending { state: EventState::Failed, error: Some("client tool name taken"), ..Ending::default() };
+                self.refused_client(job);
                 self.finish(at, &text, OutboundKind::Error, ending).await?;
                 self.count_turn(&job.key, "rejected");
                 return Ok(true);
@@ -132,6 +138,7 @@ impl TurnRunner {
             if let Err(text) = client_results(&transcript, &client.outputs) {
                 let ending =
                     Ending { state: EventState::Failed, error: Some("unmatched function output"), ..Ending::default() };
+                self.refused_client(job);
                 self.finish(at, &text, OutboundKind::Error, ending).await?;
                 self.count_turn(&job.key, "rejected");
                 return Ok(true);

@@ -18,6 +18,9 @@ const CAPACITY: usize = 4096;
 pub struct UsageBoard {
     inner: Mutex<Entries<TurnUsage>>,
     calls: Mutex<Entries<ClientCalls>>,
+    /// Turns that refused what the API client sent (a function named like hermesd's own tool, an
+    /// output for no call): answered as the client's error, not the server's.
+    refused: Mutex<Entries<()>>,
 }
 
 /// A turn that ended by calling functions the API client runs: the calls, and what the model
@@ -83,6 +86,18 @@ impl UsageBoard {
     pub fn take_calls(&self, platform: &str, message_id: &str) -> Option<ClientCalls> {
         let key = (platform.to_owned(), message_id.to_owned());
         self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take(&key)
+    }
+
+    /// Mark the turn answering `message_id` as one that refused what the client sent.
+    pub fn post_refused(&self, platform: &str, message_id: &str) {
+        let key = (platform.to_owned(), message_id.to_owned());
+        self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).post(key, ());
+    }
+
+    /// Whether the turn answering `message_id` refused what the client sent (taken once).
+    pub fn take_refused(&self, platform: &str, message_id: &str) -> bool {
+        let key = (platform.to_owned(), message_id.to_owned());
+        self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take(&key).is_some()
     }
 
     /// Entries held (tests).
