@@ -288,12 +288,13 @@ impl TurnRunner {
             Ok(None) => return "There is no history to compress yet.".into(),
             Err(e) => return format!("Could not read the session: {e}"),
         };
-        let compressor = self.compressor(&session.id, key, message);
-        let chain = &self.agent(key).chain;
+        let agent = self.agent(key);
+        let compressor = self.compressor(&agent, &session.id, key, message);
+        let chain = &agent.chain;
         let mut state = chain.start_turn();
         let outcome = compressor.compact(chain, &mut state, &stop.token, true).await;
         // The summary call is charged like a turn's calls, without counting a turn.
-        let payer = Payer::for_turn(message, &TurnOrigin::Chat).in_profile(&self.agent(key).name);
+        let payer = Payer::for_turn(message, &TurnOrigin::Chat).in_profile(&agent.name);
         self.parts.accounting.record(&payer, &session.id, &state.turn_usage(), false, now_ms()).await;
         match outcome {
             Ok(Some(done)) => {
@@ -307,9 +308,15 @@ impl TurnRunner {
     /// The tool policy of a turn: the platform's toolsets; for a cron run the job's own (else
     /// the `cron` platform's), never more than its creating chat's platform allows, and never
     /// the interactive or job-creating ones.
-    fn policy(&self, origin: &TurnOrigin, key: &SessionKey, message: &InboundMessage) -> ToolPolicy {
+    fn policy(
+        &self,
+        agent: &ProfileAgent,
+        origin: &TurnOrigin,
+        key: &SessionKey,
+        message: &InboundMessage,
+    ) -> ToolPolicy {
         let tools = self.tools.get();
-        let mut platform_policy = self.agent(key).narrow(ToolPolicy::new(tools.toolsets_for(&key.platform)));
+        let mut platform_policy = agent.narrow(ToolPolicy::new(tools.toolsets_for(&key.platform)));
         if let Some((_, route)) = self.route(&message.chat, &message.sender.id)
             && let Some(sets) = &route.toolsets
         {
@@ -330,9 +337,9 @@ impl TurnRunner {
     }
 
     /// The session's prompt builder: its platform and its facts, taken from `message`.
-    fn session_prompts(&self, key: &SessionKey, message: &InboundMessage) -> PromptBuilder {
+    fn session_prompts(&self, agent: &ProfileAgent, key: &SessionKey, message: &InboundMessage) -> PromptBuilder {
         let route = self.route(&message.chat, &message.sender.id).and_then(|(_, r)| r.system_prompt.clone());
-        self.agent(key)
+        agent
             .prompts
             .with_addendum(route)
             .for_session(SessionFacts::of(key, message))
@@ -341,22 +348,33 @@ impl TurnRunner {
 
     /// The folder this turn's tools work in (`tools::place`: the person's in a DM, the chat's
     /// otherwise), after noting whose a person's session is, for `sessions delete --user`.
-    async fn turn_workdir(&self, session_id: &str, job: &TurnJob, origin: &TurnOrigin) -> Result<PathBuf, StoreError> {
+    async fn turn_workdir(
+        &self,
+        agent: &ProfileAgent,
+        session_id: &str,
+        job: &TurnJob,
+        origin: &TurnOrigin,
+    ) -> Result<PathBuf, StoreError> {
         if let Whose::Person { user, .. } = Whose::of(&job.message.chat, &job.message.sender.id) {
             self.parts.store.note_person(session_id, &user).await?;
         }
-        Ok(turn_whose(&job.message, origin).workdir(&self.agent(&job.key).workdir))
+        Ok(turn_whose(&job.message, origin).workdir(&agent.workdir))
     }
 
-    fn compressor(&self, session_id: &str, key: &SessionKey, message: &InboundMessage) -> Compressor {
-        let agent = self.agent(key);
+    fn compressor(
+        &self,
+        agent: &ProfileAgent,
+        session_id: &str,
+        key: &SessionKey,
+        message: &InboundMessage,
+    ) -> Compressor {
         let policy = agent.narrow(ToolPolicy::new(self.tools.get().toolsets_for(&key.platform)));
         let tools = agent.registry.allowed(&policy);
         Compressor {
             store: self.parts.store.clone(),
             session_id: session_id.to_owned(),
             threshold: self.settings.compression_threshold,
-            prompts: self.session_prompts(key, message),
+            prompts: self.session_prompts(agent, key, message),
             toolsets: tools.toolsets(),
             before: Some(Arc::new(FlushBeforeCompaction {
                 flusher: self.flusher.clone(),

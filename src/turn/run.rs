@@ -11,6 +11,7 @@ use hermesd_platform::{InboundMessage, OutboundKind, Platform};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::agents::ProfileAgent;
 use super::approvals::{ApprovalMemory, ChatHuman};
 use super::{Ending, Finishing, StopReason, StopSignal, TurnJob, TurnRunner, heartbeat};
 use crate::agent::context::{framed_text, is_shared};
@@ -30,6 +31,8 @@ use crate::vocab::message::{Message, Role};
 
 /// The model side of a turn, ready to run.
 struct Prepared {
+    /// The profile's agent the turn started with.
+    agent: Arc<ProfileAgent>,
     chain: ProviderChain,
     tools: Registry,
     policy: ToolPolicy,
@@ -73,11 +76,13 @@ impl TurnRunner {
         }
         let origin = self.parts.routing.origin(&job.message).await?;
         let at = Finishing { job, session_id: &session.id, origin: &origin, stop };
-        let payer = Payer::for_turn(&job.message, &origin).in_profile(&self.agent(&job.key).name);
-        if self.answered_without_model(&at, &session, &payer).await? {
+        // The profile's agent is taken once: a reload during the turn leaves it as it started.
+        let agent = self.agent(&job.key);
+        let payer = Payer::for_turn(&job.message, &origin).in_profile(&agent.name);
+        if self.answered_without_model(&at, &session, &payer, &agent).await? {
             return Ok(());
         }
-        let mut turn = self.prepare(job, &session, &origin).await?;
+        let mut turn = self.prepare(job, &session, &origin, agent).await?;
         let outputs = self.outputs(job, &origin, stop);
         self.compact_before(&mut turn, job, &session, &outputs, stop).await;
         if turn.vision {
@@ -107,6 +112,7 @@ impl TurnRunner {
         at: &Finishing<'_>,
         session: &SessionInfo,
         payer: &Payer,
+        agent: &ProfileAgent,
     ) -> Result<bool, StoreError> {
         let job = at.job;
         if session.suspended {
@@ -120,7 +126,7 @@ impl TurnRunner {
             return Ok(true);
         }
         if let Some(client) = job.message.client.as_ref() {
-            let own: Vec<String> = self.agent(&job.key).registry.schemas().into_iter().map(|t| t.name).collect();
+            let own: Vec<String> = agent.registry.schemas().into_iter().map(|t| t.name).collect();
             if let Some(taken) = client.tools.iter().find(|t| own.contains(&t.name)) {
                 let text =
                     format!("function tool {:?} has the name of one of hermesd's own tools; rename it", taken.name);
@@ -159,10 +165,15 @@ impl TurnRunner {
     /// The chain (a model chosen by `/model` or a cron job first, the rest as its fallbacks),
     /// the tools the origin allows, the user message stored, the session's system prompt (built
     /// once and stored) and its transcript.
-    async fn prepare(&self, job: &TurnJob, session: &SessionInfo, origin: &TurnOrigin) -> Result<Prepared, StoreError> {
+    async fn prepare(
+        &self,
+        job: &TurnJob,
+        session: &SessionInfo,
+        origin: &TurnOrigin,
+        agent: Arc<ProfileAgent>,
+    ) -> Result<Prepared, StoreError> {
         let store = &self.parts.store;
-        let agent = self.agent(&job.key);
-        let policy = self.policy(origin, &job.key, &job.message);
+        let policy = self.policy(&agent, origin, &job.key, &job.message);
         let route = self.route(&job.message.chat, &job.message.sender.id).map(|(_, route)| route);
         let tools = agent.registry.allowed(&policy);
         let chosen = session.model.as_deref().or_else(|| self.parts.routing.model(origin));
@@ -185,7 +196,7 @@ impl TurnRunner {
         let system = match session.system_prompt.clone() {
             Some(prompt) => prompt,
             None => {
-                let prompts = self.session_prompts(&job.key, &job.message);
+                let prompts = self.session_prompts(&agent, &job.key, &job.message);
                 let prompt = prompts.build(&tools.toolsets(), chrono::Utc::now().date_naive());
                 store.set_system_prompt(&session.id, &prompt).await?;
                 prompt
@@ -202,10 +213,11 @@ impl TurnRunner {
                 parameters: Arc::new(t.parameters.clone()),
             })
             .collect();
-        let compressor = self.compressor(&session.id, &job.key, &job.message);
+        let compressor = self.compressor(&agent, &session.id, &job.key, &job.message);
         let before_loop = TurnUsage::default();
         let max_iterations = agent.max_iterations;
         Ok(Prepared {
+            agent,
             chain,
             tools,
             policy,
@@ -302,7 +314,7 @@ impl TurnRunner {
             session_key: job.key.key.clone(),
             chat: job.message.chat.clone(),
             user_id: job.message.sender.id.clone(),
-            workdir: self.turn_workdir(&session.id, job, origin).await?,
+            workdir: self.turn_workdir(&turn.agent, &session.id, job, origin).await?,
             data_dir: self.parts.data_dir.clone(),
             store: self.parts.store.clone(),
             human,
