@@ -1,6 +1,7 @@
 //! A Hermes home (`~/.hermes`, as hermes-agent 0.19 writes it) read into a `Plan`.
 //!
-//! What is read: `config.yaml` and `.env` (`config.rs`), `state.db` (`state.rs`), `cron/jobs.json`,
+//! What is read: `config.yaml` and `.env` (`config.rs`), `state.db` (`state.rs`, mapped to sessions
+//! in `sessions.rs`), `cron/jobs.json` (`cron.rs`),
 //! `platforms/pairing/<platform>-approved.json` (or the older `pairing/`), `memories/MEMORY.md`
 //! and `USER.md`, `skills/`, `SOUL.md`, and each `profiles/<name>/` as a home of its own that
 //! becomes `[profiles.<name>]`. Nothing here writes anywhere.
@@ -11,27 +12,26 @@
 //! approved by pairing; with none of these it stays out and the plan says why.
 
 mod config;
+mod cron;
 mod mcp;
 mod model;
+mod sessions;
 mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use hermesd_platform::{ChatRef, ChatType, Sender};
+use hermesd_platform::{ChatRef, ChatType};
 use serde_json::Value;
 use toml::{Table, Value as Toml};
 
 use self::config::{Mapped, env_word, set};
-use self::state::{HermesSession, State};
+use self::cron::cron;
+use self::sessions::{guess_chat_type, sessions};
 use super::yaml::{Tree, text};
-use super::{Approval, FileKind, FileWrite, JobImport, Note, Plan, SkillCopy};
-use crate::agent::tools::cronjob::jobs::JobSpec;
+use super::{Approval, FileKind, FileWrite, Note, Plan, SkillCopy};
 use crate::agent::tools::place::person_dir;
 use crate::config::{DEFAULT_KEY, DEFAULT_PROFILE, is_profile_name};
-use crate::store::SessionKey;
-use crate::store::import::ImportedSession;
-use crate::turn::session_key::session_key;
 
 /// One Hermes home: the main one or a profile's folder.
 struct Home {
@@ -369,134 +369,6 @@ fn owner_of(main: &Home, owner: Option<&str>, notes: &mut Vec<Note>) -> Result<O
     Ok(None)
 }
 
-/// The sessions of one home's `state.db`.
-fn sessions(
-    plan: &mut Plan,
-    home: &Home,
-    state: State,
-    adapters: &BTreeMap<(String, String), String>,
-    chat_types: &mut BTreeMap<(String, String), ChatType>,
-) {
-    let profile_part = home.profile.as_str();
-    let group_per_user =
-        plan.config.get("sessions").and_then(|s| s.get("group_per_user")).and_then(Toml::as_bool).unwrap_or(true);
-    let mut left_out: BTreeMap<String, usize> = BTreeMap::new();
-    for session in state.sessions {
-        let HermesSession {
-            id,
-            source,
-            key,
-            chat_id,
-            chat_type,
-            thread_id,
-            user_id,
-            title,
-            started_at,
-            messages,
-            left_out: dropped,
-        } = session;
-        for line in dropped {
-            *left_out.entry(line).or_default() += 1;
-        }
-        if messages.is_empty() {
-            continue;
-        }
-        let updated_at = messages.last().map_or(started_at, |(_, at)| *at);
-        let routed = key.as_ref().is_some_and(|k| state.routes.get(k) == Some(&id));
-        let adapter = adapters.get(&(home.profile.clone(), source.clone())).cloned().unwrap_or_else(|| source.clone());
-        let chat_type = chat_type.as_deref().and_then(parse_chat_type);
-        let (key, person) = match (key, chat_id, chat_type) {
-            (Some(_), Some(chat_id), Some(chat_type)) if source != "cli" => {
-                let (chat_type, chat_id, thread_id) = as_hermesd_sees(&adapter, chat_type, chat_id, thread_id);
-                chat_types.insert((adapter.clone(), chat_id.clone()), chat_type);
-                // The key hermesd forms for the chat's next message, so the chat continues here.
-                let mut chat = ChatRef::new(adapter.clone(), chat_id.clone(), chat_type);
-                chat.thread_id = thread_id;
-                let sender =
-                    Sender { id: user_id.clone().unwrap_or_default(), name: None, is_bot: false, roles: Vec::new() };
-                // A group session Hermes kept for no one in particular stays shared.
-                let per_user = group_per_user && user_id.is_some();
-                let key = session_key(home.hermesd_profile(), &chat, &sender, per_user);
-                let person = match chat_type {
-                    ChatType::Dm => user_id.or(Some(chat_id)),
-                    _ => key.user_id.clone(),
-                };
-                (key, person)
-            }
-            _ => {
-                // A terminal session (or one Hermes kept no chat for): history only.
-                let key = SessionKey {
-                    key: format!("agent:{profile_part}:local:dm:hermes-{id}"),
-                    platform: "local".into(),
-                    chat_id: format!("hermes-{id}"),
-                    chat_type: ChatType::Dm,
-                    thread_id: None,
-                    user_id: None,
-                };
-                (key, None)
-            }
-        };
-        plan.sessions.push(ImportedSession {
-            source: format!("hermes:{profile_part}:session:{id}"),
-            key,
-            title,
-            person,
-            messages,
-            created_at: started_at,
-            updated_at,
-            route: routed,
-        });
-    }
-    for (line, sessions) in left_out {
-        plan.notes.push(Note {
-            what: format!("state.db of {}: {line}", home.hermesd_profile()),
-            why: format!("in {sessions} session(s)"),
-        });
-    }
-}
-
-/// The chat hermesd's adapter makes of a chat Hermes recorded so (type, chat id, thread): a
-/// Discord server channel is a group, a Discord thread is a chat of its own, any Slack message
-/// outside a DM is in a thread, and a Telegram forum topic is a thread.
-fn as_hermesd_sees(
-    adapter: &str,
-    chat_type: ChatType,
-    chat_id: String,
-    thread: Option<String>,
-) -> (ChatType, String, Option<String>) {
-    match (adapter.split('@').next().unwrap_or(adapter), chat_type, thread) {
-        ("discord", ChatType::Thread | ChatType::Group | ChatType::Channel, Some(thread)) => {
-            (ChatType::Thread, thread, None)
-        }
-        ("discord", ChatType::Channel, None) => (ChatType::Group, chat_id, None),
-        ("slack", ChatType::Dm, thread) => (ChatType::Dm, chat_id, thread),
-        ("slack", _, thread) => (ChatType::Thread, chat_id, thread),
-        ("telegram", ChatType::Group | ChatType::Channel, Some(thread)) => (ChatType::Thread, chat_id, Some(thread)),
-        (_, other, thread) => (other, chat_id, thread),
-    }
-}
-
-fn parse_chat_type(text: &str) -> Option<ChatType> {
-    Some(match text {
-        "dm" | "private" => ChatType::Dm,
-        "group" | "supergroup" => ChatType::Group,
-        "channel" => ChatType::Channel,
-        "thread" | "forum" => ChatType::Thread,
-        _ => return None,
-    })
-}
-
-/// A bare chat id's type where the sessions did not show it, by the platform's id shapes.
-fn guess_chat_type(platform: &str, chat: &str) -> ChatType {
-    match platform.split('@').next().unwrap_or(platform) {
-        "telegram" if chat.starts_with('-') => ChatType::Group,
-        "discord" => ChatType::Channel,
-        "slack" if !chat.starts_with('D') => ChatType::Channel,
-        "signal" if chat.starts_with("group") => ChatType::Group,
-        _ => ChatType::Dm,
-    }
-}
-
 /// `memories/MEMORY.md` to the profile's shared file; `USER.md` to the owner's own.
 fn memory(plan: &mut Plan, home: &Home, owner: Option<&(String, String)>) {
     let dir = home.dir.join("memories");
@@ -588,138 +460,6 @@ fn read_dirs(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     dirs.sort();
     dirs
-}
-
-/// `cron/jobs.json`.
-fn cron(
-    plan: &mut Plan,
-    home: &Home,
-    adapters: &BTreeMap<(String, String), String>,
-    chat_types: &BTreeMap<(String, String), ChatType>,
-) {
-    let path = home.dir.join("cron/jobs.json");
-    let Ok(raw) = std::fs::read_to_string(&path) else { return };
-    let jobs = match serde_json::from_str::<Value>(&raw) {
-        Ok(Value::Object(map)) => map.get("jobs").and_then(Value::as_array).cloned().unwrap_or_default(),
-        Ok(Value::Array(jobs)) => jobs,
-        _ => {
-            plan.notes.push(Note { what: path.display().to_string(), why: "not the JSON Hermes writes".into() });
-            return;
-        }
-    };
-    for job in jobs {
-        let field = |key: &str| job.get(key).and_then(text);
-        let (Some(id), Some(prompt)) = (field("id"), field("prompt")) else { continue };
-        let label = format!("cron job {id} ({})", field("name").unwrap_or_else(|| prompt.chars().take(30).collect()));
-        let schedule = job.get("schedule");
-        let kind = schedule.and_then(|s| s.get("kind")).and_then(text);
-        let schedule = match kind.as_deref() {
-            Some("cron") => schedule.and_then(|s| s.get("expr")).and_then(text),
-            Some("interval") => {
-                schedule.and_then(|s| s.get("minutes")).and_then(Value::as_u64).map(|m| format!("every {m}m"))
-            }
-            Some("once") => schedule.and_then(|s| s.get("run_at")).and_then(text),
-            _ => None,
-        };
-        let Some(schedule) = schedule else {
-            plan.notes.push(Note { what: label, why: "a schedule this importer cannot read".into() });
-            continue;
-        };
-        if job.get("state").and_then(text).as_deref() == Some("completed")
-            || job.get("no_agent").and_then(Value::as_bool) == Some(true)
-            || field("script").is_some()
-        {
-            plan.notes.push(Note {
-                what: label,
-                why: "finished, or runs a script instead of asking the agent; hermesd's jobs ask the agent".into(),
-            });
-            continue;
-        }
-        let origin = job.get("origin").filter(|o| o.is_object()).and_then(|o| {
-            let platform = o.get("platform").and_then(text)?;
-            let chat = o.get("chat_id").and_then(text)?;
-            let adapter = adapters.get(&(home.profile.clone(), platform.clone())).cloned().unwrap_or(platform);
-            let chat_type = o
-                .get("chat_type")
-                .and_then(text)
-                .and_then(|t| parse_chat_type(&t))
-                .or_else(|| chat_types.get(&(adapter.clone(), chat.clone())).copied())
-                .unwrap_or_else(|| guess_chat_type(&adapter, &chat));
-            let mut chat = ChatRef::new(adapter, chat, chat_type);
-            chat.thread_id = o.get("thread_id").and_then(text);
-            Some(chat)
-        });
-        let created_by = job.get("origin").and_then(|o| o.get("user_id")).and_then(text);
-        let deliver = field("deliver").map(|d| {
-            let first = d.split(',').next().unwrap_or_default().trim().to_owned();
-            if d.contains(',') {
-                plan.notes.push(Note {
-                    what: label.clone(),
-                    why: format!("delivers to {d}; hermesd delivers a job to one target: {first}"),
-                });
-            }
-            first
-        });
-        let repeat = job.get("repeat").and_then(|r| {
-            let times = r.get("times").and_then(Value::as_i64)?;
-            Some((times - r.get("completed").and_then(Value::as_i64).unwrap_or(0)).max(1))
-        });
-        if job.get("skills").and_then(Value::as_array).is_some_and(|s| !s.is_empty()) || field("skill").is_some() {
-            plan.notes.push(Note {
-                what: label.clone(),
-                why: "its skills are not attached: hermesd's jobs load skills as the agent decides".into(),
-            });
-        }
-        let paused = job.get("enabled").and_then(Value::as_bool) == Some(false)
-            || job.get("state").and_then(text).as_deref() == Some("paused");
-        let toolsets = job
-            .get("enabled_toolsets")
-            .and_then(Value::as_array)
-            .map(|sets| sets.iter().filter_map(text).filter_map(|s| config_toolset(&s)).collect::<Vec<_>>());
-        let profile = (home.profile != DEFAULT_KEY).then(|| home.profile.clone());
-        // A profile's job keeps its id under the profile's name, so it cannot meet the main home's.
-        let source = format!("hermes:{}:cron:{id}", home.profile);
-        let id = match &profile {
-            Some(name) => format!("{name}-{id}"),
-            None => id,
-        };
-        // A target on a platform where the profile has its own bot goes out from that bot.
-        let deliver = deliver.map(|target| match target.split_once(':') {
-            Some((platform, rest)) => match adapters.get(&(home.profile.clone(), platform.to_owned())) {
-                Some(adapter) => format!("{adapter}:{rest}"),
-                None => target,
-            },
-            None => target,
-        });
-        plan.jobs.push(JobImport {
-            id,
-            source,
-            label,
-            paused,
-            spec: JobSpec {
-                schedule,
-                prompt,
-                name: field("name"),
-                deliver,
-                repeat,
-                toolsets,
-                model: field("model"),
-                origin,
-                created_by,
-                profile,
-            },
-        });
-    }
-}
-
-fn config_toolset(name: &str) -> Option<String> {
-    let mapped = match name {
-        "file" => "files",
-        "cronjob" => "cron",
-        "delegation" => "delegate",
-        other => other,
-    };
-    crate::config::is_known_toolset(mapped).then(|| mapped.to_owned())
 }
 
 /// People Hermes approved by pairing.
