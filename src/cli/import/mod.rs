@@ -1,6 +1,6 @@
-//! `hermesd import hermes [DIR] [--apply]`: another gateway's home brought into this one.
+//! `hermesd import hermes|openclaw [DIR] [--apply]`: another gateway's home brought into this one.
 //!
-//! Reading the source makes a `Plan` (`hermes/`): the config it maps to, the `.env` variables
+//! Reading the source makes a `Plan` (`hermes/`, `openclaw/`): the config it maps to, the `.env` variables
 //! hermesd uses, files (memory, personas), skills, conversations, cron jobs, approved people and
 //! home channels, and a note for everything left out with its reason. Each item is then compared
 //! with what this home has: new, already there (unchanged), or kept as this home has it. The dry
@@ -12,6 +12,8 @@
 
 mod files;
 mod hermes;
+mod json5;
+mod openclaw;
 mod settle;
 mod yaml;
 
@@ -46,6 +48,19 @@ pub enum ImportCommand {
         #[arg(long)]
         apply: bool,
         /// Who Hermes' USER.md is about, as PLATFORM:ID (default: the one allowed or paired user).
+        #[arg(long, value_name = "PLATFORM:ID")]
+        owner: Option<String>,
+    },
+    /// An OpenClaw home: config, .env, the default agent's conversations, cron jobs, memory,
+    /// persona, skills, approved pairings.
+    Openclaw {
+        /// The OpenClaw home (default $OPENCLAW_STATE_DIR, else ~/.openclaw).
+        dir: Option<PathBuf>,
+        /// Do it (without: print what would be done and write nothing).
+        #[arg(long)]
+        apply: bool,
+        /// Who OpenClaw's USER.md is about, as PLATFORM:ID (default: the one command owner or
+        /// allowed user).
         #[arg(long, value_name = "PLATFORM:ID")]
         owner: Option<String>,
     },
@@ -122,6 +137,9 @@ pub(crate) struct Approval {
 /// Everything an import would do.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
+    /// What the source is (`hermes`, `openclaw`): the command's word, and the prefix of the
+    /// marks of what was imported from it.
+    pub(crate) source: &'static str,
     /// The source home.
     pub(crate) from: PathBuf,
     /// The mapped config.
@@ -166,10 +184,26 @@ struct Line {
 
 /// Run `hermesd import`.
 pub(super) async fn run(home: Option<PathBuf>, config: Option<PathBuf>, command: ImportCommand) -> ExitCode {
-    let ImportCommand::Hermes { dir, apply, owner } = command;
+    type Reader = fn(&Path, Option<&str>, &Path) -> Result<Plan, String>;
+    let user_home = || std::env::var_os("HOME").map(PathBuf::from);
+    let (dir, apply, owner, read, default): (_, _, _, Reader, _) = match command {
+        ImportCommand::Hermes { dir, apply, owner } => {
+            (dir, apply, owner, hermes::read as Reader, user_home().map(|h| h.join(".hermes")))
+        }
+        ImportCommand::Openclaw { dir, apply, owner } => {
+            let default = std::env::var_os("OPENCLAW_STATE_DIR").map(PathBuf::from).or_else(|| {
+                let home = std::env::var_os("OPENCLAW_HOME").map(PathBuf::from).or_else(user_home)?;
+                // The home's name before OpenClaw's rename, when only that one exists.
+                let current = home.join(".openclaw");
+                let older = home.join(".clawdbot");
+                Some(if !current.exists() && older.exists() { older } else { current })
+            });
+            (dir, apply, owner, openclaw::read as Reader, default)
+        }
+    };
     let paths = Paths::resolve(home, config, &ProcessEnv);
-    let Some(dir) = dir.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".hermes"))) else {
-        eprintln!("hermesd: name the Hermes home (no HOME to find ~/.hermes)");
+    let Some(dir) = dir.or(default) else {
+        eprintln!("hermesd: name the home to import (no HOME to find it in)");
         return ExitCode::FAILURE;
     };
     // One spelling of the source, so the mapped config's text is the same on every run.
@@ -181,7 +215,7 @@ pub(super) async fn run(home: Option<PathBuf>, config: Option<PathBuf>, command:
     let scratch = std::env::temp_dir().join(format!("hermesd-import-{}", uuid::Uuid::new_v4().simple()));
     let plan = std::fs::create_dir_all(&scratch)
         .map_err(|e| format!("{}: {e}", scratch.display()))
-        .and_then(|()| hermes::read(&dir, owner.as_deref(), &scratch));
+        .and_then(|()| read(&dir, owner.as_deref(), &scratch));
     let _ = std::fs::remove_dir_all(&scratch);
     let mut plan = match plan {
         Ok(plan) => plan,
@@ -237,7 +271,8 @@ impl<'a> Importer<'a> {
     fn new(paths: &'a Paths, plan: &'a Plan) -> Result<Self, String> {
         let body = toml::to_string(&plan.config).map_err(|e| format!("write the mapped config: {e}"))?;
         let config_text = format!(
-            "# Imported by `hermesd import hermes` from {}.\n# Every key is documented in deploy/hermesd.example.toml.\n\n{body}",
+            "# Imported by `hermesd import {}` from {}.\n# Every key is documented in deploy/hermesd.example.toml.\n\n{body}",
+            plan.source,
             plan.from.display()
         );
         let mapped: Config =
@@ -306,7 +341,8 @@ impl<'a> Importer<'a> {
         };
         let new = lines.iter().filter(|l| l.status == Status::New).count();
         println!(
-            "hermesd import hermes: {} into {}{}",
+            "hermesd import {}: {} into {}{}",
+            self.plan.source,
             self.plan.from.display(),
             self.paths.home.display(),
             if apply { "" } else { " (dry run: nothing is written; --apply does it)" }
@@ -382,7 +418,7 @@ impl<'a> Importer<'a> {
         let mut added = Vec::new();
         let mut same = Vec::new();
         for (name, value) in &self.plan.env {
-            if marked(env_source(name)).await? {
+            if marked(env_source(self.plan.source, name)).await? {
                 same.push(name.clone());
                 continue;
             }
@@ -409,7 +445,7 @@ impl<'a> Importer<'a> {
         for name in self.mapped_env_names() {
             if !self.plan.env.contains_key(&name) && !existing.contains_key(&name) {
                 lines.push(Line {
-                    status: Status::Todo("Hermes had no value: set it in .env".into()),
+                    status: Status::Todo("the source had no value: set it in .env".into()),
                     kind: ".env",
                     text: name,
                 });
@@ -417,7 +453,7 @@ impl<'a> Importer<'a> {
         }
         for file in &self.plan.files {
             let path = self.paths.home.join(&file.dest);
-            let status = if marked(file_source(&file.dest)).await? {
+            let status = if marked(file_source(self.plan.source, &file.dest)).await? {
                 Status::Same
             } else {
                 match (file.kind, std::fs::read_to_string(&path)) {
@@ -440,7 +476,7 @@ impl<'a> Importer<'a> {
         }
         for skill in &self.plan.skills {
             let path = self.paths.home.join(&skill.dest);
-            let status = if marked(file_source(&skill.dest)).await? {
+            let status = if marked(file_source(self.plan.source, &skill.dest)).await? {
                 Status::Same
             } else if !path.exists() {
                 Status::New
@@ -499,7 +535,8 @@ impl<'a> Importer<'a> {
             });
         }
         for approval in &self.plan.approvals {
-            let status = if marked(approval_source(approval)).await? { Status::Same } else { Status::New };
+            let status =
+                if marked(approval_source(self.plan.source, approval)).await? { Status::Same } else { Status::New };
             let name = approval.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
             lines.push(Line {
                 status,
@@ -508,7 +545,7 @@ impl<'a> Importer<'a> {
             });
         }
         for home in &self.plan.homes {
-            let status = if marked(home_source(home)).await? {
+            let status = if marked(home_source(self.plan.source, home)).await? {
                 Status::Same
             } else {
                 match store {
@@ -596,7 +633,7 @@ impl<'a> Importer<'a> {
         let existing = read_env(&home.join(".env"))?;
         let mut added: Vec<(&String, &String)> = Vec::new();
         for (name, value) in &self.plan.env {
-            if !existing.contains_key(name) && !marked(env_source(name)).await? {
+            if !existing.contains_key(name) && !marked(env_source(self.plan.source, name)).await? {
                 added.push((name, value));
             }
         }
@@ -604,10 +641,10 @@ impl<'a> Importer<'a> {
             append_env(&home.join(".env"), &added)?;
         }
         for name in self.plan.env.keys() {
-            mark(env_source(name), ".env".into()).await?;
+            mark(env_source(self.plan.source, name), ".env".into()).await?;
         }
         for file in &self.plan.files {
-            let source = file_source(&file.dest);
+            let source = file_source(self.plan.source, &file.dest);
             if marked(source.clone()).await? {
                 continue;
             }
@@ -631,7 +668,7 @@ impl<'a> Importer<'a> {
             mark(source, file.dest.display().to_string()).await?;
         }
         for skill in &self.plan.skills {
-            let source = file_source(&skill.dest);
+            let source = file_source(self.plan.source, &skill.dest);
             if marked(source.clone()).await? {
                 continue;
             }
@@ -664,7 +701,7 @@ impl<'a> Importer<'a> {
             mark(job.source.clone(), new.id.clone()).await?;
         }
         for approval in &self.plan.approvals {
-            let source = approval_source(approval);
+            let source = approval_source(self.plan.source, approval);
             if marked(source.clone()).await? {
                 continue;
             }
@@ -675,7 +712,7 @@ impl<'a> Importer<'a> {
             mark(source, format!("{}:{}", approval.platform, approval.user)).await?;
         }
         for chat in &self.plan.homes {
-            let source = home_source(chat);
+            let source = home_source(self.plan.source, chat);
             if marked(source.clone()).await? {
                 continue;
             }
@@ -689,21 +726,21 @@ impl<'a> Importer<'a> {
 }
 
 /// The mark of an imported `.env` variable.
-fn env_source(name: &str) -> String {
-    format!("hermes:env:{name}")
+fn env_source(source: &str, name: &str) -> String {
+    format!("{source}:env:{name}")
 }
 
 /// The mark of an imported file or folder (by where it went).
-fn file_source(dest: &Path) -> String {
-    format!("hermes:file:{}", dest.display())
+fn file_source(source: &str, dest: &Path) -> String {
+    format!("{source}:file:{}", dest.display())
 }
 
-fn approval_source(approval: &Approval) -> String {
-    format!("hermes:approval:{}:{}", approval.platform, approval.user)
+fn approval_source(source: &str, approval: &Approval) -> String {
+    format!("{source}:approval:{}:{}", approval.platform, approval.user)
 }
 
-fn home_source(chat: &ChatRef) -> String {
-    format!("hermes:home:{}", chat.platform)
+fn home_source(source: &str, chat: &ChatRef) -> String {
+    format!("{source}:home:{}", chat.platform)
 }
 
 /// One line of what the mapped config sets up.

@@ -199,12 +199,12 @@ pub(crate) struct Mapped {
 }
 
 impl Mapped {
-    pub(super) fn note(&mut self, what: impl Into<String>, why: impl Into<String>) {
+    pub(crate) fn note(&mut self, what: impl Into<String>, why: impl Into<String>) {
         self.notes.push(Note { what: what.into(), why: why.into() });
     }
 
     /// Copy a variable from Hermes' `.env` when it has it.
-    pub(super) fn copy_env(&mut self, env: &BTreeMap<String, String>, name: &str) -> bool {
+    pub(crate) fn copy_env(&mut self, env: &BTreeMap<String, String>, name: &str) -> bool {
         match env.get(name) {
             Some(value) => {
                 self.env.insert(name.to_owned(), value.clone());

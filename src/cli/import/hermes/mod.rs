@@ -11,10 +11,10 @@
 //! listed or paired person whose direct chat is a home channel, else the one person Hermes
 //! approved by pairing; with none of these it stays out and the plan says why.
 
-mod config;
+pub(super) mod config;
 mod cron;
 mod mcp;
-mod model;
+pub(super) mod model;
 mod sessions;
 mod state;
 
@@ -87,7 +87,7 @@ pub(crate) fn read(dir: &Path, owner: Option<&str>, scratch: &Path) -> Result<Pl
     if !dir.join("config.yaml").exists() && !dir.join("state.db").exists() {
         return Err(format!("{} is not a Hermes home (no config.yaml or state.db)", dir.display()));
     }
-    let mut plan = Plan { from: dir.to_path_buf(), ..Plan::default() };
+    let mut plan = Plan { source: "hermes", from: dir.to_path_buf(), ..Plan::default() };
     let main = Home::read(dir, DEFAULT_KEY, &mut plan.notes)?;
     let mapped = config::map(&main.tree, &main.env);
     let Mapped { table, env, notes } = mapped;

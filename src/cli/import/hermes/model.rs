@@ -11,14 +11,14 @@ use super::super::yaml::{Tree, text};
 use super::config::{Mapped, env_word};
 
 /// An endpoint a Hermes provider id stands for: dialect, base URL and the key's variables.
-struct Endpoint {
-    kind: &'static str,
-    base_url: &'static str,
-    keys: &'static [&'static str],
+pub(crate) struct Endpoint {
+    pub(crate) kind: &'static str,
+    pub(crate) base_url: &'static str,
+    pub(crate) keys: &'static [&'static str],
 }
 
 /// Hermes' API-key providers (hermes_cli/auth.py) hermesd can call.
-fn endpoint(provider: &str) -> Option<Endpoint> {
+pub(crate) fn endpoint(provider: &str) -> Option<Endpoint> {
     let (kind, base_url, keys): (&str, &str, &[&str]) = match provider {
         "openrouter" => ("chat_completions", "https://openrouter.ai/api/v1", &["OPENROUTER_API_KEY"]),
         "openai" | "openai-api" => ("chat_completions", "https://api.openai.com/v1", &["OPENAI_API_KEY"]),
@@ -240,7 +240,12 @@ fn base_is_local(url: &str) -> bool {
 }
 
 /// `base`, or `base_2`, … : a variable name not holding another value already.
-fn free_name(base: &str, value: &str, hermes: &BTreeMap<String, String>, taken: &BTreeMap<String, String>) -> String {
+pub(crate) fn free_name(
+    base: &str,
+    value: &str,
+    hermes: &BTreeMap<String, String>,
+    taken: &BTreeMap<String, String>,
+) -> String {
     (1..)
         .map(|n| if n == 1 { base.to_owned() } else { format!("{base}_{n}") })
         .find(|name| [hermes.get(name), taken.get(name)].into_iter().flatten().all(|existing| existing == value))
