@@ -78,10 +78,6 @@ fn to_json(text: &str) -> Result<String, String> {
                 }
             }
             '+' => i += 1,
-            '.' if chars.get(i + 1).is_some_and(char::is_ascii_digit) => {
-                out.push_str("0.");
-                i += 1;
-            }
             '0' if matches!(chars.get(i + 1), Some('x' | 'X')) => {
                 let start = i + 2;
                 i = start;
@@ -92,17 +88,22 @@ fn to_json(text: &str) -> Result<String, String> {
                 let value = u64::from_str_radix(&digits, 16).map_err(|e| format!("hex number 0x{digits}: {e}"))?;
                 out.push_str(&value.to_string());
             }
-            c if c.is_ascii_digit() => {
-                out.push(c);
-                i += 1;
-                // `1.` is `1.0` in JSON.
-                if chars.get(i) == Some(&'.') && !chars.get(i + 1).is_some_and(char::is_ascii_digit) {
-                    let mut j = i - 1;
-                    while j > 0 && chars[j].is_ascii_digit() {
-                        j -= 1;
-                    }
-                    out.push_str(".0");
+            c if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) => {
+                // A whole number: `.5` and `5.` are `0.5` and `5.0` in JSON.
+                let start = i;
+                while i < chars.len()
+                    && (chars[i].is_ascii_digit()
+                        || chars[i] == '.'
+                        || matches!(chars[i], 'e' | 'E')
+                        || (matches!(chars[i], '+' | '-') && matches!(chars[i - 1], 'e' | 'E')))
+                {
                     i += 1;
+                }
+                let number: String = chars[start..i].iter().collect();
+                let number = if number.starts_with('.') { format!("0{number}") } else { number };
+                out.push_str(&number.replace(".e", ".0e").replace(".E", ".0E"));
+                if number.ends_with('.') {
+                    out.push('0');
                 }
             }
             c => {
@@ -173,7 +174,7 @@ mod tests {
             // the bot
             channels: { telegram: { botToken: '123:ABC', allowFrom: ["1", "2",], }, },
             /* a block */ url: "http://x/y // not a comment",
-            quote: 'it\'s', n: +5, h: 0x1F, d: .5, e: 2.,
+            quote: 'it\'s', n: +5, h: 0x1F, d: .5, e: 2., f: 12.25, g: -3, x: 1e3,
         }"#;
         let value = parse(text).unwrap();
         assert_eq!(value["channels"]["telegram"]["botToken"], "123:ABC");
@@ -182,6 +183,10 @@ mod tests {
         assert_eq!(value["quote"], "it's");
         assert_eq!((value["n"].as_i64(), value["h"].as_i64()), (Some(5), Some(31)));
         assert_eq!((value["d"].as_f64(), value["e"].as_f64()), (Some(0.5), Some(2.0)));
+        assert_eq!(
+            (value["f"].as_f64(), value["g"].as_i64(), value["x"].as_f64()),
+            (Some(12.25), Some(-3), Some(1000.0))
+        );
         assert!(parse("{ a: 'open").is_err());
         assert!(parse("{ a: nope }").is_err());
     }
