@@ -257,6 +257,7 @@ impl Daemon {
                 loopback: addr.is_some_and(|a| a.ip().is_loopback()),
                 mcp: mcp.clone(),
                 idempotency_ttl: crate::retention::idempotency_age(&config.retention),
+                panel: Arc::default(),
                 reloader: Some(reloader.clone()),
             };
             ground.serve_http(&tasks, listener, state, &platform_cancel, &http_cancel);

@@ -1,7 +1,8 @@
 //! `hermesd health`: asks the daemon of this config for `/healthz` on its own listen address and
 //! exits 0 when it answers 200 — the container's health check, with no HTTP client in the image.
 //! `hermesd reload`: has it read its config again (`POST /admin/reload`, as SIGHUP does) and
-//! prints what took effect, or why the new config was refused.
+//! prints what took effect, or why the new config was refused. `hermesd ui`: where the control
+//! panel is, and on a daemon without `API_SERVER_KEY` the home's local key to log in with.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -16,6 +17,23 @@ fn local_url(listen: &str) -> String {
         _ => listen.to_owned(),
     };
     format!("http://{address}/healthz")
+}
+
+/// `hermesd ui`.
+pub(super) fn ui(loaded: &Loaded) -> ExitCode {
+    let url = local_url(&loaded.config.http.listen).replace("/healthz", "/ui");
+    println!("The control panel: {url}");
+    match loaded.env.secret("API_SERVER_KEY") {
+        Ok(Some(_)) => println!("Log in with this daemon's API_SERVER_KEY."),
+        _ => match crate::access::PairingKey::load_or_create(&loaded.paths.home) {
+            Ok(key) => println!("Log in with this home's local key: {}", key.local_api_key()),
+            Err(e) => {
+                eprintln!("hermesd: the home's local key: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    }
+    ExitCode::SUCCESS
 }
 
 pub(super) async fn run(loaded: &Loaded) -> ExitCode {

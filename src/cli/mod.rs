@@ -160,6 +160,9 @@ pub enum Command {
     Reload,
     /// Exit 0 when the daemon of this config answers /healthz (a container's health check).
     Health,
+    /// Where the control panel is, and the key to log in with when the daemon has no
+    /// API_SERVER_KEY (the home's local key; printed here, never logged).
+    Ui,
     /// Bring another gateway's home into this one (dry run unless --apply).
     Import {
         /// Which gateway.
@@ -304,6 +307,7 @@ pub fn main() -> ExitCode {
             Command::Store { command } => backup::store(loaded, command).await,
             Command::Service { command } => service::run(&loaded, command),
             Command::Health => health::run(&loaded).await,
+            Command::Ui => health::ui(&loaded),
             Command::Deliveries { command } => operator::deliveries(loaded, command).await,
             Command::Approvals { command } => approvals::run(loaded, command).await,
             Command::Events { command } => operator::events(loaded, command).await,

@@ -87,11 +87,20 @@ pub(super) fn holds_a_key(state: &AppState, headers: &HeaderMap) -> bool {
     else {
         return false;
     };
+    key_holder(state, given).is_some()
+}
+
+/// Which key `given` is (`api`: `API_SERVER_KEY`, `local`: the home's local key), compared in
+/// constant time with both.
+pub(super) fn key_holder(state: &AppState, given: &str) -> Option<&'static str> {
     let given = given.trim().as_bytes();
-    [&state.api_key, &state.local_key]
-        .into_iter()
-        .flatten()
-        .fold(false, |found, key| constant_time_eq(given, key.expose().as_bytes()) | found)
+    let api = state.api_key.as_ref().is_some_and(|key| constant_time_eq(given, key.expose().as_bytes()));
+    let local = state.local_key.as_ref().is_some_and(|key| constant_time_eq(given, key.expose().as_bytes()));
+    match (api, local) {
+        (true, _) => Some("api"),
+        (false, true) => Some("local"),
+        _ => None,
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

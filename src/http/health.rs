@@ -17,6 +17,12 @@ pub(super) async fn healthz() -> impl IntoResponse {
 }
 
 pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let (status, body) = readiness(&state).await;
+    (status, Json(body))
+}
+
+/// What `/readyz` answers: its status and body.
+pub(super) async fn readiness(state: &AppState) -> (StatusCode, serde_json::Value) {
     let mut problems = Vec::new();
     if let Err(e) = state.store.ping().await {
         problems.push(format!("store: {e}"));
@@ -60,18 +66,18 @@ pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if problems.is_empty() {
         (
             StatusCode::OK,
-            Json(json!({
+            json!({
                 "status": "ready", "platforms": platforms, "profiles": profiles, "sandbox": sandbox, "mcp": mcp,
                 "config": config
-            })),
+            }),
         )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
+            json!({
                 "status": "not ready", "problems": problems, "platforms": platforms, "profiles": profiles,
                 "sandbox": sandbox, "mcp": mcp, "config": config
-            })),
+            }),
         )
     }
 }

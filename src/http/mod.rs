@@ -22,6 +22,7 @@ mod health;
 mod idempotency;
 mod limit;
 mod operator;
+mod panel;
 mod responses;
 mod serve;
 mod webhook;
@@ -29,6 +30,7 @@ mod webhook;
 pub use guard::BrowserGuard;
 pub use idempotency::{prune as prune_idempotency, prune_responses};
 pub use limit::ApiRateLimit;
+pub use panel::PanelSessions;
 pub use serve::{ServeSettings, serve};
 
 use std::sync::Arc;
@@ -115,13 +117,16 @@ pub struct AppState {
     pub mcp: std::sync::Arc<crate::agent::tools::mcp::McpHub>,
     /// How long `Idempotency-Key` records count (`[retention] idempotency`).
     pub idempotency_ttl: Duration,
+    /// The control panel's logged-in browsers.
+    pub panel: Arc<PanelSessions>,
     /// Reads the config again (`POST /admin/reload`; `/readyz` shows the live one).
     pub reloader: Option<Arc<crate::access::reload::Reloader>>,
 }
 
 /// The application's routes.
 pub fn router(state: AppState, http: &HttpConfig) -> Router {
-    let mut app = Router::new()
+    // The panel (`/ui`, `/api/*`): its own guard (a login, a cookie, CSRF tokens, same origin).
+    let mut app = panel::routes()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics));

@@ -1,0 +1,314 @@
+//! The panel's pages and the JSON they are made from: status (what `/readyz` says), the
+//! conversations (the most recent, or those the store's search finds) and one conversation's
+//! transcript, tool calls and results folded. Text from conversations is always escaped.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::super::AppState;
+use super::super::api::holds_a_key;
+use super::auth::PanelSession;
+use super::html::{escape, page, when};
+use crate::store::{SessionInfo, StoredMessage};
+use crate::vocab::message::Role;
+
+/// Conversations a list shows.
+const LIST: u32 = 100;
+
+/// A page's reader: the panel session, or the login page to answer instead.
+fn reader(state: &AppState, headers: &HeaderMap) -> Result<PanelSession, Box<Response>> {
+    state.panel.of(headers).ok_or_else(|| Box::new(super::login_page(StatusCode::OK, None)))
+}
+
+/// `/api/*`'s reader: a key as bearer token, or the panel's cookie.
+fn api_reader(state: &AppState, headers: &HeaderMap) -> Result<(), Box<Response>> {
+    if holds_a_key(state, headers) || state.panel.of(headers).is_some() {
+        return Ok(());
+    }
+    let body = json!({ "error": { "message": "invalid or missing API key", "type": "invalid_request_error", "code": "invalid_api_key" } });
+    Err(Box::new((StatusCode::UNAUTHORIZED, Json(body)).into_response()))
+}
+
+/// `GET /ui`: the status, or the login form.
+pub(super) async fn home(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let session = match reader(&state, &headers) {
+        Ok(session) => session,
+        Err(login) => return *login,
+    };
+    let (status, ready) = super::super::health::readiness(&state).await;
+    let mut body = String::new();
+    let verdict = if status == StatusCode::OK {
+        "<span class=\"ok\">ready</span>"
+    } else {
+        "<span class=\"bad\">not ready</span>"
+    };
+    body.push_str(&format!("<p>The daemon is {verdict}.</p>"));
+    for problem in ready["problems"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        body.push_str(&format!("<p class=\"bad\">{}</p>", escape(problem)));
+    }
+    let section = |title: &str, map: &Value| -> String {
+        let rows: String = map
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, line)| {
+                let text = line.as_str().map_or_else(|| line.to_string(), str::to_owned);
+                let class = if text == "ok" { " class=\"ok\"" } else { "" };
+                format!("<tr><th scope=\"row\">{}</th><td{class}>{}</td></tr>", escape(name), escape(&text))
+            })
+            .collect();
+        if rows.is_empty() {
+            return String::new();
+        }
+        format!("<h2>{}</h2><table>{rows}</table>", escape(title))
+    };
+    body.push_str(&section("Platforms", &ready["platforms"]));
+    body.push_str(&section("Profiles", &ready["profiles"]));
+    let servers: String = ready["mcp"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            let text = |k: &str| s[k].as_str().map_or_else(|| s[k].to_string(), str::to_owned);
+            format!(
+                "<tr><th scope=\"row\">{}</th><td>{}</td><td>{} tools</td><td class=\"muted\">{}</td></tr>",
+                escape(&text("name")),
+                escape(&text("state")),
+                escape(&text("tools")),
+                escape(s["error"].as_str().unwrap_or_default())
+            )
+        })
+        .collect();
+    if !servers.is_empty() {
+        body.push_str(&format!("<h2>MCP servers</h2><table>{servers}</table>"));
+    }
+    if let Some(config) = ready["config"].as_object() {
+        let text = |k: &str| {
+            config.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).unwrap_or_default()
+        };
+        body.push_str(&format!(
+            "<h2>Configuration</h2><p>{} (digest {}), {} reload(s) since the start.</p>",
+            escape(&text("path")),
+            escape(&text("digest")),
+            escape(&text("reloads"))
+        ));
+        if let Some(refused) = config.get("refused").and_then(Value::as_str) {
+            body.push_str(&format!("<p class=\"bad\">The last reload was refused: {}</p>", escape(refused)));
+        }
+    }
+    page(StatusCode::OK, "Status", Some(&session.csrf), &body)
+}
+
+#[derive(Deserialize)]
+pub(super) struct Search {
+    #[serde(default)]
+    q: String,
+}
+
+/// What a conversation is, as the list and the API say it.
+fn session_json(session: &SessionInfo) -> Value {
+    json!({
+        "id": session.id, "key": session.key, "title": session.title,
+        "created_at": session.created_at, "updated_at": session.updated_at,
+        "messages": session.message_count, "model": session.model, "suspended": session.suspended,
+    })
+}
+
+async fn list(state: &AppState, query: &str) -> Result<(Vec<SessionInfo>, Vec<Value>), String> {
+    let query = query.trim();
+    if query.is_empty() {
+        let sessions = state.store.list_sessions_with(None, LIST).await.map_err(|e| e.to_string())?;
+        return Ok((sessions, Vec::new()));
+    }
+    let hits = state.store.search(query, None, LIST).await.map_err(|e| e.to_string())?;
+    let mut sessions: Vec<SessionInfo> = Vec::new();
+    let mut found = Vec::new();
+    for hit in hits {
+        found.push(json!({ "session_id": hit.session_id, "role": hit.role, "snippet": hit.snippet, "created_at": hit.created_at }));
+        if sessions.iter().any(|s| s.id == hit.session_id) {
+            continue;
+        }
+        if let Some(session) = state.store.session(&hit.session_id).await.map_err(|e| e.to_string())? {
+            sessions.push(session);
+        }
+    }
+    Ok((sessions, found))
+}
+
+/// `GET /ui/sessions[?q=…]`.
+pub(super) async fn sessions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(search): Query<Search>,
+) -> Response {
+    let session = match reader(&state, &headers) {
+        Ok(session) => session,
+        Err(login) => return *login,
+    };
+    let (sessions, hits) = match list(&state, &search.q).await {
+        Ok(found) => found,
+        Err(e) => {
+            return page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Conversations",
+                Some(&session.csrf),
+                &format!("<p class=\"bad\">{}</p>", escape(&e)),
+            );
+        }
+    };
+    let mut body = format!(
+        "<form method=\"get\" action=\"/ui/sessions\" role=\"search\"><label for=\"q\">Search the conversations</label> \
+         <input id=\"q\" name=\"q\" type=\"search\" value=\"{}\"> <button type=\"submit\">Search</button></form>",
+        escape(&search.q)
+    );
+    if sessions.is_empty() {
+        body.push_str("<p class=\"muted\">No conversation.</p>");
+    } else {
+        body.push_str("<table><thead><tr><th>Conversation</th><th>Last activity</th><th>Messages</th><th>Key</th></tr></thead><tbody>");
+        for s in &sessions {
+            let title = s.title.clone().unwrap_or_else(|| s.key.clone());
+            let snippets: String = hits
+                .iter()
+                .filter(|h| h["session_id"] == s.id.as_str())
+                .take(3)
+                .map(|h| {
+                    format!("<br><span class=\"muted\">{}</span>", escape(h["snippet"].as_str().unwrap_or_default()))
+                })
+                .collect();
+            body.push_str(&format!(
+                "<tr><td><a href=\"/ui/sessions/{}\">{}</a>{snippets}</td><td>{}</td><td>{}</td><td class=\"muted\">{}</td></tr>",
+                escape(&s.id),
+                escape(&title),
+                when(s.updated_at),
+                s.message_count.max(0),
+                escape(&s.key)
+            ));
+        }
+        body.push_str("</tbody></table>");
+    }
+    page(StatusCode::OK, "Conversations", Some(&session.csrf), &body)
+}
+
+fn message_html(message: &StoredMessage) -> String {
+    let m = &message.message;
+    let role = m.role.as_str();
+    let text = m.content.as_deref().unwrap_or_default();
+    let archived = if message.archived { " <span class=\"muted\">(summarised)</span>" } else { "" };
+    let head = format!("<div class=\"role\">{} · {}{archived}</div>", escape(role), when(message.created_at));
+    match m.role {
+        Role::Tool => format!(
+            "<details class=\"msg tool\"><summary>{}</summary>{}</details>",
+            format_args!("tool result {}", escape(m.tool_call_id.as_deref().unwrap_or_default())),
+            escape(text)
+        ),
+        _ => {
+            let calls: String = m
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    format!("<details><summary>calls {}</summary>{}</details>", escape(&c.name), escape(&c.arguments))
+                })
+                .collect();
+            format!("<div class=\"msg {}\">{head}{}{calls}</div>", escape(role), escape(text))
+        }
+    }
+}
+
+/// `GET /ui/sessions/{id}`.
+pub(super) async fn transcript(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let session = match reader(&state, &headers) {
+        Ok(session) => session,
+        Err(login) => return *login,
+    };
+    let found = match state.store.session(&id).await {
+        Ok(found) => found,
+        Err(e) => {
+            return page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Conversation",
+                Some(&session.csrf),
+                &format!("<p class=\"bad\">{}</p>", escape(&e.to_string())),
+            );
+        }
+    };
+    let Some(info) = found else {
+        return page(StatusCode::NOT_FOUND, "Conversation", Some(&session.csrf), "<p>No such conversation.</p>");
+    };
+    let messages = match state.store.full_history(&id).await {
+        Ok(messages) => messages,
+        Err(e) => {
+            return page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Conversation",
+                Some(&session.csrf),
+                &format!("<p class=\"bad\">{}</p>", escape(&e.to_string())),
+            );
+        }
+    };
+    let mut body = format!(
+        "<p class=\"muted\">{} · started {} · last {}</p>",
+        escape(&info.key),
+        when(info.created_at),
+        when(info.updated_at)
+    );
+    for message in messages.iter().filter(|m| m.message.role != Role::System) {
+        body.push_str(&message_html(message));
+    }
+    let title = info.title.clone().unwrap_or_else(|| "Conversation".into());
+    page(StatusCode::OK, &title, Some(&session.csrf), &body)
+}
+
+/// `GET /api/sessions[?q=…]`.
+pub(super) async fn api_sessions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(search): Query<Search>,
+) -> Response {
+    if let Err(refused) = api_reader(&state, &headers) {
+        return *refused;
+    }
+    match list(&state, &search.q).await {
+        Ok((sessions, hits)) => {
+            Json(json!({ "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(), "hits": hits }))
+                .into_response()
+        }
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": { "message": e, "type": "server_error" } })))
+            .into_response(),
+    }
+}
+
+/// `GET /api/sessions/{id}`.
+pub(super) async fn api_session(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Err(refused) = api_reader(&state, &headers) {
+        return *refused;
+    }
+    let unavailable = |e: String| {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": { "message": e, "type": "server_error" } })))
+            .into_response()
+    };
+    let info = match state.store.session(&id).await {
+        Ok(Some(info)) => info,
+        Ok(None) => {
+            return (StatusCode::NOT_FOUND, Json(json!({ "error": { "message": "no such session", "type": "invalid_request_error", "code": "not_found" } })))
+                .into_response();
+        }
+        Err(e) => return unavailable(e.to_string()),
+    };
+    match state.store.full_history(&id).await {
+        Ok(messages) => {
+            let messages: Vec<Value> = messages
+                .iter()
+                .filter(|m| m.message.role != Role::System)
+                .map(|m| json!({ "role": m.message.role.as_str(), "content": m.message.content, "tool_calls": m.message.tool_calls.iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(), "tool_call_id": m.message.tool_call_id, "created_at": m.created_at, "archived": m.archived }))
+                .collect();
+            let mut body = session_json(&info);
+            body["transcript"] = Value::Array(messages);
+            Json(body).into_response()
+        }
+        Err(e) => unavailable(e.to_string()),
+    }
+}

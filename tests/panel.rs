@@ -1,0 +1,168 @@
+//! The control panel at `/ui` over real HTTP (a real daemon in-process, real SQLite, fake LLM):
+//! the login takes the API key (or, on a keyless daemon, the local key `hermesd ui` prints) and
+//! answers with an HttpOnly, SameSite=Strict cookie that holds no key; pages carry a strict CSP;
+//! a conversation made through the API is listed, found by search and shown with its text
+//! escaped; `/api/sessions` answers a key or the cookie, `/v1/*` never the cookie; a change
+//! without the session's CSRF token or from another origin is refused.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{FakeLlm, config_for, hermesd_cli, start_daemon};
+
+const KEY: &str = "panel-test-key";
+
+fn browser() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+/// An HTML form's body.
+fn form(pairs: &[(&str, &str)]) -> String {
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+                b' ' => "+".into(),
+                other => format!("%{other:02X}"),
+            })
+            .collect()
+    };
+    pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
+}
+
+/// Log in with `key`; the response.
+async fn login(base: &str, key: &str, origin: Option<&str>) -> reqwest::Response {
+    let mut request = browser()
+        .post(format!("{base}/ui/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("key", key)]));
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    request.send().await.unwrap()
+}
+
+/// The panel cookie (`name=value`) a login set.
+fn cookie_of(response: &reqwest::Response) -> String {
+    let set = response.headers().get("set-cookie").expect("a cookie").to_str().unwrap().to_owned();
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    set.split(';').next().unwrap().to_owned()
+}
+
+async fn get(base: &str, path: &str, cookie: Option<&str>) -> (u16, String, reqwest::header::HeaderMap) {
+    let mut request = browser().get(format!("{base}{path}"));
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, response.text().await.unwrap(), headers)
+}
+
+/// The CSRF token a page's forms carry.
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a form with a token") + "name=\"csrf\" value=\"".len();
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_logs_in_with_the_key_shows_conversations_escaped_and_refuses_forged_changes() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let base = d.base.as_str();
+
+    // Not logged in: the login form, under a strict CSP, and nothing else.
+    let (status, page, headers) = get(base, "/ui", None).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("type=\"password\"") && !page.contains("Conversations</a>"), "{page}");
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("default-src 'none'") && !csp.contains("unsafe-inline") && csp.contains("frame-ancestors 'none'")
+    );
+    assert!(!page.contains("<script"), "no script at all");
+    assert!(get(base, "/ui/sessions", None).await.1.contains("type=\"password\""), "pages ask for a login");
+
+    // A wrong key, and a right key from another origin, are refused.
+    assert_eq!(login(base, "nope", Some(base)).await.status(), 401);
+    assert_eq!(login(base, KEY, Some("http://evil.example")).await.status(), 403);
+    assert_eq!(login(base, KEY, None).await.status(), 403, "no Origin: not from the panel's own page");
+    let logged = login(base, KEY, Some(base)).await;
+    assert_eq!(logged.status(), 303);
+    let cookie = cookie_of(&logged);
+    assert!(!cookie.contains(KEY), "the cookie holds a session id, not the key");
+
+    // A conversation made through the API is listed, searchable and shown escaped.
+    let asked = json!({ "messages": [{ "role": "user", "content": "<script>alert(1)</script> look at the heron" }] });
+    let answer = support::client()
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(KEY)
+        .json(&asked)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let (status, page, _) = get(base, "/ui", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Status") && page.contains("ready"), "{page}");
+    let (_, list, _) = get(base, "/ui/sessions", Some(&cookie)).await;
+    let at = list.find("href=\"/ui/sessions/").expect("the conversation is listed") + "href=\"/ui/sessions/".len();
+    let id = list[at..].split('"').next().unwrap().to_owned();
+    let (_, found, _) = get(base, "/ui/sessions?q=heron", Some(&cookie)).await;
+    assert!(found.contains(&id), "search finds it:\n{found}");
+    let (status, shown, _) = get(base, &format!("/ui/sessions/{id}"), Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(shown.contains("&lt;script&gt;alert(1)&lt;/script&gt; look at the heron"), "{shown}");
+    assert!(!shown.contains("<script>alert"), "text is escaped, never markup");
+    assert!(shown.contains("echo: "), "the reply is shown");
+    assert!(!shown.contains(KEY), "no secret is rendered");
+
+    // The JSON API: a key or the cookie; /v1 never takes the cookie.
+    let (status, _, _) = get(base, "/api/sessions", None).await;
+    assert_eq!(status, 401);
+    let by_key: Value =
+        browser().get(format!("{base}/api/sessions")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
+    assert!(by_key["sessions"].as_array().unwrap().iter().any(|s| s["id"] == id.as_str()), "{by_key}");
+    let (status, one, _) = get(base, &format!("/api/sessions/{id}"), Some(&cookie)).await;
+    assert_eq!(status, 200);
+    let one: Value = serde_json::from_str(&one).unwrap();
+    assert_eq!(one["transcript"][0]["role"], "user", "{one}");
+    let (status, _, _) = get(base, "/v1/models", Some(&cookie)).await;
+    assert_eq!(status, 401, "the panel's cookie is no API key");
+
+    // Logging out: refused without the token or from another origin, done with both.
+    let csrf = csrf_of(&page);
+    let logout = |token: &str, origin: &str| {
+        browser()
+            .post(format!("{base}/ui/logout"))
+            .header("cookie", &cookie)
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("csrf", token)]))
+            .send()
+    };
+    assert_eq!(logout("forged", base).await.unwrap().status(), 403);
+    assert_eq!(logout(&csrf, "http://evil.example").await.unwrap().status(), 403);
+    assert!(get(base, "/ui", Some(&cookie)).await.1.contains("Log out"), "still logged in");
+    assert_eq!(logout(&csrf, base).await.unwrap().status(), 303);
+    assert!(get(base, "/ui", Some(&cookie)).await.1.contains("type=\"password\""), "logged out");
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_daemon_takes_the_local_key_that_hermesd_ui_prints() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[]).await;
+    let out = hermesd_cli(home.path(), &["ui"]);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && said.contains("/ui"), "{said}");
+    let key = said.lines().find_map(|l| l.strip_prefix("Log in with this home's local key: ")).expect("the key").trim();
+    assert_eq!(login(&d.base, "anything", Some(&d.base)).await.status(), 401, "keyless is not open");
+    let logged = login(&d.base, key, Some(&d.base)).await;
+    assert_eq!(logged.status(), 303);
+    let cookie = cookie_of(&logged);
+    assert!(get(&d.base, "/ui", Some(&cookie)).await.1.contains("Log out"));
+    d.daemon.stop().await;
+}
