@@ -166,3 +166,80 @@ async fn a_keyless_daemon_takes_the_local_key_that_hermesd_ui_prints() {
     assert!(get(&d.base, "/ui", Some(&cookie)).await.1.contains("Log out"));
     d.daemon.stop().await;
 }
+
+/// POST a panel form with the session's cookie and token, from the panel's origin.
+async fn act(base: &str, cookie: &str, path: &str, fields: &[(&str, &str)]) -> u16 {
+    browser()
+        .post(format!("{base}{path}"))
+        .header("cookie", cookie)
+        .header("origin", base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(fields))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[cfg(feature = "telegram")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pairing_approved_in_the_panel_lets_the_stranger_in_and_a_paused_job_stays_paused() {
+    use std::time::Duration;
+    use support::eventually;
+    use support::fake_telegram::{Chat, FakeTelegram, User};
+    const TOKEN: &str = "123:PANEL";
+    let llm = FakeLlm::echo().await;
+    let tg = FakeTelegram::builder().token(TOKEN).start().await;
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[agent]\nbatch_window = \"0s\"\n\n[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n",
+        tg.base_url()
+    );
+    let env = [("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001"), ("API_SERVER_KEY", KEY)];
+    let d = start_daemon(home.path(), &config_for(&llm, &extra), &env).await;
+    let base = d.base.as_str();
+    let wait = Duration::from_secs(15);
+
+    // A stranger gets a pairing code; the panel lists them as waiting.
+    let bob = User::new(2002, "Bob");
+    tg.push_message(&Chat::private(&bob), &bob, "hello?");
+    assert!(eventually(wait, || tg.texts(2002).iter().any(|t| t.contains("pairing code"))).await);
+    let cookie = cookie_of(&login(base, KEY, Some(base)).await);
+    let (_, people, _) = get(base, "/ui/people", Some(&cookie)).await;
+    assert!(people.contains("2002") && people.contains("Approve"), "{people}");
+    let csrf = csrf_of(&people);
+
+    // A forged approval (no token, or no cookie) changes nothing; the panel's own lets Bob in.
+    let fields = [("csrf", "forged"), ("platform", "telegram"), ("user", "2002")];
+    assert_eq!(act(base, &cookie, "/ui/people/approve", &fields).await, 403);
+    assert_eq!(act(base, "hermesd_panel=none", "/ui/people/approve", &fields).await, 403);
+    tg.push_message(&Chat::private(&bob), &bob, "still out?");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!tg.texts(2002).iter().any(|t| t.contains("still out?")), "not approved by a forged form");
+    let fields = [("csrf", csrf.as_str()), ("platform", "telegram"), ("user", "2002")];
+    assert_eq!(act(base, &cookie, "/ui/people/approve", &fields).await, 303);
+    tg.push_message(&Chat::private(&bob), &bob, "and now?");
+    assert!(eventually(wait, || tg.texts(2002).iter().any(|t| t == "echo: and now?")).await, "{:?}", tg.texts(2002));
+    let (_, people, _) = get(base, "/ui/people", Some(&cookie)).await;
+    assert!(people.contains("Revoke") && people.contains("No code is waiting"), "{people}");
+
+    // A cron job made with the CLI is paused from the panel and stays paused.
+    let made = hermesd_cli(home.path(), &["cron", "add", "every 1h", "say hi", "--name", "Hourly hello"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let (_, jobs, _) = get(base, "/ui/cron", Some(&cookie)).await;
+    assert!(jobs.contains("Hourly hello"), "{jobs}");
+    let at = jobs.find("action=\"/ui/cron/").unwrap() + "action=\"".len();
+    let pause = jobs[at..].split('"').next().unwrap().to_owned();
+    assert!(pause.ends_with("/pause"), "{pause}");
+    assert_eq!(act(base, &cookie, &pause, &[("csrf", "forged")]).await, 403);
+    assert_eq!(act(base, &cookie, &pause, &[("csrf", csrf.as_str())]).await, 303);
+    let listed = String::from_utf8_lossy(&hermesd_cli(home.path(), &["cron", "list"]).stdout).into_owned();
+    assert!(listed.contains("paused"), "{listed}");
+    let (_, jobs, _) = get(base, "/ui/cron", Some(&cookie)).await;
+    assert!(jobs.contains("Resume"), "{jobs}");
+    let (status, deliveries, _) = get(base, "/ui/deliveries", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(deliveries.contains("No failed delivery"), "{deliveries}");
+    d.daemon.stop().await;
+}

@@ -510,6 +510,11 @@ pub trait AccessStore: Send + Sync {
     async fn access_entries(&self, now: i64) -> StoreResult<Vec<AccessEntry>>;
     /// Remove an approved user; true when there was one.
     async fn revoke_user(&self, platform: &str, user_id: &str) -> StoreResult<bool>;
+    /// Approve the user a live code was given to, as its code would (the control panel's
+    /// Approve); false when no live code waits for them.
+    async fn approve_waiting(&self, platform: &str, user_id: &str, now: i64) -> StoreResult<bool>;
+    /// Drop the codes waiting for a user (the control panel's Deny); false when there were none.
+    async fn deny_waiting(&self, platform: &str, user_id: &str) -> StoreResult<bool>;
 }
 
 pub use cron::{ClaimDecision, CronJob, CronRun, CronStore, JobState, JobUpdate, NewJob, RunStatus};

@@ -43,7 +43,8 @@ pub(super) fn harden(mut response: Response) -> Response {
 pub(super) fn page(status: StatusCode, title: &str, csrf: Option<&str>, body: &str) -> Response {
     let nav = match csrf {
         Some(csrf) => format!(
-            "<nav aria-label=\"Panel\"><a href=\"/ui\">Status</a><a href=\"/ui/sessions\">Conversations</a></nav>\
+            "<nav aria-label=\"Panel\"><a href=\"/ui\">Status</a><a href=\"/ui/sessions\">Conversations</a>\
+             <a href=\"/ui/people\">People</a><a href=\"/ui/cron\">Cron</a><a href=\"/ui/deliveries\">Deliveries</a></nav>\
              <form class=\"inline\" method=\"post\" action=\"/ui/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <button type=\"submit\">Log out</button></form>",
             escape(csrf)

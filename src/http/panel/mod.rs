@@ -8,8 +8,10 @@
 //! `/api/*` takes the same key as a bearer token, or the panel's cookie for reading; `/v1/*`
 //! never takes the cookie. No secret is ever rendered. Pages (`pages.rs`): status (what
 //! `/readyz` says), conversations (recent, or found by the store's search) and a transcript
-//! with its tool calls folded.
+//! with its tool calls folded; and the ones that change things (`actions.rs`): people and their
+//! pairing codes, cron jobs, failed deliveries.
 
+mod actions;
 mod auth;
 mod html;
 mod pages;
@@ -37,6 +39,12 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/logout", post(logout))
         .route("/ui/sessions", get(pages::sessions))
         .route("/ui/sessions/{id}", get(pages::transcript))
+        .route("/ui/people", get(actions::people))
+        .route("/ui/people/{action}", post(actions::person))
+        .route("/ui/cron", get(actions::cron))
+        .route("/ui/cron/{id}/{action}", post(actions::cron_action))
+        .route("/ui/deliveries", get(actions::deliveries))
+        .route("/ui/deliveries/{id}/retry", post(actions::retry))
         .route("/ui/assets/panel.css", get(css))
         .route("/api/sessions", get(pages::api_sessions))
         .route("/api/sessions/{id}", get(pages::api_session))

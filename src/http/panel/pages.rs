@@ -20,7 +20,7 @@ use crate::vocab::message::Role;
 const LIST: u32 = 100;
 
 /// A page's reader: the panel session, or the login page to answer instead.
-fn reader(state: &AppState, headers: &HeaderMap) -> Result<PanelSession, Box<Response>> {
+pub(super) fn reader(state: &AppState, headers: &HeaderMap) -> Result<PanelSession, Box<Response>> {
     state.panel.of(headers).ok_or_else(|| Box::new(super::login_page(StatusCode::OK, None)))
 }
 

@@ -186,4 +186,51 @@ impl AccessStore for SqliteStore {
         .await?;
         Ok(done.rows_affected() > 0)
     }
+
+    async fn approve_waiting(&self, platform: &str, user_id: &str, now: i64) -> StoreResult<bool> {
+        retry_busy(|| async move {
+            let mut conn = self.writer.get().await?;
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
+            let found: Option<(Option<String>,)> = sqlx::query_as(
+                "SELECT user_name FROM pairing_codes WHERE platform = ? AND user_id = ? AND expires_at > ? \
+                 ORDER BY expires_at DESC LIMIT 1",
+            )
+            .bind(platform)
+            .bind(user_id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((user_name,)) = found else { return Ok(false) };
+            sqlx::query(
+                "INSERT INTO approved_users (platform, user_id, user_name, approved_at) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (platform, user_id) DO UPDATE SET user_name = excluded.user_name",
+            )
+            .bind(platform)
+            .bind(user_id)
+            .bind(&user_name)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("DELETE FROM pairing_codes WHERE platform = ? AND user_id = ?")
+                .bind(platform)
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn deny_waiting(&self, platform: &str, user_id: &str) -> StoreResult<bool> {
+        let done = retry_busy(|| async move {
+            sqlx::query("DELETE FROM pairing_codes WHERE platform = ? AND user_id = ?")
+                .bind(platform)
+                .bind(user_id)
+                .execute(&mut *self.writer.get().await?)
+                .await
+        })
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
 }
