@@ -2,7 +2,8 @@
 # Installs what the test suite needs beyond cargo: Dovecot (Debian's dovecot-imapd), the real
 # IMAP server the e-mail tests start on loopback, and the programs the sandbox tests run inside
 # the sandbox or around it: curl, python3, setpriv (util-linux) and script (bsdutils); and
-# systemd-analyze (systemd), which checks the units `hermesd service install` writes.
+# systemd-analyze (systemd), which checks the units `hermesd service install` writes; and Chromium
+# with its WebDriver (chromium, chromium-driver), which the control panel's browser test drives.
 # Idempotent: installs only what is missing, nothing when all is there. Never starts a system
 # service.
 set -euo pipefail
@@ -11,7 +12,8 @@ packages=()
 if ! command -v dovecot >/dev/null 2>&1 && [ ! -x /usr/sbin/dovecot ]; then
     packages+=(dovecot-imapd)
 fi
-for pair in curl:curl python3:python3 setpriv:util-linux script:bsdutils systemd-analyze:systemd; do
+for pair in curl:curl python3:python3 setpriv:util-linux script:bsdutils systemd-analyze:systemd \
+    chromium:chromium chromedriver:chromium-driver; do
     if ! command -v "${pair%%:*}" >/dev/null 2>&1; then
         packages+=("${pair#*:}")
     fi

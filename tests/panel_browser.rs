@@ -1,0 +1,161 @@
+//! The control panel in a real browser: headless Chromium (Debian's `chromium`, driven through
+//! Debian's `chromium-driver` over WebDriver by fantoccini) logs in with the API key, finds a
+//! conversation made through the API and opens its transcript, approves a waiting Telegram
+//! pairing (the stranger's next message is answered) and pauses a cron job. Each page's
+//! screenshot is saved under the test's target folder (`panel-screens/`); scripts/panel-screens.sh
+//! copies them to docs/panel/ for the README. Chromium runs with `--no-sandbox` only as root.
+#![cfg(feature = "telegram")]
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use support::fake_telegram::{Chat, FakeTelegram, User};
+use support::{FakeLlm, config_for, eventually, hermesd_cli, start_daemon};
+
+const KEY: &str = "browser-test-key";
+const TOKEN: &str = "123:BROWSER";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// chromedriver on a free port, stopped when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn driver() -> Driver {
+    let path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("chromedriver is missing: scripts/test-deps.sh installs Debian's chromium-driver");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(path)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    Driver { child, url: format!("http://127.0.0.1:{port}") }
+}
+
+async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
+    let mut args = vec![
+        "--headless=new".to_owned(),
+        "--disable-gpu".into(),
+        "--disable-dev-shm-usage".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-sync".into(),
+        "--no-first-run".into(),
+        "--window-size=1200,900".into(),
+        format!("--user-data-dir={}", profile.display()),
+    ];
+    if rustix::process::geteuid().is_root() {
+        // Chromium's own sandbox needs namespaces a root process may not use.
+        args.push("--no-sandbox".into());
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert("goog:chromeOptions".into(), json!({ "binary": "/usr/bin/chromium", "args": args }));
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    for _ in 0..100 {
+        match ClientBuilder::new(connector.clone()).capabilities(caps.clone()).connect(&driver.url).await {
+            Ok(client) => return client,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    panic!("chromedriver at {} did not start a Chromium session", driver.url);
+}
+
+/// Save the page as `name.png` under the test's target folder.
+async fn screenshot(client: &Client, name: &str) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("panel-screens");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+async fn text(client: &Client) -> String {
+    client.find(Locator::Css("main")).await.unwrap().text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_works_in_a_real_browser() {
+    let llm = FakeLlm::echo().await;
+    let tg = FakeTelegram::builder().token(TOKEN).start().await;
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[agent]\nbatch_window = \"0s\"\n\n[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n",
+        tg.base_url()
+    );
+    let env = [("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001"), ("API_SERVER_KEY", KEY)];
+    let d = start_daemon(home.path(), &config_for(&llm, &extra), &env).await;
+    let base = d.base.clone();
+    let driver = driver();
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(&driver, profile.path()).await;
+
+    // Log in with the key.
+    client.goto(&format!("{base}/ui")).await.unwrap();
+    screenshot(&client, "login").await;
+    client.find(Locator::Id("key")).await.unwrap().send_keys(KEY).await.unwrap();
+    client.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("nav")).await.unwrap();
+    assert!(text(&client).await.contains("The daemon is ready"), "{}", text(&client).await);
+    screenshot(&client, "status").await;
+
+    // A conversation made through the API, found and opened.
+    let asked = json!({ "messages": [{ "role": "user", "content": "tell me about herons" }] });
+    let answer = support::client()
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(KEY)
+        .json(&asked)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    client.goto(&format!("{base}/ui/sessions")).await.unwrap();
+    screenshot(&client, "conversations").await;
+    client.find(Locator::Css("td a[href^='/ui/sessions/']")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css(".msg.user")).await.unwrap();
+    let shown = text(&client).await;
+    assert!(shown.contains("tell me about herons") && shown.contains("echo: tell me about herons"), "{shown}");
+    screenshot(&client, "transcript").await;
+
+    // A stranger's pairing approved with the button: their next message is answered.
+    let bob = User::new(2002, "Bob");
+    tg.push_message(&Chat::private(&bob), &bob, "hello?");
+    assert!(eventually(WAIT, || tg.texts(2002).iter().any(|t| t.contains("pairing code"))).await);
+    client.goto(&format!("{base}/ui/people")).await.unwrap();
+    screenshot(&client, "people").await;
+    client.find(Locator::Css("form[action='/ui/people/approve'] button")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("form[action='/ui/people/revoke']")).await.unwrap();
+    tg.push_message(&Chat::private(&bob), &bob, "and now?");
+    assert!(eventually(WAIT, || tg.texts(2002).iter().any(|t| t == "echo: and now?")).await, "{:?}", tg.texts(2002));
+
+    // A cron job paused with the button.
+    let made = hermesd_cli(home.path(), &["cron", "add", "every 1h", "say hi", "--name", "Hourly hello"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    client.goto(&format!("{base}/ui/cron")).await.unwrap();
+    client.find(Locator::Css("form[action$='/pause'] button")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("form[action$='/resume']")).await.unwrap();
+    screenshot(&client, "cron").await;
+    let listed = String::from_utf8_lossy(&hermesd_cli(home.path(), &["cron", "list"]).stdout).into_owned();
+    assert!(listed.contains("paused"), "{listed}");
+
+    client.goto(&format!("{base}/ui/deliveries")).await.unwrap();
+    screenshot(&client, "deliveries").await;
+    client.close().await.unwrap();
+    d.daemon.stop().await;
+}
