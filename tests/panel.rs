@@ -131,6 +131,34 @@ async fn the_panel_logs_in_with_the_key_shows_conversations_escaped_and_refuses_
     let (status, _, _) = get(base, "/v1/models", Some(&cookie)).await;
     assert_eq!(status, 401, "the panel's cookie is no API key");
 
+    // The other JSON: jobs, pairing, deliveries, by key.
+    for (path, field) in [("/api/jobs", "jobs"), ("/api/pairing", "entries"), ("/api/deliveries", "deliveries")] {
+        assert_eq!(get(base, path, None).await.0, 401, "{path} needs a key");
+        let body: Value =
+            browser().get(format!("{base}{path}")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
+        assert!(body[field].is_array(), "{path}: {body}");
+    }
+
+    // The config in force, and a reload from the panel.
+    let (status, config, _) = get(base, "/ui/config", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(config.contains("fake-model") && !config.contains(KEY), "{config}");
+    let token = csrf_of(&page);
+    assert_eq!(act(base, &cookie, "/ui/config/reload", &[("csrf", "forged")]).await, 403);
+    let reloaded = browser()
+        .post(format!("{base}/ui/config/reload"))
+        .header("cookie", &cookie)
+        .header("origin", base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("csrf", &token)]))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(reloaded.contains("Reloaded"), "{reloaded}");
+
     // Logging out: refused without the token or from another origin, done with both.
     let csrf = csrf_of(&page);
     let logout = |token: &str, origin: &str| {

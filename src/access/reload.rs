@@ -82,6 +82,11 @@ impl Reloader {
         self.hooks.lock().unwrap_or_else(PoisonError::into_inner).push((tables, hook));
     }
 
+    /// The config in force, as JSON (it holds no secret: those come from the environment).
+    pub fn running(&self) -> serde_json::Value {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner).0.clone()
+    }
+
     /// The config in force.
     pub fn live(&self) -> LiveConfig {
         self.running.lock().unwrap_or_else(PoisonError::into_inner).1.clone()

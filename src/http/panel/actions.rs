@@ -2,7 +2,8 @@
 //! (checked with the origin before anything is done) and a line in the log naming the key that
 //! logged in: people (approve or deny a waiting pairing code, as `hermesd pairing approve` does;
 //! revoke an approval), cron jobs (pause, resume, run now, delete, as `hermesd cron` does) and
-//! deliveries that failed (retry through the running outbox).
+//! deliveries that failed (retry through the running outbox); and the config in force (MCP
+//! servers' `env` and `headers` values masked), with a reload button.
 
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -297,5 +298,102 @@ pub(super) async fn retry(
             "<p>This delivery cannot be retried (gone, not failed, or still unreadable). <a href=\"/ui/deliveries\">Back</a></p>",
         ),
         Err(e) => failed(&session, "Deliveries", e),
+    }
+}
+
+/// `GET /ui/config`: the config in force (it holds no secret), which file it came from, and a
+/// reload button.
+pub(super) async fn config(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let session = match super::pages::reader(&state, &headers) {
+        Ok(session) => session,
+        Err(login) => return *login,
+    };
+    let Some(reloader) = state.reloader.as_ref() else {
+        return page(StatusCode::OK, "Configuration", Some(&session.csrf), "<p class=\"muted\">Not known here.</p>");
+    };
+    let live = reloader.live();
+    let mut body = format!(
+        "<p>{} (digest {}), loaded {}, {} reload(s) since the start.</p>",
+        escape(&live.path),
+        escape(&live.digest),
+        when(live.loaded_at),
+        live.reloads
+    );
+    if let Some(refused) = &live.refused {
+        body.push_str(&format!(
+            "<p class=\"bad\">The last reload was refused, the config above stays: {}</p>",
+            escape(refused)
+        ));
+    }
+    body.push_str(&button(&session.csrf, "/ui/config/reload", "Reload the config file and .env", &[]));
+    let shown = serde_json::to_string_pretty(&masked(reloader.running())).unwrap_or_default();
+    body.push_str(&format!(
+        "<h2>In force</h2><p class=\"muted\">Secrets are never in it: they come from the environment and .env.</p><pre>{}</pre>",
+        escape(&shown)
+    ));
+    page(StatusCode::OK, "Configuration", Some(&session.csrf), &body)
+}
+
+/// The config with the values of every `env` and `headers` table (an MCP server's, where a
+/// literal may stand) shown only as set.
+fn masked(mut value: serde_json::Value) -> serde_json::Value {
+    fn walk(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, item) in map.iter_mut() {
+                    match (key.as_str(), item) {
+                        ("env" | "headers", serde_json::Value::Object(values)) => {
+                            values.values_mut().for_each(|v| *v = serde_json::Value::String("(set)".into()));
+                        }
+                        (_, item) => walk(item),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut value);
+    value
+}
+
+/// `POST /ui/config/reload`: as SIGHUP does; what took effect, or why it was refused.
+pub(super) async fn reload(State(state): State<AppState>, headers: HeaderMap, Form(form): Form<CsrfOnly>) -> Response {
+    let Some(session) = super::checked(&state, &headers, &form.csrf) else { return super::refused() };
+    let Some(reloader) = state.reloader.clone() else { return failed(&session, "Configuration", "no reloader") };
+    tracing::info!(key = session.who, "panel: config reload asked");
+    let outcome = tokio::task::spawn_blocking(move || reloader.reload()).await;
+    let body = match outcome {
+        Ok(Ok(done)) => {
+            let mut body = format!("<p class=\"ok\">Reloaded: {}.</p>", escape(&done.applied.join(", ")));
+            if !done.restart_needed.is_empty() {
+                body.push_str(&format!(
+                    "<p>Changed, and taking effect at the next restart: {}.</p>",
+                    escape(&done.restart_needed.join(", "))
+                ));
+            }
+            body
+        }
+        Ok(Err(problems)) => {
+            let items: String = problems.iter().map(|p| format!("<li>{}</li>", escape(p))).collect();
+            format!("<p class=\"bad\">Refused; the running config stays:</p><ul>{items}</ul>")
+        }
+        Err(e) => format!("<p class=\"bad\">{}</p>", escape(&e.to_string())),
+    };
+    page(StatusCode::OK, "Configuration", Some(&session.csrf), &format!("{body}<p><a href=\"/ui/config\">Back</a></p>"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_values_of_env_and_headers_are_masked() {
+        let config = serde_json::json!({"mcp": {"servers": {"gh": {"env": {"TOKEN": "ghp_secret"}, "headers": {"Authorization": "Bearer x"}, "command": "gh"}}}});
+        let shown = masked(config).to_string();
+        assert!(
+            !shown.contains("ghp_secret") && !shown.contains("Bearer x") && shown.contains("\"command\":\"gh\""),
+            "{shown}"
+        );
     }
 }

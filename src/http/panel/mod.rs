@@ -14,6 +14,7 @@
 mod actions;
 mod auth;
 mod html;
+mod json;
 mod pages;
 
 pub use auth::PanelSessions;
@@ -48,6 +49,11 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/assets/panel.css", get(css))
         .route("/api/sessions", get(pages::api_sessions))
         .route("/api/sessions/{id}", get(pages::api_session))
+        .route("/api/jobs", get(json::jobs))
+        .route("/api/pairing", get(json::pairing))
+        .route("/api/deliveries", get(json::deliveries))
+        .route("/ui/config", get(actions::config))
+        .route("/ui/config/reload", post(actions::reload))
 }
 
 async fn css() -> Response {

@@ -25,7 +25,7 @@ pub(super) fn reader(state: &AppState, headers: &HeaderMap) -> Result<PanelSessi
 }
 
 /// `/api/*`'s reader: a key as bearer token, or the panel's cookie.
-fn api_reader(state: &AppState, headers: &HeaderMap) -> Result<(), Box<Response>> {
+pub(super) fn api_reader(state: &AppState, headers: &HeaderMap) -> Result<(), Box<Response>> {
     if holds_a_key(state, headers) || state.panel.of(headers).is_some() {
         return Ok(());
     }
