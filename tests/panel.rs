@@ -271,3 +271,29 @@ async fn a_pairing_approved_in_the_panel_lets_the_stranger_in_and_a_paused_job_s
     assert!(deliveries.contains("No failed delivery"), "{deliveries}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_logs_page_shows_the_daemons_recent_lines_filtered_and_masked() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = config_for(&llm, "").replace("127.0.0.1:0", &format!("127.0.0.1:{port}"));
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let mut child = support::spawn_gateway_with_env(home.path(), &[("API_SERVER_KEY", KEY)]);
+    support::wait_ready(port, home.path()).await;
+    let base = format!("http://127.0.0.1:{port}");
+    assert_eq!(login(&base, "a-wrong-guess", Some(&base)).await.status(), 401);
+    let cookie = cookie_of(&login(&base, KEY, Some(&base)).await);
+    let (status, all, _) = get(&base, "/ui/logs", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(all.contains("hermesd ready") && all.contains("panel: logged in"), "{all}");
+    assert!(!all.contains(KEY) && !all.contains("a-wrong-guess"), "no key in the log");
+    let (_, warnings, _) = get(&base, "/ui/logs?level=warn", Some(&cookie)).await;
+    assert!(warnings.contains("a login with a wrong key") && !warnings.contains("hermesd ready"), "{warnings}");
+    let (_, panel, headers) = get(&base, "/ui/logs?component=panel&follow=1", Some(&cookie)).await;
+    assert!(panel.contains("panel: logged in") && !panel.contains("hermesd ready"), "{panel}");
+    assert!(panel.contains("http-equiv=\"refresh\""), "following reloads the page");
+    assert!(headers["content-security-policy"].to_str().unwrap().contains("default-src 'none'"));
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -41,19 +41,29 @@ pub(super) fn harden(mut response: Response) -> Response {
 /// A whole page: `title`, the navigation (when logged in: `csrf` for the logout form) and `body`
 /// (already HTML).
 pub(super) fn page(status: StatusCode, title: &str, csrf: Option<&str>, body: &str) -> Response {
+    framed(status, title, csrf, body, None)
+}
+
+/// A page the browser loads again every `seconds` (following the log without a script).
+pub(super) fn refreshing(title: &str, csrf: &str, body: &str, seconds: u32) -> Response {
+    framed(StatusCode::OK, title, Some(csrf), body, Some(seconds))
+}
+
+fn framed(status: StatusCode, title: &str, csrf: Option<&str>, body: &str, refresh: Option<u32>) -> Response {
     let nav = match csrf {
         Some(csrf) => format!(
             "<nav aria-label=\"Panel\"><a href=\"/ui\">Status</a><a href=\"/ui/sessions\">Conversations</a>\
              <a href=\"/ui/people\">People</a><a href=\"/ui/cron\">Cron</a><a href=\"/ui/deliveries\">Deliveries</a>\
-             <a href=\"/ui/config\">Config</a></nav>\
+             <a href=\"/ui/logs\">Logs</a><a href=\"/ui/config\">Config</a></nav>\
              <form class=\"inline\" method=\"post\" action=\"/ui/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <button type=\"submit\">Log out</button></form>",
             escape(csrf)
         ),
         None => String::new(),
     };
+    let refresh = refresh.map(|s| format!("<meta http-equiv=\"refresh\" content=\"{s}\">")).unwrap_or_default();
     let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{} · hermesd</title><link rel=\"stylesheet\" href=\"/ui/assets/panel.css\"></head>\
          <body><header><strong>hermesd</strong>{nav}</header><main><h1>{}</h1>{body}</main></body></html>",

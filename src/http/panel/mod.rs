@@ -52,6 +52,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/api/jobs", get(json::jobs))
         .route("/api/pairing", get(json::pairing))
         .route("/api/deliveries", get(json::deliveries))
+        .route("/ui/logs", get(pages::logs))
         .route("/ui/config", get(actions::config))
         .route("/ui/config/reload", post(actions::reload))
 }

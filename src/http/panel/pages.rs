@@ -312,3 +312,76 @@ pub(super) async fn api_session(State(state): State<AppState>, headers: HeaderMa
         Err(e) => unavailable(e.to_string()),
     }
 }
+
+#[derive(Deserialize)]
+pub(super) struct LogFilter {
+    /// The least severe level shown (`error`, `warn`, `info`, `debug`, `trace`).
+    #[serde(default)]
+    level: String,
+    /// Only lines of targets containing this (`hermesd::turn`, `telegram`).
+    #[serde(default)]
+    component: String,
+    /// Load the page again every few seconds.
+    #[serde(default)]
+    follow: Option<String>,
+}
+
+fn severity(level: &str) -> u8 {
+    match level.to_ascii_uppercase().as_str() {
+        "ERROR" => 0,
+        "WARN" => 1,
+        "INFO" => 2,
+        "DEBUG" => 3,
+        _ => 4,
+    }
+}
+
+/// `GET /ui/logs[?level=…&component=…&follow=1]`: the recent log lines, masked as the log is.
+pub(super) async fn logs(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(filter): Query<LogFilter>,
+) -> Response {
+    let session = match reader(&state, &headers) {
+        Ok(session) => session,
+        Err(login) => return *login,
+    };
+    let floor = if filter.level.is_empty() { 4 } else { severity(&filter.level) };
+    let component = filter.component.trim().to_owned();
+    let lines: Vec<String> = crate::logging::recent(1000)
+        .into_iter()
+        .filter(|line| {
+            let mut words = line.split_whitespace();
+            let (_, level, target) = (words.next(), words.next().unwrap_or_default(), words.next().unwrap_or_default());
+            severity(level) <= floor && (component.is_empty() || target.contains(&component))
+        })
+        .collect();
+    let options: String = ["", "error", "warn", "info", "debug"]
+        .iter()
+        .map(|l| {
+            let selected = if *l == filter.level { " selected" } else { "" };
+            format!("<option value=\"{l}\"{selected}>{}</option>", if l.is_empty() { "all" } else { l })
+        })
+        .collect();
+    let follow = filter.follow.is_some();
+    let mut body = format!(
+        "<form method=\"get\" action=\"/ui/logs\"><label for=\"level\">Level</label> <select id=\"level\" name=\"level\">{options}</select> \
+         <label for=\"component\">Component</label> <input id=\"component\" name=\"component\" type=\"search\" value=\"{}\"> \
+         <label><input type=\"checkbox\" name=\"follow\" value=\"1\"{}> follow</label> <button type=\"submit\">Show</button></form>",
+        escape(&component),
+        if follow { " checked" } else { "" }
+    );
+    if lines.is_empty() {
+        body.push_str("<p class=\"muted\">No line.</p>");
+    } else {
+        let text: String = lines.iter().rev().map(|l| escape(l) + "\n").collect();
+        body.push_str(&format!(
+            "<p class=\"muted\">Newest first; the last {} lines the daemon kept.</p><pre>{text}</pre>",
+            lines.len()
+        ));
+    }
+    if follow {
+        return super::html::refreshing("Logs", &session.csrf, &body, 5);
+    }
+    page(StatusCode::OK, "Logs", Some(&session.csrf), &body)
+}
