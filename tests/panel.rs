@@ -131,6 +131,15 @@ async fn the_panel_logs_in_with_the_key_shows_conversations_escaped_and_refuses_
     let (status, _, _) = get(base, "/v1/models", Some(&cookie)).await;
     assert_eq!(status, 401, "the panel's cookie is no API key");
 
+    // Usage: the API turn is counted, drawn and listed per platform.
+    let usage: Value =
+        browser().get(format!("{base}/api/usage")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
+    let day = &usage["days"][0];
+    assert_eq!((day["platform"].as_str(), day["turns"].as_u64()), (Some("api"), Some(1)), "{usage}");
+    let (status, drawn, _) = get(base, "/ui/usage", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(drawn.contains("<svg") && drawn.contains("1 turns") && drawn.contains("Per platform"), "{drawn}");
+
     // The other JSON: jobs, pairing, deliveries, by key.
     for (path, field) in [("/api/jobs", "jobs"), ("/api/pairing", "entries"), ("/api/deliveries", "deliveries")] {
         assert_eq!(get(base, path, None).await.0, 401, "{path} needs a key");

@@ -156,6 +156,11 @@ async fn the_panel_works_in_a_real_browser() {
 
     client.goto(&format!("{base}/ui/deliveries")).await.unwrap();
     screenshot(&client, "deliveries").await;
+    client.goto(&format!("{base}/ui/usage")).await.unwrap();
+    assert!(text(&client).await.contains("Per platform"), "{}", text(&client).await);
+    screenshot(&client, "usage").await;
+    client.goto(&format!("{base}/ui/logs")).await.unwrap();
+    screenshot(&client, "logs").await;
     client.close().await.unwrap();
     d.daemon.stop().await;
 }

@@ -74,6 +74,19 @@ pub struct UsageRecord<'a> {
     pub turn: bool,
 }
 
+/// One day's usage of one profile on one platform (every chat's rows summed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageDay {
+    /// The UTC day (`YYYY-MM-DD`).
+    pub day: String,
+    /// The platform.
+    pub platform: String,
+    /// The profile.
+    pub profile: String,
+    /// The sums.
+    pub sum: UsageSum,
+}
+
 /// Usage accounting.
 #[async_trait]
 pub trait UsageStore: Send + Sync {
@@ -92,6 +105,9 @@ pub trait UsageStore: Send + Sync {
         from: &str,
         to: &str,
     ) -> StoreResult<UsageSum>;
+    /// Every day's usage in `from..=to` (`YYYY-MM-DD`) by platform and profile, oldest first (the
+    /// control panel's charts).
+    async fn usage_by_day(&self, from: &str, to: &str) -> StoreResult<Vec<UsageDay>>;
     /// Daily rows of days before `before` (`YYYY-MM-DD`), at most `limit`; returns how many.
     async fn prune_usage(&self, before: &str, limit: u32) -> StoreResult<u64>;
 }

@@ -54,7 +54,7 @@ fn framed(status: StatusCode, title: &str, csrf: Option<&str>, body: &str, refre
         Some(csrf) => format!(
             "<nav aria-label=\"Panel\"><a href=\"/ui\">Status</a><a href=\"/ui/sessions\">Conversations</a>\
              <a href=\"/ui/people\">People</a><a href=\"/ui/cron\">Cron</a><a href=\"/ui/deliveries\">Deliveries</a>\
-             <a href=\"/ui/logs\">Logs</a><a href=\"/ui/config\">Config</a></nav>\
+             <a href=\"/ui/usage\">Usage</a><a href=\"/ui/logs\">Logs</a><a href=\"/ui/config\">Config</a></nav>\
              <form class=\"inline\" method=\"post\" action=\"/ui/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <button type=\"submit\">Log out</button></form>",
             escape(csrf)

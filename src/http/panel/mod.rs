@@ -16,6 +16,7 @@ mod auth;
 mod html;
 mod json;
 mod pages;
+mod usage;
 
 pub use auth::PanelSessions;
 
@@ -53,6 +54,8 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/api/pairing", get(json::pairing))
         .route("/api/deliveries", get(json::deliveries))
         .route("/ui/logs", get(pages::logs))
+        .route("/ui/usage", get(usage::usage))
+        .route("/api/usage", get(usage::api_usage))
         .route("/ui/config", get(actions::config))
         .route("/ui/config/reload", post(actions::reload))
 }

@@ -6,7 +6,7 @@ use sqlx::Row;
 
 use super::lane::execute_all;
 use super::{SqliteStore, retry_busy};
-use crate::store::{StoreResult, TokenTotals, UsageRecord, UsageScope, UsageStore, UsageSum};
+use crate::store::{StoreResult, TokenTotals, UsageDay, UsageRecord, UsageScope, UsageStore, UsageSum};
 
 /// Adds one turn to a (scope, platform, subject, profile, day) row, creating it when absent; the
 /// scope and subject parameters are given, the others are `?2` platform, `?4` day, `?5`..`?9`
@@ -142,6 +142,45 @@ impl UsageStore for SqliteStore {
             cost_micros: row.get::<i64, _>("cost"),
             unpriced_calls: count("unpriced"),
         })
+    }
+
+    async fn usage_by_day(&self, from: &str, to: &str) -> StoreResult<Vec<UsageDay>> {
+        // Each turn is charged to a user row and a chat row: the chat rows alone sum it once.
+        let rows = sqlx::query(
+            "SELECT day, platform, profile, SUM(turns) AS turns, SUM(calls) AS calls, \
+             SUM(prompt_tokens) AS prompt, SUM(completion_tokens) AS completion, \
+             SUM(cache_read_tokens) AS cache_read, SUM(cache_write_tokens) AS cache_write, \
+             SUM(cost_micros) AS cost, SUM(unpriced_calls) AS unpriced \
+             FROM usage_daily WHERE scope = 'chat' AND day >= ?1 AND day <= ?2 \
+             GROUP BY day, platform, profile ORDER BY day, platform, profile",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *self.readers.get().await?)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let count = |column: &str| u64::try_from(row.get::<i64, _>(column)).unwrap_or(0);
+                UsageDay {
+                    day: row.get("day"),
+                    platform: row.get("platform"),
+                    profile: row.get("profile"),
+                    sum: UsageSum {
+                        turns: count("turns"),
+                        tokens: TokenTotals {
+                            calls: count("calls"),
+                            prompt: count("prompt"),
+                            completion: count("completion"),
+                            cache_read: count("cache_read"),
+                            cache_write: count("cache_write"),
+                        },
+                        cost_micros: row.get::<i64, _>("cost"),
+                        unpriced_calls: count("unpriced"),
+                    },
+                }
+            })
+            .collect())
     }
 
     async fn prune_usage(&self, before: &str, limit: u32) -> StoreResult<u64> {
