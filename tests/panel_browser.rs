@@ -106,6 +106,11 @@ async fn the_panel_works_in_a_real_browser() {
     let profile = tempfile::tempdir().unwrap();
     let client = browser(&driver, profile.path()).await;
 
+    // Ready first (Telegram's first poll done), so the status page can say so.
+    let ready =
+        || async { support::client().get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status() == 200) };
+    assert!(support::eventually_async(WAIT, ready).await, "the daemon became ready");
+
     // Log in with the key.
     client.goto(&format!("{base}/ui")).await.unwrap();
     screenshot(&client, "login").await;
