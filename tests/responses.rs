@@ -402,7 +402,7 @@ async fn a_response_answered_after_a_kill_is_kept_as_a_response_and_continues() 
     let mut child = support::spawn_gateway_with_env(home.path(), &env);
     support::wait_ready(port, home.path()).await;
     let mut answer = Value::Null;
-    for _ in 0..150 {
+    for _ in 0..400 {
         let retried = keyed(asked.clone()).await.unwrap();
         if retried.status() == 200 {
             answer = retried.json().await.unwrap();
