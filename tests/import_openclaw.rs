@@ -13,8 +13,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
 use support::fake_telegram::{Chat, FakeTelegram, User};
+use support::import::{conversation, copy_tree, run, snapshot};
 use support::{FakeLlm, eventually, hermesd_cli, spawn_gateway_with_env, wait_ready};
 
 const TOKEN: &str = "123456:TEST-TOKEN";
@@ -30,67 +30,6 @@ fn openclaw_home(dir: &Path, fixture: &str, model_url: &str, telegram_url: &str)
     let text = text.replace("http://127.0.0.1:18555/v1", model_url).replace("http://127.0.0.1:18556", telegram_url);
     std::fs::write(&config, text).unwrap();
     home
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// Every file under `dir` with its bytes, to compare before and after.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for entry in std::fs::read_dir(&at).into_iter().flatten().flatten() {
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(entry.path());
-            } else {
-                out.push((entry.path(), std::fs::read(entry.path()).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn run(home: &Path, args: &[&str]) -> String {
-    let out = hermesd_cli(home, args);
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "hermesd {args:?} failed:\n{text}");
-    text
-}
-
-/// The messages of a chat-completions request as (role, text with tool call names).
-fn conversation(request: &Value) -> Vec<(String, String)> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            let text = match &m["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
-                _ => String::new(),
-            };
-            let calls: Vec<&str> = m["tool_calls"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["function"]["name"].as_str())
-                .collect();
-            let text = if calls.is_empty() { text } else { format!("{text}[calls {}]", calls.join(",")) };
-            (m["role"].as_str().unwrap_or_default().to_owned(), text)
-        })
-        .collect()
 }
 
 /// The imported Telegram conversation, as the model is given it before the next message.

@@ -147,7 +147,7 @@ fn write_canonical(value: &Value, out: &mut String) {
 pub(super) fn replay(stored: StoredResponse, stream: bool) -> Response {
     let body: Value = serde_json::from_str(&stored.body).unwrap_or(Value::Null);
     let mut response = if stream && body["object"] == "response" {
-        let events = super::responses::replay_events(&body);
+        let events = super::response_events::replay_events(&body);
         let stream = futures_util::stream::iter(
             events.into_iter().map(|(kind, data)| Ok::<_, Infallible>(Event::default().event(kind).data(data))),
         );

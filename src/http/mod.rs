@@ -23,6 +23,7 @@ mod idempotency;
 mod limit;
 mod operator;
 mod panel;
+mod response_events;
 mod responses;
 mod serve;
 mod webhook;

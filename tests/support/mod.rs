@@ -19,6 +19,7 @@ pub mod fake_smtp;
 pub mod fake_telegram;
 #[cfg(feature = "whatsapp")]
 pub mod fake_whatsapp;
+pub mod import;
 pub mod mcp_server;
 pub mod recording_platform;
 

@@ -36,12 +36,7 @@ fn button(csrf: &str, action: &str, label: &str, fields: &[(&str, &str)]) -> Str
 }
 
 fn failed(session: &PanelSession, title: &str, e: impl std::fmt::Display) -> Response {
-    page(
-        StatusCode::SERVICE_UNAVAILABLE,
-        title,
-        Some(&session.csrf),
-        &format!("<p class=\"bad\">{}</p>", escape(&e.to_string())),
-    )
+    super::html::failed(&session.csrf, title, e)
 }
 
 /// `GET /ui/people`: codes waiting for approval and the people approved.

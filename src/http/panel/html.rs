@@ -44,6 +44,16 @@ pub(super) fn page(status: StatusCode, title: &str, csrf: Option<&str>, body: &s
     framed(status, title, csrf, body, None)
 }
 
+/// The page saying the store could not answer (503).
+pub(super) fn failed(csrf: &str, title: &str, e: impl std::fmt::Display) -> Response {
+    page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        title,
+        Some(csrf),
+        &format!("<p class=\"bad\">{}</p>", escape(&e.to_string())),
+    )
+}
+
 /// A page the browser loads again every `seconds` (following the log without a script).
 pub(super) fn refreshing(title: &str, csrf: &str, body: &str, seconds: u32) -> Response {
     framed(StatusCode::OK, title, Some(csrf), body, Some(seconds))

@@ -11,7 +11,8 @@ use super::super::AppState;
 use super::pages::api_reader;
 use crate::clock::now_ms;
 
-fn unavailable(e: impl std::fmt::Display) -> Response {
+/// The JSON answer when the store could not answer (503).
+pub(super) fn unavailable(e: impl std::fmt::Display) -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": { "message": e.to_string(), "type": "server_error" } })))
         .into_response()
 }

@@ -151,14 +151,7 @@ pub(super) async fn sessions(
     };
     let (sessions, hits) = match list(&state, &search.q).await {
         Ok(found) => found,
-        Err(e) => {
-            return page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Conversations",
-                Some(&session.csrf),
-                &format!("<p class=\"bad\">{}</p>", escape(&e)),
-            );
-        }
+        Err(e) => return super::html::failed(&session.csrf, "Conversations", e),
     };
     let mut body = format!(
         "<form method=\"get\" action=\"/ui/sessions\" role=\"search\"><label for=\"q\">Search the conversations</label> \
@@ -226,28 +219,14 @@ pub(super) async fn transcript(State(state): State<AppState>, headers: HeaderMap
     };
     let found = match state.store.session(&id).await {
         Ok(found) => found,
-        Err(e) => {
-            return page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Conversation",
-                Some(&session.csrf),
-                &format!("<p class=\"bad\">{}</p>", escape(&e.to_string())),
-            );
-        }
+        Err(e) => return super::html::failed(&session.csrf, "Conversation", e),
     };
     let Some(info) = found else {
         return page(StatusCode::NOT_FOUND, "Conversation", Some(&session.csrf), "<p>No such conversation.</p>");
     };
     let messages = match state.store.full_history(&id).await {
         Ok(messages) => messages,
-        Err(e) => {
-            return page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Conversation",
-                Some(&session.csrf),
-                &format!("<p class=\"bad\">{}</p>", escape(&e.to_string())),
-            );
-        }
+        Err(e) => return super::html::failed(&session.csrf, "Conversation", e),
     };
     let mut body = format!(
         "<p class=\"muted\">{} · started {} · last {}</p>",
@@ -276,8 +255,7 @@ pub(super) async fn api_sessions(
             Json(json!({ "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(), "hits": hits }))
                 .into_response()
         }
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": { "message": e, "type": "server_error" } })))
-            .into_response(),
+        Err(e) => super::json::unavailable(e),
     }
 }
 
@@ -286,10 +264,7 @@ pub(super) async fn api_session(State(state): State<AppState>, headers: HeaderMa
     if let Err(refused) = api_reader(&state, &headers) {
         return *refused;
     }
-    let unavailable = |e: String| {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": { "message": e, "type": "server_error" } })))
-            .into_response()
-    };
+    let unavailable = super::json::unavailable;
     let info = match state.store.session(&id).await {
         Ok(Some(info)) => info,
         Ok(None) => {

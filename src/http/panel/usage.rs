@@ -101,14 +101,7 @@ pub(super) async fn usage(State(state): State<AppState>, headers: HeaderMap) -> 
     let (from, to) = span();
     let rows: Vec<UsageDay> = match state.store.usage_by_day(&from, &to).await {
         Ok(rows) => rows,
-        Err(e) => {
-            return page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Usage",
-                Some(&session.csrf),
-                &format!("<p class=\"bad\">{}</p>", escape(&e.to_string())),
-            );
-        }
+        Err(e) => return super::html::failed(&session.csrf, "Usage", e),
     };
     let start = chrono::NaiveDate::parse_from_str(&from, "%Y-%m-%d").unwrap_or_default();
     let days: Vec<String> =
@@ -159,9 +152,7 @@ pub(super) async fn api_usage(State(state): State<AppState>, headers: HeaderMap)
                 .collect();
             Json(json!({ "from": from, "to": to, "days": rows })).into_response()
         }
-        Err(e) => {
-            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": { "message": e.to_string() } }))).into_response()
-        }
+        Err(e) => super::json::unavailable(e),
     }
 }
 
