@@ -81,7 +81,7 @@ async fn the_panel_logs_in_with_the_key_shows_conversations_escaped_and_refuses_
     assert!(
         csp.contains("default-src 'none'") && !csp.contains("unsafe-inline") && csp.contains("frame-ancestors 'none'")
     );
-    assert!(!page.contains("<script"), "no script at all");
+    assert!(!page.contains("<script"), "no script on the login page");
     assert!(get(base, "/ui/sessions", None).await.1.contains("type=\"password\""), "pages ask for a login");
 
     // A wrong key, and a right key from another origin, are refused.
@@ -305,4 +305,114 @@ async fn the_logs_page_shows_the_daemons_recent_lines_filtered_and_masked() {
     assert!(headers["content-security-policy"].to_str().unwrap().contains("default-src 'none'"));
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The `event:` and `data:` of each server-sent event in `text`.
+fn sse_events(text: &str) -> Vec<(String, String)> {
+    text.replace('\r', "")
+        .split("\n\n")
+        .filter_map(|block| {
+            let mut event = "message".to_owned();
+            let mut data = Vec::new();
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event:") {
+                    event = name.trim().to_owned();
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    data.push(value.strip_prefix(' ').unwrap_or(value).to_owned());
+                }
+            }
+            (!data.is_empty()).then(|| (event, data.join("\n")))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_chat_talks_through_the_ingress_streams_the_answer_and_the_status_follows_live() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let base = d.base.as_str();
+    let cookie = cookie_of(&login(base, KEY, Some(base)).await);
+    let (status, page, headers) = get(base, "/ui/chat", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("id=\"chat\"") && page.contains("No message yet"), "{page}");
+    assert!(page.contains("<script src=\"/ui/assets/panel.js\""), "the page's script is its own file");
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+    let (status, js, _) = get(base, "/ui/assets/panel.js", None).await;
+    assert!(status == 200 && js.contains("text/event-stream"), "{status}");
+    let csrf = csrf_of(&page);
+    let post = |fields: Vec<(&'static str, String)>, origin: &str, accept: &str| {
+        let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        browser()
+            .post(format!("{base}/ui/chat"))
+            .header("cookie", &cookie)
+            .header("origin", origin)
+            .header("accept", accept)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&pairs))
+            .send()
+    };
+
+    // Forged: no token, another origin, no cookie. Nothing reaches the agent.
+    let forged = post(vec![("csrf", "forged".into()), ("text", "forged hello".into())], base, "text/html");
+    assert_eq!(forged.await.unwrap().status(), 403);
+    let foreign = post(vec![("csrf", csrf.clone()), ("text", "foreign hello".into())], "http://evil.example", "*/*");
+    assert_eq!(foreign.await.unwrap().status(), 403);
+    let anonymous = browser()
+        .post(format!("{base}/ui/chat"))
+        .header("origin", base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("csrf", &csrf), ("text", "who am i")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 403);
+
+    // Without a script: the form waits for the answer and shows the page again.
+    let plain = post(vec![("csrf", csrf.clone()), ("text", "first <b>words</b>".into())], base, "text/html");
+    let plain = plain.await.unwrap();
+    assert_eq!(plain.status(), 303);
+    assert_eq!(plain.headers()["location"], "/ui/chat#chat");
+    let (_, page, _) = get(base, "/ui/chat", Some(&cookie)).await;
+    assert!(page.contains("first &lt;b&gt;words&lt;/b&gt;") && page.contains("echo: first"), "{page}");
+
+    // With a script: the answer streams back as server-sent events.
+    let streamed = post(vec![("csrf", csrf.clone()), ("text", "second words".into())], base, "text/event-stream");
+    let streamed = streamed.await.unwrap();
+    assert_eq!(streamed.status(), 200);
+    assert!(streamed.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let events = sse_events(&streamed.text().await.unwrap());
+    let (name, done) = events.last().expect("a done event").clone();
+    assert_eq!(name, "done", "{events:?}");
+    let done: Value = serde_json::from_str(&done).unwrap();
+    assert_eq!((done["text"].as_str(), done["error"].as_bool()), (Some("echo: second words"), Some(false)));
+
+    // It is one conversation of the API platform, stored like any other; the model saw it
+    // whole, and no forged message reached it.
+    let listed: Value =
+        browser().get(format!("{base}/api/sessions")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
+    let session = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"].as_str().is_some_and(|k| k.ends_with(":api:dm:panel")))
+        .unwrap_or_else(|| panic!("{listed}"))
+        .clone();
+    assert_eq!(session["messages"], 4, "{session}");
+    let said: Vec<String> = llm.requests().iter().map(|r| r.to_string()).collect();
+    assert!(
+        said.iter().all(|r| !r.contains("forged hello") && !r.contains("foreign hello") && !r.contains("who am i"))
+    );
+    assert!(said.iter().any(|r| r.contains("first <b>words</b>") && r.contains("second words")));
+
+    // The status page follows itself: its stream sends the status; it needs the login.
+    let (status, _, _) = get(base, "/ui/status/events", None).await;
+    assert_eq!(status, 401);
+    let mut stream = browser().get(format!("{base}/ui/status/events")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    let first = tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk()).await.unwrap().unwrap();
+    let first = String::from_utf8_lossy(&first.unwrap()).into_owned();
+    assert!(first.starts_with("event: status") && first.contains("ready") && first.contains("up "), "{first}");
+    d.daemon.stop().await;
 }

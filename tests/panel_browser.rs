@@ -1,7 +1,9 @@
 //! The control panel in a real browser: headless Chromium (Debian's `chromium`, driven through
 //! Debian's `chromium-driver` over WebDriver by fantoccini) logs in with the API key, finds a
 //! conversation made through the API and opens its transcript, approves a waiting Telegram
-//! pairing (the stranger's next message is answered) and pauses a cron job. Each page's
+//! pairing (the stranger's next message is answered), pauses a cron job (it stops firing),
+//! talks to the agent in the chat (the answer streamed by the page's script) and sees the status
+//! page update itself. Each page's
 //! screenshot is saved under the test's target folder (`panel-screens/`); scripts/panel-screens.sh
 //! copies them to docs/panel/ for the README. Chromium runs with `--no-sandbox` only as root.
 #![cfg(feature = "telegram")]
@@ -96,7 +98,7 @@ async fn the_panel_works_in_a_real_browser() {
     let tg = FakeTelegram::builder().token(TOKEN).start().await;
     let home = tempfile::tempdir().unwrap();
     let extra = format!(
-        "[agent]\nbatch_window = \"0s\"\n\n[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n",
+        "[agent]\nbatch_window = \"0s\"\n\n[cron]\ntick = \"1s\"\n\n[platforms.telegram]\nenabled = true\napi_url = \"{}\"\npoll_timeout = \"1s\"\n",
         tg.base_url()
     );
     let env = [("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001"), ("API_SERVER_KEY", KEY)];
@@ -149,15 +151,49 @@ async fn the_panel_works_in_a_real_browser() {
     tg.push_message(&Chat::private(&bob), &bob, "and now?");
     assert!(eventually(WAIT, || tg.texts(2002).iter().any(|t| t == "echo: and now?")).await, "{:?}", tg.texts(2002));
 
-    // A cron job paused with the button.
-    let made = hermesd_cli(home.path(), &["cron", "add", "every 1h", "say hi", "--name", "Hourly hello"]);
+    // A cron job due every 3 s, paused with the button: it stops firing; resumed, it fires again.
+    let made = hermesd_cli(home.path(), &["cron", "add", "every 3s", "say hi from cron", "--name", "Hello"]);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let runs = || llm.requests().iter().filter(|r| r.to_string().contains("say hi from cron")).count();
     client.goto(&format!("{base}/ui/cron")).await.unwrap();
     client.find(Locator::Css("form[action$='/pause'] button")).await.unwrap().click().await.unwrap();
     client.wait().for_element(Locator::Css("form[action$='/resume']")).await.unwrap();
     screenshot(&client, "cron").await;
     let listed = String::from_utf8_lossy(&hermesd_cli(home.path(), &["cron", "list"]).stdout).into_owned();
     assert!(listed.contains("paused"), "{listed}");
+    // A run already under way when the pause came may still finish.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let paused_at = runs();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(runs(), paused_at, "a paused job does not fire");
+    client.find(Locator::Css("form[action$='/resume'] button")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("form[action$='/pause']")).await.unwrap();
+    assert!(eventually(WAIT, || runs() > paused_at).await, "resumed, it fires again");
+    client.find(Locator::Css("form[action$='/delete'] button")).await.unwrap().click().await.unwrap();
+
+    // The chat: the script sends the message and shows the answer streamed back.
+    client.goto(&format!("{base}/ui/chat")).await.unwrap();
+    client.find(Locator::Id("text")).await.unwrap().send_keys("hello from the browser").await.unwrap();
+    client.find(Locator::Css("#chat button[type=submit]")).await.unwrap().click().await.unwrap();
+    let answered = || async {
+        let shown = client.find(Locator::Id("log")).await.unwrap().text().await.unwrap();
+        shown.contains("echo: hello from the browser")
+    };
+    assert!(support::eventually_async(WAIT, answered).await, "{}", text(&client).await);
+    assert_eq!(client.current_url().await.unwrap().path(), "/ui/chat", "no page load: the script sent it");
+    screenshot(&client, "chat").await;
+    client.goto(&format!("{base}/ui/chat")).await.unwrap();
+    assert!(text(&client).await.contains("echo: hello from the browser"), "kept with the conversation");
+
+    // The status page updates itself from its event stream.
+    client.goto(&format!("{base}/ui")).await.unwrap();
+    let fresh = || async { text(&client).await.contains("reload(s) since the start") };
+    assert!(support::eventually_async(WAIT, fresh).await);
+    client.execute("document.getElementById('live').textContent = 'stale';", vec![]).await.unwrap();
+    let refreshed = || async { !text(&client).await.contains("stale") };
+    assert!(!refreshed().await);
+    hermesd_cli(home.path(), &["reload"]);
+    assert!(support::eventually_async(WAIT, refreshed).await, "the live status replaced the stale text");
 
     client.goto(&format!("{base}/ui/deliveries")).await.unwrap();
     screenshot(&client, "deliveries").await;

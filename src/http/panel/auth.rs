@@ -5,15 +5,18 @@
 //! logs everyone out.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, header};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The cookie's name.
 pub(super) const COOKIE: &str = "hermesd_panel";
 /// Panel sessions held at once; the oldest goes first.
 const MAX_SESSIONS: usize = 64;
+/// Event streams (live status pages) open at once.
+const MAX_STREAMS: usize = 16;
 /// A session unused this long ends.
 const IDLE: Duration = Duration::from_secs(2 * 3600);
 /// A session ends this long after the login, used or not.
@@ -31,9 +34,19 @@ pub(super) struct PanelSession {
 }
 
 /// The panel's sessions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PanelSessions {
     sessions: Mutex<HashMap<String, PanelSession>>,
+    /// When the daemon started (the status page's uptime).
+    since: Instant,
+    /// Open event streams (live status), bounded.
+    streams: Arc<Semaphore>,
+}
+
+impl Default for PanelSessions {
+    fn default() -> Self {
+        Self { sessions: Mutex::default(), since: Instant::now(), streams: Arc::new(Semaphore::new(MAX_STREAMS)) }
+    }
 }
 
 fn random_token() -> String {
@@ -71,6 +84,24 @@ impl PanelSessions {
             }
             None => None,
         }
+    }
+
+    /// Whether the session of a request's cookie is alive, without marking it used (an open
+    /// event stream does not keep a login alive).
+    pub(super) fn alive(&self, headers: &HeaderMap) -> bool {
+        let Some(id) = cookie(headers) else { return false };
+        let sessions = self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        sessions.get(&id).is_some_and(|s| alive(s, Instant::now()))
+    }
+
+    /// When the daemon started.
+    pub(super) fn since(&self) -> Instant {
+        self.since
+    }
+
+    /// A place for one more event stream, while fewer than `MAX_STREAMS` are open.
+    pub(super) fn stream_permit(&self) -> Option<OwnedSemaphorePermit> {
+        self.streams.clone().try_acquire_owned().ok()
     }
 
     /// End the session of a request's cookie.

@@ -1,6 +1,6 @@
 //! The panel's HTML: escaping, the page frame (navigation, the logout form with its CSRF token)
 //! and the headers every panel answer carries — a strict Content-Security-Policy (no inline
-//! script or style, nothing from elsewhere), no framing, no caching, no sniffing.
+//! script or style, nothing from elsewhere; scripts only from the panel's own `panel.js`), no framing, no caching, no sniffing.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -27,8 +27,8 @@ pub(super) fn harden(mut response: Response) -> Response {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; \
-             frame-ancestors 'none'; base-uri 'none'",
+            "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self' data:; \
+             form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -62,7 +62,7 @@ pub(super) fn refreshing(title: &str, csrf: &str, body: &str, seconds: u32) -> R
 fn framed(status: StatusCode, title: &str, csrf: Option<&str>, body: &str, refresh: Option<u32>) -> Response {
     let nav = match csrf {
         Some(csrf) => format!(
-            "<nav aria-label=\"Panel\"><a href=\"/ui\">Status</a><a href=\"/ui/sessions\">Conversations</a>\
+            "<nav aria-label=\"Panel\"><a href=\"/ui\">Status</a><a href=\"/ui/chat\">Chat</a><a href=\"/ui/sessions\">Conversations</a>\
              <a href=\"/ui/people\">People</a><a href=\"/ui/cron\">Cron</a><a href=\"/ui/deliveries\">Deliveries</a>\
              <a href=\"/ui/usage\">Usage</a><a href=\"/ui/logs\">Logs</a><a href=\"/ui/config\">Config</a></nav>\
              <form class=\"inline\" method=\"post\" action=\"/ui/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
@@ -71,11 +71,13 @@ fn framed(status: StatusCode, title: &str, csrf: Option<&str>, body: &str, refre
         ),
         None => String::new(),
     };
+    // Pages of a logged-in panel get the script (live status, the chat); the login page none.
+    let script = if csrf.is_some() { "<script src=\"/ui/assets/panel.js\" defer></script>" } else { "" };
     let refresh = refresh.map(|s| format!("<meta http-equiv=\"refresh\" content=\"{s}\">")).unwrap_or_default();
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · hermesd</title><link rel=\"stylesheet\" href=\"/ui/assets/panel.css\"></head>\
+         <title>{} · hermesd</title><link rel=\"stylesheet\" href=\"/ui/assets/panel.css\">{script}</head>\
          <body><header><strong>hermesd</strong>{nav}</header><main><h1>{}</h1>{body}</main></body></html>",
         escape(title),
         escape(title)

@@ -7,12 +7,13 @@
 //! panel's own origin; every login, failed login and logout is logged with which key it was.
 //! `/api/*` takes the same key as a bearer token, or the panel's cookie for reading; `/v1/*`
 //! never takes the cookie. No secret is ever rendered. Pages (`pages.rs`): status (what
-//! `/readyz` says), conversations (recent, or found by the store's search) and a transcript
+//! `/readyz` says, followed live by `panel.js` over SSE), the chat (`chat.rs`), conversations (recent, or found by the store's search) and a transcript
 //! with its tool calls folded; and the ones that change things (`actions.rs`): people and their
 //! pairing codes, cron jobs, failed deliveries.
 
 mod actions;
 mod auth;
+mod chat;
 mod html;
 mod json;
 mod pages;
@@ -31,6 +32,7 @@ use super::AppState;
 use super::api::key_holder;
 
 const CSS: &str = include_str!("panel.css");
+const JS: &str = include_str!("panel.js");
 
 /// The panel's routes (and `/api/*`).
 pub(super) fn routes() -> Router<AppState> {
@@ -48,6 +50,9 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/deliveries", get(actions::deliveries))
         .route("/ui/deliveries/{id}/retry", post(actions::retry))
         .route("/ui/assets/panel.css", get(css))
+        .route("/ui/assets/panel.js", get(js))
+        .route("/ui/chat", get(chat::page_get).post(chat::send))
+        .route("/ui/status/events", get(pages::status_events))
         .route("/api/sessions", get(pages::api_sessions))
         .route("/api/sessions/{id}", get(pages::api_session))
         .route("/api/jobs", get(json::jobs))
@@ -63,6 +68,13 @@ pub(super) fn routes() -> Router<AppState> {
 async fn css() -> Response {
     html::harden(
         ([(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "max-age=3600")], CSS)
+            .into_response(),
+    )
+}
+
+async fn js() -> Response {
+    html::harden(
+        ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "max-age=3600")], JS)
             .into_response(),
     )
 }
