@@ -258,6 +258,8 @@ impl Daemon {
                 mcp: mcp.clone(),
                 idempotency_ttl: crate::retention::idempotency_age(&config.retention),
                 panel: Arc::default(),
+                home: paths.home.clone(),
+                workdir: paths.workdir(&config.tools),
                 reloader: Some(reloader.clone()),
             };
             ground.serve_http(&tasks, listener, state, &platform_cancel, &http_cancel);

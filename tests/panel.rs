@@ -416,3 +416,86 @@ async fn the_panel_chat_talks_through_the_ingress_streams_the_answer_and_the_sta
     assert!(first.starts_with("event: status") && first.contains("ready") && first.contains("up "), "{first}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_is_listed_with_their_usage_exported_whole_and_deleted_only_once_confirmed() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let base = d.base.as_str();
+    for (user, text) in [("alice", "alice asks about otters"), ("alice", "alice again"), ("bob", "bob asks about bees")]
+    {
+        let asked = json!({ "user": user, "messages": [{ "role": "user", "content": text }] });
+        let answer =
+            support::client().post(format!("{base}/v1/chat/completions")).bearer_auth(KEY).json(&asked).send().await;
+        assert_eq!(answer.unwrap().status(), 200);
+    }
+    let memory = hermesd::agent::tools::place::person_dir(&home.path().join("memory"), "api", "alice");
+    std::fs::create_dir_all(&memory).unwrap();
+    std::fs::write(memory.join("USER.md"), "Alice likes otters.").unwrap();
+
+    // Listed by use, each with a link to their page.
+    let cookie = cookie_of(&login(base, KEY, Some(base)).await);
+    let (_, people, _) = get(base, "/ui/people", Some(&cookie)).await;
+    assert!(people.contains("Usage by person"), "{people}");
+    let alice_at = people.find(">alice</a>").expect("alice is listed");
+    assert!(people.find(">bob</a>").is_some_and(|bob| alice_at < bob), "the one who used more comes first");
+    let by_key: Value =
+        browser().get(format!("{base}/api/people")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
+    assert_eq!(by_key["people"][0]["user"], "alice", "{by_key}");
+    assert_eq!(by_key["people"][0]["turns"], 2, "{by_key}");
+
+    // Their page, and their export: every message of theirs, their memory, nobody else's.
+    let (status, page, _) = get(base, "/ui/people/person?platform=api&user=alice", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("2 turns") && page.contains("Delete this person"), "{page}");
+    assert_eq!(get(base, "/api/people/export?platform=api&user=alice", None).await.0, 401);
+    let exported = browser()
+        .get(format!("{base}/api/people/export?platform=api&user=alice"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert!(exported.headers()["content-disposition"].to_str().unwrap().contains("hermesd-api-alice.json"));
+    let exported: Value = exported.json().await.unwrap();
+    let text = exported.to_string();
+    assert!(text.contains("alice asks about otters") && text.contains("echo: alice again"), "{text}");
+    assert!(!text.contains("bees"), "nobody else's conversation");
+    assert_eq!(exported["memory"]["USER.md"], "Alice likes otters.");
+
+    // Deleting: refused without the token, from elsewhere, or unconfirmed; done once confirmed.
+    let csrf = csrf_of(&page);
+    let fields = |token: &str, confirm: &str| {
+        vec![
+            ("csrf", token.to_owned()),
+            ("platform", "api".into()),
+            ("user", "alice".into()),
+            ("confirm", confirm.into()),
+        ]
+    };
+    let cookie_ref = cookie.as_str();
+    let erase = |fields: Vec<(&'static str, String)>| async move {
+        let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        act(base, cookie_ref, "/ui/people/erase", &pairs).await
+    };
+    assert_eq!(erase(fields("forged", "yes")).await, 403);
+    assert_eq!(erase(fields(&csrf, "")).await, 400);
+    assert!(memory.join("USER.md").exists(), "unconfirmed: nothing deleted");
+    assert_eq!(erase(fields(&csrf, "yes")).await, 200);
+    assert!(!memory.exists(), "their memory is gone");
+    let after: Value = browser()
+        .get(format!("{base}/api/people/export?platform=api&user=alice"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after["sessions"].as_array().map(Vec::len), Some(0), "{after}");
+    let (_, people, _) = get(base, "/ui/people", Some(&cookie)).await;
+    assert!(!people.contains(">alice</a>") && people.contains(">bob</a>"), "{people}");
+    let (_, found, _) = get(base, "/ui/sessions?q=bees", Some(&cookie)).await;
+    assert!(found.contains("bees"), "bob's conversation stays:\n{found}");
+    d.daemon.stop().await;
+}

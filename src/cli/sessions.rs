@@ -1,9 +1,7 @@
 //! `hermesd sessions list | show | search | export | prune | delete`: read the store directly
 //! (works while the daemon runs; SQLite WAL lets readers and the daemon's writer coexist).
 //!
-//! `export` writes jsonl (one JSON object per message) or md; `delete --user` is `delete.rs`.
-
-mod delete;
+//! `export` writes jsonl (one JSON object per message) or md; `delete --user` is `agent::people::erase`.
 
 use std::process::ExitCode;
 
@@ -109,7 +107,7 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
     };
     let prefix = prefix.as_deref();
     let person = match &command {
-        SessionsCommand::Delete { user } => match delete::parse_person(user) {
+        SessionsCommand::Delete { user } => match crate::agent::people::parse_person(user) {
             Ok(person) => Some(person),
             Err(e) => {
                 eprintln!("hermesd: {e}");
@@ -185,7 +183,7 @@ pub(super) async fn run(loaded: Loaded, command: SessionsCommand) -> ExitCode {
         SessionsCommand::Delete { .. } => {
             let (platform, user) = person.expect("parsed before the store was opened");
             let workdir = loaded.paths.workdir(&loaded.config.tools);
-            delete::erase(&store, &loaded.paths.home, &workdir, &platform, &user).await.map(|lines| {
+            crate::agent::people::erase(&store, &loaded.paths.home, &workdir, &platform, &user).await.map(|lines| {
                 for line in lines {
                     println!("{line}");
                 }

@@ -120,6 +120,10 @@ pub struct AppState {
     pub idempotency_ttl: Duration,
     /// The control panel's logged-in browsers.
     pub panel: Arc<PanelSessions>,
+    /// `HERMESD_HOME` (memory files and media a person's export and erasure reach).
+    pub home: std::path::PathBuf,
+    /// The tools' working folder (a person's folder there goes with their erasure).
+    pub workdir: std::path::PathBuf,
     /// Reads the config again (`POST /admin/reload`; `/readyz` shows the live one).
     pub reloader: Option<Arc<crate::access::reload::Reloader>>,
 }

@@ -87,6 +87,17 @@ pub struct UsageDay {
     pub sum: UsageSum,
 }
 
+/// One person's usage on one platform over a span, every profile summed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonUsage {
+    /// The platform.
+    pub platform: String,
+    /// Their id there.
+    pub user: String,
+    /// The sums.
+    pub sum: UsageSum,
+}
+
 /// Usage accounting.
 #[async_trait]
 pub trait UsageStore: Send + Sync {
@@ -108,6 +119,9 @@ pub trait UsageStore: Send + Sync {
     /// Every day's usage in `from..=to` (`YYYY-MM-DD`) by platform and profile, oldest first (the
     /// control panel's charts).
     async fn usage_by_day(&self, from: &str, to: &str) -> StoreResult<Vec<UsageDay>>;
+    /// The people who used the most over the days `from..=to` (`YYYY-MM-DD`), by cost then
+    /// tokens, at most `limit` (the control panel's people page).
+    async fn usage_by_person(&self, from: &str, to: &str, limit: u32) -> StoreResult<Vec<PersonUsage>>;
     /// Daily rows of days before `before` (`YYYY-MM-DD`), at most `limit`; returns how many.
     async fn prune_usage(&self, before: &str, limit: u32) -> StoreResult<u64>;
 }

@@ -89,9 +89,10 @@ pub(super) async fn people(State(state): State<AppState>, headers: HeaderMap) ->
     };
     let body = format!(
         "<h2>Waiting for approval</h2>{}<h2>Approved by pairing</h2>{}\
-         <p class=\"muted\">People the config lets in (<code>*_ALLOWED_USERS</code>) need no approval.</p>",
+         <p class=\"muted\">People the config lets in (<code>*_ALLOWED_USERS</code>) need no approval.</p>{}",
         table(waiting, "Code expires", "No code is waiting."),
-        table(approved, "Approved", "Nobody was approved by pairing yet.")
+        table(approved, "Approved", "Nobody was approved by pairing yet."),
+        super::people::usage_table(&state).await
     );
     page(StatusCode::OK, "People", Some(&session.csrf), &body)
 }

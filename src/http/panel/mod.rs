@@ -17,6 +17,7 @@ mod chat;
 mod html;
 mod json;
 mod pages;
+mod people;
 mod usage;
 
 pub use auth::PanelSessions;
@@ -45,6 +46,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/sessions/{id}", get(pages::transcript))
         .route("/ui/people", get(actions::people))
         .route("/ui/people/{action}", post(actions::person))
+        .route("/ui/people/person", get(people::person))
+        .route("/ui/people/erase", post(people::erase))
+        .route("/api/people", get(people::api_people))
+        .route("/api/people/export", get(people::export))
         .route("/ui/cron", get(actions::cron))
         .route("/ui/cron/{id}/{action}", post(actions::cron_action))
         .route("/ui/deliveries", get(actions::deliveries))

@@ -19,7 +19,7 @@ use crate::store::{UsageDay, UsageSum};
 /// Days shown.
 const DAYS: i64 = 30;
 
-fn span() -> (String, String) {
+pub(super) fn span() -> (String, String) {
     let today = chrono::Utc::now().date_naive();
     let from = today - chrono::Duration::days(DAYS - 1);
     (from.format("%Y-%m-%d").to_string(), today.format("%Y-%m-%d").to_string())
@@ -34,7 +34,7 @@ fn add(into: &mut UsageSum, sum: &UsageSum) {
     into.unpriced_calls += sum.unpriced_calls;
 }
 
-fn dollars(micros: i64) -> String {
+pub(super) fn dollars(micros: i64) -> String {
     format!("${:.4}", micros as f64 / 1_000_000.0)
 }
 

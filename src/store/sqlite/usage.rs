@@ -6,7 +6,7 @@ use sqlx::Row;
 
 use super::lane::execute_all;
 use super::{SqliteStore, retry_busy};
-use crate::store::{StoreResult, TokenTotals, UsageDay, UsageRecord, UsageScope, UsageStore, UsageSum};
+use crate::store::{PersonUsage, StoreResult, TokenTotals, UsageDay, UsageRecord, UsageScope, UsageStore, UsageSum};
 
 /// Adds one turn to a (scope, platform, subject, profile, day) row, creating it when absent; the
 /// scope and subject parameters are given, the others are `?2` platform, `?4` day, `?5`..`?9`
@@ -56,6 +56,32 @@ const RECORD_CALL: &str = concat!(session_call!(), "; ", upsert_daily!("?1", "?3
 
 fn signed(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The sums a grouped usage query selects, read by `summed`.
+macro_rules! sums {
+    () => {
+        "SUM(turns) AS turns, SUM(calls) AS calls, SUM(prompt_tokens) AS prompt, \
+         SUM(completion_tokens) AS completion, SUM(cache_read_tokens) AS cache_read, \
+         SUM(cache_write_tokens) AS cache_write, SUM(cost_micros) AS cost, SUM(unpriced_calls) AS unpriced"
+    };
+}
+
+/// The `SUMS` of a row.
+fn summed(row: &sqlx::sqlite::SqliteRow) -> UsageSum {
+    let count = |column: &str| u64::try_from(row.get::<i64, _>(column)).unwrap_or(0);
+    UsageSum {
+        turns: count("turns"),
+        tokens: TokenTotals {
+            calls: count("calls"),
+            prompt: count("prompt"),
+            completion: count("completion"),
+            cache_read: count("cache_read"),
+            cache_write: count("cache_write"),
+        },
+        cost_micros: row.get::<i64, _>("cost"),
+        unpriced_calls: count("unpriced"),
+    }
 }
 
 #[async_trait]
@@ -146,40 +172,42 @@ impl UsageStore for SqliteStore {
 
     async fn usage_by_day(&self, from: &str, to: &str) -> StoreResult<Vec<UsageDay>> {
         // Each turn is charged to a user row and a chat row: the chat rows alone sum it once.
-        let rows = sqlx::query(
-            "SELECT day, platform, profile, SUM(turns) AS turns, SUM(calls) AS calls, \
-             SUM(prompt_tokens) AS prompt, SUM(completion_tokens) AS completion, \
-             SUM(cache_read_tokens) AS cache_read, SUM(cache_write_tokens) AS cache_write, \
-             SUM(cost_micros) AS cost, SUM(unpriced_calls) AS unpriced \
-             FROM usage_daily WHERE scope = 'chat' AND day >= ?1 AND day <= ?2 \
-             GROUP BY day, platform, profile ORDER BY day, platform, profile",
-        )
+        let rows = sqlx::query(concat!(
+            "SELECT day, platform, profile, ",
+            sums!(),
+            " FROM usage_daily WHERE scope = 'chat' AND day >= ?1 AND day <= ?2 \
+                 GROUP BY day, platform, profile ORDER BY day, platform, profile"
+        ))
         .bind(from)
         .bind(to)
         .fetch_all(&mut *self.readers.get().await?)
         .await?;
         Ok(rows
             .iter()
-            .map(|row| {
-                let count = |column: &str| u64::try_from(row.get::<i64, _>(column)).unwrap_or(0);
-                UsageDay {
-                    day: row.get("day"),
-                    platform: row.get("platform"),
-                    profile: row.get("profile"),
-                    sum: UsageSum {
-                        turns: count("turns"),
-                        tokens: TokenTotals {
-                            calls: count("calls"),
-                            prompt: count("prompt"),
-                            completion: count("completion"),
-                            cache_read: count("cache_read"),
-                            cache_write: count("cache_write"),
-                        },
-                        cost_micros: row.get::<i64, _>("cost"),
-                        unpriced_calls: count("unpriced"),
-                    },
-                }
+            .map(|row| UsageDay {
+                day: row.get("day"),
+                platform: row.get("platform"),
+                profile: row.get("profile"),
+                sum: summed(row),
             })
+            .collect())
+    }
+
+    async fn usage_by_person(&self, from: &str, to: &str, limit: u32) -> StoreResult<Vec<PersonUsage>> {
+        let rows = sqlx::query(concat!(
+            "SELECT platform, subject, ",
+            sums!(),
+            " FROM usage_daily WHERE scope = 'user' AND day >= ?1 AND day <= ?2 \
+             GROUP BY platform, subject ORDER BY cost DESC, prompt + completion DESC, platform, subject LIMIT ?3"
+        ))
+        .bind(from)
+        .bind(to)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *self.readers.get().await?)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| PersonUsage { platform: row.get("platform"), user: row.get("subject"), sum: summed(row) })
             .collect())
     }
 

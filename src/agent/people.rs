@@ -1,4 +1,6 @@
-//! `hermesd sessions delete --user PLATFORM:ID`: erase one person — their sessions (messages,
+//! One person's data, whole: `export` gathers it (their sessions with every message, their
+//! memory files) for the control panel's download; `erase` (`hermesd sessions delete --user
+//! PLATFORM:ID`, the panel's Delete) removes one person — their sessions (messages,
 //! full-text rows, routes, inbound events, reply chunks, stored API responses, task lists), the
 //! cron jobs they made with their runs' sessions and output files, the files sent to them
 //! (`media/outbound/`), their memory folder, their workdir folder (and its private temp dir) and
@@ -15,15 +17,48 @@ use crate::agent::tools::place::person_dir;
 use crate::agent::tools::send_file::stage::OUTBOUND_DIR;
 use crate::agent::tools::todo::todo_path;
 use crate::delivery::turns::{CRON_OUTPUT_DIR, job_output_dir};
-use crate::store::{PersonStore, StoreResult};
+use crate::store::{PersonStore, SessionStore, StoreResult};
 use crate::vocab::origin::Origin;
 
 /// The media folder under `HERMESD_HOME`.
 const MEDIA_DIR: &str = "media";
 
+/// The memory files a person has in `"user"` scope.
+const MEMORY_FILES: [&str; 2] = ["MEMORY.md", "USER.md"];
+
+/// What hermesd keeps of `user` on `platform`, as one JSON document: each of their sessions
+/// (those `erase` would delete) with its whole history, summarised messages included, and their
+/// memory files' text.
+pub async fn export<S>(store: &S, home: &Path, platform: &str, user: &str, now: i64) -> StoreResult<serde_json::Value>
+where
+    S: PersonStore + SessionStore + ?Sized,
+{
+    let mut sessions = Vec::new();
+    for found in store.person_sessions(platform, user).await? {
+        let info = store.session(&found.id).await?;
+        let messages = store.full_history(&found.id).await?;
+        sessions.push(serde_json::json!({
+            "id": found.id,
+            "key": found.key,
+            "title": info.as_ref().and_then(|i| i.title.clone()),
+            "created_at": info.as_ref().map(|i| i.created_at),
+            "updated_at": info.as_ref().map(|i| i.updated_at),
+            "messages": messages,
+        }));
+    }
+    let dir = person_dir(&home.join(MEMORY_DIR), platform, user);
+    let memory: serde_json::Map<String, serde_json::Value> = MEMORY_FILES
+        .iter()
+        .filter_map(|name| std::fs::read_to_string(dir.join(name)).ok().map(|text| ((*name).to_owned(), text.into())))
+        .collect();
+    Ok(serde_json::json!({
+        "platform": platform, "user": user, "exported_at": now, "sessions": sessions, "memory": memory,
+    }))
+}
+
 /// `PLATFORM:ID` split at its first `:`: a platform name (lowercase letters, digits, `_`, `-`)
 /// and a non-empty id.
-pub(crate) fn parse_person(arg: &str) -> Result<(String, String), String> {
+pub fn parse_person(arg: &str) -> Result<(String, String), String> {
     let Some((platform, user)) = arg.split_once(':') else {
         return Err(format!("--user {arg:?}: expected PLATFORM:ID, e.g. telegram:123456789"));
     };
@@ -52,7 +87,7 @@ fn sent_copy_dir(home: &Path, file: &str) -> Option<PathBuf> {
 
 /// Erase `user` of `platform` from the store and from `home` (memory, media, task lists) and
 /// `workdir` (their folder); returns one line per thing removed.
-pub(crate) async fn erase(
+pub async fn erase(
     store: &dyn PersonStore,
     home: &Path,
     workdir: &Path,
