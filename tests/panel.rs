@@ -499,3 +499,50 @@ async fn a_person_is_listed_with_their_usage_exported_whole_and_deleted_only_onc
     assert!(found.contains("bees"), "bob's conversation stays:\n{found}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_job_added_in_the_panel_follows_the_clis_rules() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let base = d.base.as_str();
+    let cookie = cookie_of(&login(base, KEY, Some(base)).await);
+    let (_, page, _) = get(base, "/ui/cron", Some(&cookie)).await;
+    assert!(page.contains("No cron job") && page.contains("Add a job"), "{page}");
+    let csrf = csrf_of(&page);
+    let add = |fields: Vec<(&'static str, String)>| {
+        let body = form(&fields.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>());
+        browser()
+            .post(format!("{base}/ui/cron"))
+            .header("cookie", &cookie)
+            .header("origin", base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    let job = |token: &str, schedule: &str, deliver: &str| {
+        vec![
+            ("csrf", token.to_owned()),
+            ("schedule", schedule.to_owned()),
+            ("prompt", "summarise the <news>".to_owned()),
+            ("name", "Morning news".to_owned()),
+            ("deliver", deliver.to_owned()),
+            ("repeat", String::new()),
+        ]
+    };
+    assert_eq!(add(job("forged", "every 1h", "")).await.unwrap().status(), 403);
+    let refused = add(job(&csrf, "every so often", "")).await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let refused = refused.text().await.unwrap();
+    assert!(refused.contains("Not added") && refused.contains("summarise the &lt;news&gt;"), "{refused}");
+    let nowhere = add(job(&csrf, "every 1h", "nowhere:42")).await.unwrap();
+    assert_eq!(nowhere.status(), 400, "a target the config cannot deliver to is refused");
+    let listed = String::from_utf8_lossy(&hermesd_cli(home.path(), &["cron", "list"]).stdout).into_owned();
+    assert!(!listed.contains("Morning news"), "nothing refused was added: {listed}");
+    assert_eq!(add(job(&csrf, "0 7 * * *", "local")).await.unwrap().status(), 303);
+    let listed = String::from_utf8_lossy(&hermesd_cli(home.path(), &["cron", "list"]).stdout).into_owned();
+    assert!(listed.contains("Morning news") && listed.contains("0 7 * * *"), "{listed}");
+    let (_, page, _) = get(base, "/ui/cron", Some(&cookie)).await;
+    assert!(page.contains("Morning news") && page.contains("Pause"), "{page}");
+    d.daemon.stop().await;
+}

@@ -50,6 +50,8 @@ pub struct Reloader {
     access: Arc<Access>,
     redaction: crate::redact::Redaction,
     running: Mutex<(serde_json::Value, LiveConfig)>,
+    /// The last config accepted (what the control panel checks a new cron job against).
+    accepted: Mutex<Arc<Config>>,
     /// Parts above this floor that reload themselves (MCP servers, the log filter), each with the
     /// top-level tables it covers.
     hooks: Mutex<Vec<(&'static [&'static str], ReloadHook)>>,
@@ -73,7 +75,14 @@ impl Reloader {
             refused: None,
         };
         let shape = serde_json::to_value(config).unwrap_or_default();
-        Self { paths, access, redaction, running: Mutex::new((shape, live)), hooks: Mutex::new(Vec::new()) }
+        Self {
+            paths,
+            access,
+            redaction,
+            running: Mutex::new((shape, live)),
+            accepted: Mutex::new(Arc::new(config.clone())),
+            hooks: Mutex::new(Vec::new()),
+        }
     }
 
     /// Have `hook` take each accepted config; changes of `tables` (a top-level table such as
@@ -85,6 +94,11 @@ impl Reloader {
     /// The config in force, as JSON (it holds no secret: those come from the environment).
     pub fn running(&self) -> serde_json::Value {
         self.running.lock().unwrap_or_else(PoisonError::into_inner).0.clone()
+    }
+
+    /// The last config accepted, and the paths it was read with.
+    pub fn accepted(&self) -> (Arc<Config>, &Paths) {
+        (self.accepted.lock().unwrap_or_else(PoisonError::into_inner).clone(), &self.paths)
     }
 
     /// The config in force.
@@ -110,6 +124,7 @@ impl Reloader {
                 drop(hooks);
                 let restart_needed = changed_tables(&running.0, &shape, &covered);
                 running.0 = shape;
+                *self.accepted.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
                 running.1.digest = digest(&self.paths.config);
                 running.1.loaded_at = crate::clock::now_ms();
                 running.1.reloads += 1;

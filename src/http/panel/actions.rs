@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::super::AppState;
 use super::auth::PanelSession;
 use super::html::{escape, page, when};
-use crate::agent::tools::cronjob::jobs::next_from_now;
+use crate::agent::tools::cronjob::jobs::{JobRules, JobSpec, next_from_now, prepare};
 use crate::clock::now_ms;
 use crate::store::{Again, JobState, JobUpdate};
 
@@ -144,9 +144,6 @@ pub(super) async fn cron(State(state): State<AppState>, headers: HeaderMap) -> R
         Ok(jobs) => jobs,
         Err(e) => return failed(&session, "Cron jobs", e),
     };
-    if jobs.is_empty() {
-        return page(StatusCode::OK, "Cron jobs", Some(&session.csrf), "<p class=\"muted\">No cron job.</p>");
-    }
     let rows: String = jobs
         .iter()
         .map(|job| {
@@ -173,10 +170,129 @@ pub(super) async fn cron(State(state): State<AppState>, headers: HeaderMap) -> R
             )
         })
         .collect();
-    let body = format!(
-        "<table><thead><tr><th>Job</th><th>Schedule</th><th>Next run</th><th>Delivers to</th><th>Last run</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
-    );
+    let mut body = if jobs.is_empty() {
+        "<p class=\"muted\">No cron job.</p>".to_owned()
+    } else {
+        format!(
+            "<table><thead><tr><th>Job</th><th>Schedule</th><th>Next run</th><th>Delivers to</th><th>Last run</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+    };
+    body.push_str(&add_form(&session.csrf, None, &NewJobForm::default()));
     page(StatusCode::OK, "Cron jobs", Some(&session.csrf), &body)
+}
+
+/// The form that adds a job, holding what was typed (`problem`: why it was refused).
+fn add_form(csrf: &str, problem: Option<&str>, typed: &NewJobForm) -> String {
+    let problem =
+        problem.map(|p| format!("<p class=\"bad\" role=\"alert\">Not added: {}</p>", escape(p))).unwrap_or_default();
+    let field = |id: &str, label: &str, value: &str, hint: &str, required: bool| {
+        format!(
+            "<p><label for=\"{id}\">{label}</label><br><input id=\"{id}\" name=\"{id}\" value=\"{}\"{}> \
+             <span class=\"muted\">{hint}</span></p>",
+            escape(value),
+            if required { " required" } else { "" }
+        )
+    };
+    format!(
+        "<h2>Add a job</h2>{problem}<form method=\"post\" action=\"/ui/cron\">{}{}\
+         <p><label for=\"prompt\">Prompt</label><br><textarea id=\"prompt\" name=\"prompt\" rows=\"3\" required>{}</textarea></p>\
+         {}{}{}<p><button type=\"submit\">Add</button></p></form>",
+        token(csrf),
+        field(
+            "schedule",
+            "Schedule",
+            &typed.schedule,
+            "as <code>hermesd cron add</code> takes it: <code>30m</code>, <code>every 2h</code>, <code>0 9 * * 1-5</code>, <code>2026-12-24T18:00</code>",
+            true
+        ),
+        escape(&typed.prompt),
+        field("name", "Name", &typed.name, "optional", false),
+        field(
+            "deliver",
+            "Deliver to",
+            &typed.deliver,
+            "optional: <code>local</code>, <code>telegram</code>, <code>telegram:CHAT_ID</code>; default <code>[cron] default_deliver</code>",
+            false
+        ),
+        field("repeat", "Runs", &typed.repeat, "optional: stop after this many", false)
+    )
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct NewJobForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    schedule: String,
+    #[serde(default)]
+    prompt: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    deliver: String,
+    #[serde(default)]
+    repeat: String,
+}
+
+/// `POST /ui/cron`: add a job under the same rules as `hermesd cron add` (the schedule forms,
+/// the prompt scan, a target the config can deliver to); refused, the form comes back with what
+/// was typed and why.
+pub(super) async fn cron_add(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<NewJobForm>,
+) -> Response {
+    let Some(session) = super::checked(&state, &headers, &form.csrf) else { return super::refused() };
+    let Some(reloader) = state.reloader.as_ref() else { return super::refused() };
+    let (config, paths) = reloader.accepted();
+    let refuse = |problem: &str| {
+        page(StatusCode::BAD_REQUEST, "Cron jobs", Some(&session.csrf), &add_form(&session.csrf, Some(problem), &form))
+    };
+    let tz: chrono_tz::Tz = match config.cron.timezone.parse() {
+        Ok(tz) => tz,
+        Err(_) => return refuse(&format!("[cron] timezone {:?} is not a time zone", config.cron.timezone)),
+    };
+    let repeat = match form.repeat.trim() {
+        "" => None,
+        n => match n.parse::<i64>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => return refuse("runs must be a whole number above 0"),
+        },
+    };
+    let Some(resolved) = config.profile(crate::config::DEFAULT_PROFILE, paths) else {
+        return refuse("the default profile is missing");
+    };
+    let models: Vec<String> = resolved.models.iter().map(|m| m.name.clone()).collect();
+    // There is no originating chat in the panel: `origin` means `local` here, as on the CLI.
+    let default = match config.cron.default_deliver.as_str() {
+        "origin" => "local",
+        other => other,
+    };
+    let optional = |text: &str| Some(text.trim().to_owned()).filter(|t| !t.is_empty());
+    let spec = JobSpec {
+        schedule: form.schedule.trim().to_owned(),
+        prompt: form.prompt.clone(),
+        name: optional(&form.name),
+        deliver: optional(&form.deliver),
+        repeat,
+        ..JobSpec::default()
+    };
+    let prepared = {
+        let check = |target: &crate::vocab::target::Target| config.check_target(&target.to_string(), false);
+        let rules = JobRules { tz, default_deliver: default, models: &models, check_target: &check };
+        prepare(spec, &rules, chrono::Utc::now())
+    };
+    let job = match prepared {
+        Ok(job) => job,
+        Err(problem) => return refuse(&problem),
+    };
+    match state.store.create_job(&job, now_ms()).await {
+        Ok(made) => {
+            tracing::info!(key = session.who, job = %made.id, schedule = %made.schedule, "panel: cron job added");
+            Redirect::to("/ui/cron").into_response()
+        }
+        Err(e) => failed(&session, "Cron jobs", e),
+    }
 }
 
 #[derive(Deserialize)]

@@ -50,7 +50,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/people/erase", post(people::erase))
         .route("/api/people", get(people::api_people))
         .route("/api/people/export", get(people::export))
-        .route("/ui/cron", get(actions::cron))
+        .route("/ui/cron", get(actions::cron).post(actions::cron_add))
         .route("/ui/cron/{id}/{action}", post(actions::cron_action))
         .route("/ui/deliveries", get(actions::deliveries))
         .route("/ui/deliveries/{id}/retry", post(actions::retry))
