@@ -546,3 +546,45 @@ async fn a_cron_job_added_in_the_panel_follows_the_clis_rules() {
     assert!(page.contains("Morning news") && page.contains("Pause"), "{page}");
     d.daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transcript_shows_its_images_inline_to_the_panel_only() {
+    use base64::Engine;
+    const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR pretend pixels";
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[model]\nprovider = \"chat_completions\"\nbase_url = \"{}\"\n\
+         name = \"fake-model\"\nvision = true\n\n[platforms.api]\nenabled = true\n",
+        llm.base_url()
+    );
+    let d = start_daemon(home.path(), &config, &[("API_SERVER_KEY", KEY)]).await;
+    let base = d.base.as_str();
+    let image = format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(PNG));
+    let asked = json!({ "messages": [{ "role": "user", "content": [
+        { "type": "text", "text": "what is in the picture?" },
+        { "type": "image_url", "image_url": { "url": image } },
+    ]}]});
+    let answer =
+        support::client().post(format!("{base}/v1/chat/completions")).bearer_auth(KEY).json(&asked).send().await;
+    assert_eq!(answer.unwrap().status(), 200);
+    let cookie = cookie_of(&login(base, KEY, Some(base)).await);
+    let (_, list, _) = get(base, "/ui/sessions", Some(&cookie)).await;
+    let at = list.find("href=\"/ui/sessions/").unwrap() + "href=\"/ui/sessions/".len();
+    let id = list[at..].split('"').next().unwrap().to_owned();
+    let (_, shown, _) = get(base, &format!("/ui/sessions/{id}"), Some(&cookie)).await;
+    let at = shown.find("<img src=\"").unwrap_or_else(|| panic!("an inline image:\n{shown}")) + "<img src=\"".len();
+    let src = shown[at..].split('"').next().unwrap().to_owned();
+    assert!(src.starts_with(&format!("/ui/sessions/{id}/images/")) && !shown.contains("media/api"), "{src}");
+    let served = browser().get(format!("{base}{src}")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(served.status(), 200);
+    assert_eq!(served.headers()["content-type"], "image/png");
+    assert_eq!(served.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(served.bytes().await.unwrap().as_ref(), PNG);
+    assert_eq!(get(base, &src, None).await.0, 401, "only the panel sees it");
+    let (status, _, _) = get(base, &format!("{}9", src.trim_end_matches(char::is_numeric)), Some(&cookie)).await;
+    assert_eq!(status, 404, "no such image");
+    let (status, _, _) = get(base, &format!("/ui/sessions/elsewhere/images/1/0"), Some(&cookie)).await;
+    assert_eq!(status, 404, "a message is found only in its own conversation");
+    d.daemon.stop().await;
+}

@@ -59,18 +59,18 @@ pub(super) async fn page_get(State(state): State<AppState>, headers: HeaderMap) 
         );
     }
     let key = session_key(crate::config::DEFAULT_PROFILE, &chat(), &sender(), false);
-    let messages = match state.store.route(&key.key).await {
+    let (session_id, messages) = match state.store.route(&key.key).await {
         Ok(Some(info)) => match state.store.full_history(&info.id).await {
-            Ok(messages) => messages,
+            Ok(messages) => (info.id, messages),
             Err(e) => return super::html::failed(&session.csrf, "Chat", e),
         },
-        Ok(None) => Vec::new(),
+        Ok(None) => (String::new(), Vec::new()),
         Err(e) => return super::html::failed(&session.csrf, "Chat", e),
     };
     let shown: Vec<_> = messages.iter().filter(|m| m.message.role != Role::System).collect();
     let mut log = String::new();
     for message in &shown[shown.len().saturating_sub(SHOWN)..] {
-        log.push_str(&super::pages::message_html(message));
+        log.push_str(&super::pages::message_html(&session_id, message));
     }
     if log.is_empty() {
         log.push_str("<p class=\"muted\" id=\"empty\">No message yet. <code>/new</code> starts over.</p>");

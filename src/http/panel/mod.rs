@@ -44,6 +44,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/logout", post(logout))
         .route("/ui/sessions", get(pages::sessions))
         .route("/ui/sessions/{id}", get(pages::transcript))
+        .route("/ui/sessions/{id}/images/{message}/{n}", get(pages::image))
         .route("/ui/people", get(actions::people))
         .route("/ui/people/{action}", post(actions::person))
         .route("/ui/people/person", get(people::person))

@@ -253,8 +253,19 @@ pub(super) async fn sessions(
     page(StatusCode::OK, "Conversations", Some(&session.csrf), &body)
 }
 
-pub(super) fn message_html(message: &StoredMessage) -> String {
+pub(super) fn message_html(session_id: &str, message: &StoredMessage) -> String {
     let m = &message.message;
+    // Images inline, each from the panel's own route (the page never names a file path).
+    let images: String = (0..m.images.len())
+        .map(|n| {
+            format!(
+                "<img src=\"/ui/sessions/{}/images/{}/{n}\" alt=\"image {}\" loading=\"lazy\">",
+                escape(session_id),
+                message.id,
+                n + 1
+            )
+        })
+        .collect();
     let role = m.role.as_str();
     let text = m.content.as_deref().unwrap_or_default();
     let archived = if message.archived { " <span class=\"muted\">(summarised)</span>" } else { "" };
@@ -273,7 +284,7 @@ pub(super) fn message_html(message: &StoredMessage) -> String {
                     format!("<details><summary>calls {}</summary>{}</details>", escape(&c.name), escape(&c.arguments))
                 })
                 .collect();
-            format!("<div class=\"msg {}\">{head}{}{calls}</div>", escape(role), escape(text))
+            format!("<div class=\"msg {}\">{head}{}{images}{calls}</div>", escape(role), escape(text))
         }
     }
 }
@@ -302,10 +313,55 @@ pub(super) async fn transcript(State(state): State<AppState>, headers: HeaderMap
         when(info.updated_at)
     );
     for message in messages.iter().filter(|m| m.message.role != Role::System) {
-        body.push_str(&message_html(message));
+        body.push_str(&message_html(&id, message));
     }
     let title = info.title.clone().unwrap_or_else(|| "Conversation".into());
     page(StatusCode::OK, &title, Some(&session.csrf), &body)
+}
+
+/// Largest image the transcript serves.
+const MAX_IMAGE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// `GET /ui/sessions/{id}/images/{message}/{n}`: the `n`th image of a message of that
+/// conversation, read from the media folder (a stored path that leaves it is never followed).
+pub(super) async fn image(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((id, message, n)): Path<(String, i64, usize)>,
+) -> Response {
+    if state.panel.of(&headers).is_none() {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let messages = match state.store.full_history(&id).await {
+        Ok(messages) => messages,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    let found = messages.iter().find(|m| m.id == message).and_then(|m| m.message.images.get(n));
+    let Some(image) = found else { return StatusCode::NOT_FOUND.into_response() };
+    let relative = std::path::Path::new(&image.path);
+    let inside =
+        relative.starts_with("media") && relative.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside || !image.mime.starts_with("image/") {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let path = state.home.join(relative);
+    // No link out of the media folder either, at any level.
+    let (real, media) = (tokio::fs::canonicalize(&path).await, tokio::fs::canonicalize(state.home.join("media")).await);
+    if !matches!((&real, &media), (Ok(real), Ok(media)) if real.starts_with(media)) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let too_big = tokio::fs::symlink_metadata(&path).await.map(|m| !m.is_file() || m.len() > MAX_IMAGE_BYTES);
+    if !matches!(too_big, Ok(false)) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    match tokio::fs::read(&path).await {
+        Ok(bytes) => {
+            let mime = axum::http::HeaderValue::from_str(&image.mime)
+                .unwrap_or(axum::http::HeaderValue::from_static("application/octet-stream"));
+            super::html::harden(([(axum::http::header::CONTENT_TYPE, mime)], bytes).into_response())
+        }
+        Err(_) => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 /// `GET /api/sessions[?q=…]`.
