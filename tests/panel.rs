@@ -584,7 +584,7 @@ async fn a_transcript_shows_its_images_inline_to_the_panel_only() {
     assert_eq!(get(base, &src, None).await.0, 401, "only the panel sees it");
     let (status, _, _) = get(base, &format!("{}9", src.trim_end_matches(char::is_numeric)), Some(&cookie)).await;
     assert_eq!(status, 404, "no such image");
-    let (status, _, _) = get(base, &format!("/ui/sessions/elsewhere/images/1/0"), Some(&cookie)).await;
+    let (status, _, _) = get(base, "/ui/sessions/elsewhere/images/1/0", Some(&cookie)).await;
     assert_eq!(status, 404, "a message is found only in its own conversation");
     d.daemon.stop().await;
 }
