@@ -136,9 +136,12 @@ async fn the_panel_logs_in_with_the_key_shows_conversations_escaped_and_refuses_
         browser().get(format!("{base}/api/usage")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
     let day = &usage["days"][0];
     assert_eq!((day["platform"].as_str(), day["turns"].as_u64()), (Some("api"), Some(1)), "{usage}");
+    let model = &usage["models"][0];
+    assert_eq!((model["model"].as_str(), model["calls"].as_u64()), (Some("fake-model"), Some(1)), "{usage}");
     let (status, drawn, _) = get(base, "/ui/usage", Some(&cookie)).await;
     assert_eq!(status, 200);
     assert!(drawn.contains("<svg") && drawn.contains("1 turns") && drawn.contains("Per platform"), "{drawn}");
+    assert!(drawn.contains("Per model") && drawn.contains("fake-model"), "{drawn}");
 
     // The other JSON: jobs, pairing, deliveries, by key.
     for (path, field) in [("/api/jobs", "jobs"), ("/api/pairing", "entries"), ("/api/deliveries", "deliveries")] {

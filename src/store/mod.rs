@@ -530,7 +530,7 @@ pub use receipts::ReceiptStore;
 pub use responses::{ResponseStore, StoredApiResponse};
 pub use retention::RetentionStore;
 pub use search::{ContextMessage, ScopedHit, SearchScope, SearchStore};
-pub use usage::{PersonUsage, UsageDay, UsageRecord, UsageScope, UsageStore, UsageSum};
+pub use usage::{ModelDay, ModelUsage, PersonUsage, UsageDay, UsageRecord, UsageScope, UsageStore, UsageSum};
 
 /// Per-session choices made by chat commands, and the platforms' home channels.
 #[async_trait]

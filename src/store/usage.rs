@@ -68,10 +68,36 @@ pub struct UsageRecord<'a> {
     pub cost_micros: i64,
     /// Calls whose cost is unknown.
     pub unpriced_calls: u64,
+    /// The same calls by the model that answered them (their sums are the fields above).
+    pub models: &'a [ModelUsage<'a>],
     /// A turn (counted in turns; its tokens reach the session's totals with the turn's end).
     /// `false`: model calls outside a turn (`/compress`), whose tokens are added to the
     /// session's totals here.
     pub turn: bool,
+}
+
+/// What one model's calls of a turn used.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelUsage<'a> {
+    /// The model's name (`[model] name`, or a fallback's).
+    pub model: &'a str,
+    /// Tokens and calls.
+    pub tokens: TokenTotals,
+    /// Cost of the priced calls, microdollars.
+    pub cost_micros: i64,
+    /// Calls whose cost is unknown.
+    pub unpriced_calls: u64,
+}
+
+/// One day's usage of one model (every platform and profile summed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelDay {
+    /// The UTC day (`YYYY-MM-DD`).
+    pub day: String,
+    /// The model.
+    pub model: String,
+    /// The sums (`turns` is 0: a turn may use several models).
+    pub sum: UsageSum,
 }
 
 /// One day's usage of one profile on one platform (every chat's rows summed).
@@ -119,6 +145,8 @@ pub trait UsageStore: Send + Sync {
     /// Every day's usage in `from..=to` (`YYYY-MM-DD`) by platform and profile, oldest first (the
     /// control panel's charts).
     async fn usage_by_day(&self, from: &str, to: &str) -> StoreResult<Vec<UsageDay>>;
+    /// Every day's model calls in `from..=to` (`YYYY-MM-DD`) by model, oldest first.
+    async fn usage_by_model(&self, from: &str, to: &str) -> StoreResult<Vec<ModelDay>>;
     /// The people who used the most over the days `from..=to` (`YYYY-MM-DD`), by cost then
     /// tokens, at most `limit` (the control panel's people page).
     async fn usage_by_person(&self, from: &str, to: &str, limit: u32) -> StoreResult<Vec<PersonUsage>>;

@@ -37,7 +37,7 @@ impl TurnRunner {
         if Origin::of(&job.message.chat.platform) == Origin::Api {
             accounting.board().post(&job.message.chat.platform, &job.message.message_id, usage);
         }
-        accounting.record(payer, session_id, &usage, true, now_ms()).await;
+        accounting.record(payer, session_id, &usage, &result.by_model, true, now_ms()).await;
     }
 
     /// Address a turn's reply; an answer's `MEDIA:<path>` lines become file messages after its

@@ -337,7 +337,8 @@ impl Flusher {
             profile: crate::config::profile_of_session_key(&target.key.key).to_owned(),
         };
         let usage = state.turn_usage();
-        self.accounting.record(&payer, &target.session_id, &usage, false, crate::clock::now_ms()).await;
+        let (session, now) = (&target.session_id, crate::clock::now_ms());
+        self.accounting.record(&payer, session, &usage, &state.by_model, false, now).await;
         result
     }
 

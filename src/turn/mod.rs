@@ -295,7 +295,8 @@ impl TurnRunner {
         let outcome = compressor.compact(chain, &mut state, &stop.token, true).await;
         // The summary call is charged like a turn's calls, without counting a turn.
         let payer = Payer::for_turn(message, &TurnOrigin::Chat).in_profile(&agent.name);
-        self.parts.accounting.record(&payer, &session.id, &state.turn_usage(), false, now_ms()).await;
+        let used = state.turn_usage();
+        self.parts.accounting.record(&payer, &session.id, &used, &state.by_model, false, now_ms()).await;
         match outcome {
             Ok(Some(done)) => {
                 format!("History summarised: {} earlier messages archived (still searchable).", done.archived)

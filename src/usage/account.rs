@@ -17,10 +17,10 @@ use std::sync::Arc;
 
 use hermesd_platform::InboundMessage;
 
-use super::{TurnUsage, UsageBoard, describe_cost, format_usd, ms_to_midnight, usd_to_micros, utc_day};
+use super::{ModelUse, TurnUsage, UsageBoard, describe_cost, format_usd, ms_to_midnight, usd_to_micros, utc_day};
 use crate::config::LimitsConfig;
 use crate::delivery::turns::TurnOrigin;
-use crate::store::{Store, UsageRecord, UsageScope, UsageSum};
+use crate::store::{ModelUsage, Store, UsageRecord, UsageScope, UsageSum};
 
 /// Tells whether a (platform, user id) is exempt from caps (admins named explicitly).
 pub type ExemptFn = dyn Fn(&str, &str) -> bool + Send + Sync;
@@ -230,11 +230,28 @@ impl Accounting {
 
     /// Record a turn that ran (`turn`), or model calls outside a turn: the session's cost and
     /// the day's rows of its payer.
-    pub async fn record(&self, payer: &Payer, session_id: &str, usage: &TurnUsage, turn: bool, now_ms: i64) {
+    pub async fn record(
+        &self,
+        payer: &Payer,
+        session_id: &str,
+        usage: &TurnUsage,
+        by_model: &[ModelUse],
+        turn: bool,
+        now_ms: i64,
+    ) {
         if !turn && usage.tokens.calls == 0 {
             return;
         }
         let day = utc_day(now_ms);
+        let models: Vec<ModelUsage<'_>> = by_model
+            .iter()
+            .map(|m| ModelUsage {
+                model: &m.model,
+                tokens: m.usage.tokens,
+                cost_micros: m.usage.cost.micros(),
+                unpriced_calls: m.usage.cost.unpriced_calls,
+            })
+            .collect();
         let record = UsageRecord {
             session_id,
             day: &day,
@@ -245,6 +262,7 @@ impl Accounting {
             tokens: usage.tokens,
             cost_micros: usage.cost.micros(),
             unpriced_calls: usage.cost.unpriced_calls,
+            models: &models,
             turn,
         };
         if let Err(e) = self.store.record_usage(&record).await {

@@ -117,6 +117,36 @@ impl Cost {
     }
 }
 
+/// What one model's calls used (a turn that fell back used several).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelUse {
+    /// The model's name.
+    pub model: String,
+    /// Its calls' tokens and cost.
+    pub usage: TurnUsage,
+}
+
+/// Add one answered call of `model` (its `usage` as reported, its cost `picos`, `None`:
+/// unknown) to `by_model`.
+pub fn add_model_call(by_model: &mut Vec<ModelUse>, model: &str, usage: Option<&Usage>, picos: Option<u64>) {
+    let index = match by_model.iter().position(|m| m.model == model) {
+        Some(index) => index,
+        None => {
+            by_model.push(ModelUse { model: model.to_owned(), usage: TurnUsage::default() });
+            by_model.len() - 1
+        }
+    };
+    let entry = &mut by_model[index].usage;
+    let u = usage.copied().unwrap_or_default();
+    let t = &mut entry.tokens;
+    t.calls += 1;
+    t.prompt += u.prompt_tokens;
+    t.completion += u.completion_tokens;
+    t.cache_read += u.cache_read_tokens;
+    t.cache_write += u.cache_write_tokens;
+    entry.cost.add_call(picos);
+}
+
 /// What one turn used, summed over its model calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TurnUsage {

@@ -111,6 +111,8 @@ pub struct LoopResult {
     pub usage: TokenTotals,
     /// What those calls cost, each priced by the model entry that served it.
     pub cost: crate::usage::Cost,
+    /// The same calls by the model that answered them.
+    pub by_model: Vec<crate::usage::ModelUse>,
     /// The calls of the client's functions the turn ended with (`LoopOutcome::ClientCalls`).
     pub client_calls: Vec<crate::vocab::message::ToolCall>,
 }
@@ -159,6 +161,7 @@ impl AgentLoop<'_> {
             cache_write: usage.cache_write_tokens,
         };
         result.cost = state.cost;
+        result.by_model = std::mem::take(&mut state.by_model);
         result
     }
 
@@ -419,6 +422,7 @@ impl AgentLoop<'_> {
             prompt_tokens,
             usage: TokenTotals::default(),
             cost: crate::usage::Cost::default(),
+            by_model: Vec::new(),
             client_calls: Vec::new(),
         }
     }

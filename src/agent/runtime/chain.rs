@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::provider::{ChatRequest, ChatResponse, Delta, DeltaSink, Provider, ProviderError, Usage};
 use crate::metrics::Metrics;
-use crate::usage::{Cost, Prices, TurnUsage};
+use crate::usage::{Cost, ModelUse, Prices, TurnUsage, add_model_call};
 
 /// Retry limits.
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +74,8 @@ pub struct ChainState {
     pub usage: Usage,
     /// Their cost, each priced by the entry that served it.
     pub cost: Cost,
+    /// The same calls by the model that answered them.
+    pub by_model: Vec<ModelUse>,
 }
 
 impl ChainState {
@@ -161,6 +163,7 @@ impl ProviderChain {
             calls: 0,
             usage: Usage::default(),
             cost: Cost::default(),
+            by_model: Vec::new(),
         }
     }
 
@@ -265,6 +268,9 @@ impl ProviderChain {
         let prices = self.prices.get(state.current.min(self.prices.len().saturating_sub(1)));
         let picos = usage.zip(prices).and_then(|(usage, prices)| prices.cost(usage));
         state.cost.add_call(picos);
+        if let Some(provider) = self.providers.get(state.current) {
+            add_model_call(&mut state.by_model, provider.model(), usage, picos);
+        }
         if let Some(metrics) = &self.metrics {
             let u = usage.copied().unwrap_or_default();
             let uncached = u.prompt_tokens.saturating_sub(u.cache_read_tokens.saturating_add(u.cache_write_tokens));

@@ -69,17 +69,23 @@ fn bars(title: &str, days: &[String], values: &[f64], label: &dyn Fn(f64) -> Str
     )
 }
 
-fn table(title: &str, rows: &BTreeMap<String, UsageSum>) -> String {
+/// A breakdown: one row per name with its turns (or, per model, its calls: a turn may use
+/// several models), tokens drawn as a bar against the largest, cost and unpriced calls.
+fn table(title: &str, rows: &BTreeMap<String, UsageSum>, count_calls: bool) -> String {
     if rows.is_empty() {
         return String::new();
     }
+    let most = rows.values().map(UsageSum::total_tokens).max().unwrap_or(0).max(1);
     let body: String = rows
         .iter()
         .map(|(name, sum)| {
+            let width = sum.total_tokens() as f64 * 100.0 / most as f64;
             format!(
-                "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><th scope=\"row\">{}</th><td>{}</td><td>{} <svg class=\"bar\" viewBox=\"0 0 100 6\" \
+                 preserveAspectRatio=\"none\" aria-hidden=\"true\"><rect width=\"{width:.1}\" height=\"6\" fill=\"currentColor\"/></svg></td>\
+                 <td>{}</td><td>{}</td></tr>",
                 escape(name),
-                sum.turns,
+                if count_calls { sum.tokens.calls } else { sum.turns },
                 sum.total_tokens(),
                 dollars(sum.cost_micros),
                 sum.unpriced_calls
@@ -87,8 +93,9 @@ fn table(title: &str, rows: &BTreeMap<String, UsageSum>) -> String {
         })
         .collect();
     format!(
-        "<h2>{}</h2><table><thead><tr><th></th><th>Turns</th><th>Tokens</th><th>Cost</th><th>Unpriced calls</th></tr></thead><tbody>{body}</tbody></table>",
-        escape(title)
+        "<h2>{}</h2><table><thead><tr><th></th><th>{}</th><th>Tokens</th><th>Cost</th><th>Unpriced calls</th></tr></thead><tbody>{body}</tbody></table>",
+        escape(title),
+        if count_calls { "Calls" } else { "Turns" }
     )
 }
 
@@ -129,17 +136,39 @@ pub(super) async fn usage(State(state): State<AppState>, headers: HeaderMap) -> 
     );
     body.push_str(&bars("Tokens per day", &days, &tokens, &|v| format!("{v:.0} tokens")));
     body.push_str(&bars("Cost per day", &days, &cost, &|v| dollars(v as i64)));
-    body.push_str(&table("Per platform", &by_platform));
-    body.push_str(&table("Per profile", &by_profile));
+    body.push_str(&table("Per platform", &by_platform, false));
+    body.push_str(&table("Per profile", &by_profile, false));
+    match state.store.usage_by_model(&from, &to).await {
+        Ok(models) => {
+            let mut by_model = BTreeMap::new();
+            for row in &models {
+                add(by_model.entry(row.model.clone()).or_default(), &row.sum);
+            }
+            body.push_str(&table("Per model", &by_model, true));
+        }
+        Err(e) => body.push_str(&format!("<p class=\"bad\">{}</p>", escape(&e.to_string()))),
+    }
     page(StatusCode::OK, "Usage", Some(&session.csrf), &body)
 }
 
-/// `GET /api/usage`: the last 30 days by day, platform and profile.
+/// `GET /api/usage`: the last 30 days by day, platform and profile, and by day and model.
 pub(super) async fn api_usage(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if let Err(refused) = api_reader(&state, &headers) {
         return *refused;
     }
     let (from, to) = span();
+    let models = match state.store.usage_by_model(&from, &to).await {
+        Ok(models) => models,
+        Err(e) => return super::json::unavailable(e),
+    };
+    let models: Vec<_> = models
+        .iter()
+        .map(|m| {
+            json!({ "day": m.day, "model": m.model, "calls": m.sum.tokens.calls,
+                    "prompt_tokens": m.sum.tokens.prompt, "completion_tokens": m.sum.tokens.completion,
+                    "cost_micros": m.sum.cost_micros, "unpriced_calls": m.sum.unpriced_calls })
+        })
+        .collect();
     match state.store.usage_by_day(&from, &to).await {
         Ok(rows) => {
             let rows: Vec<_> = rows
@@ -150,7 +179,7 @@ pub(super) async fn api_usage(State(state): State<AppState>, headers: HeaderMap)
                             "cost_micros": r.sum.cost_micros, "unpriced_calls": r.sum.unpriced_calls })
                 })
                 .collect();
-            Json(json!({ "from": from, "to": to, "days": rows })).into_response()
+            Json(json!({ "from": from, "to": to, "days": rows, "models": models })).into_response()
         }
         Err(e) => super::json::unavailable(e),
     }

@@ -96,6 +96,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (26, "imports", include_str!("../../../migrations/0026_imports.sql")),
     (27, "api_responses", include_str!("../../../migrations/0027_api_responses.sql")),
     (28, "response_context", include_str!("../../../migrations/0028_response_context.sql")),
+    (29, "usage_by_model", include_str!("../../../migrations/0029_usage_by_model.sql")),
 ];
 
 /// The SQLite store.

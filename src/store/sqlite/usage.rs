@@ -6,7 +6,9 @@ use sqlx::Row;
 
 use super::lane::execute_all;
 use super::{SqliteStore, retry_busy};
-use crate::store::{PersonUsage, StoreResult, TokenTotals, UsageDay, UsageRecord, UsageScope, UsageStore, UsageSum};
+use crate::store::{
+    ModelDay, PersonUsage, StoreResult, TokenTotals, UsageDay, UsageRecord, UsageScope, UsageStore, UsageSum,
+};
 
 /// Adds one turn to a (scope, platform, subject, profile, day) row, creating it when absent; the
 /// scope and subject parameters are given, the others are `?2` platform, `?4` day, `?5`..`?9`
@@ -54,6 +56,16 @@ const RECORD_TURN: &str = concat!(session_cost!(), "; ", upsert_daily!("?1", "?3
 /// The same for a call outside a turn.
 const RECORD_CALL: &str = concat!(session_call!(), "; ", upsert_daily!("?1", "?3"), "; ", upsert_daily!("?13", "?14"));
 
+/// Adds one model's calls to its (day, model, platform, profile) row: `?1` day, `?2` model,
+/// `?3` platform, `?4` profile, `?5`..`?9` calls and tokens, `?10` cost, `?11` unpriced calls.
+const RECORD_MODEL: &str = "INSERT INTO usage_daily_by_model (day, model, platform, profile, calls, prompt_tokens, \
+     completion_tokens, cache_read_tokens, cache_write_tokens, cost_micros, unpriced_calls) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+     ON CONFLICT (day, model, platform, profile) DO UPDATE SET calls = calls + ?5, \
+     prompt_tokens = prompt_tokens + ?6, completion_tokens = completion_tokens + ?7, \
+     cache_read_tokens = cache_read_tokens + ?8, cache_write_tokens = cache_write_tokens + ?9, \
+     cost_micros = cost_micros + ?10, unpriced_calls = unpriced_calls + ?11";
+
 fn signed(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -97,7 +109,22 @@ impl UsageStore for SqliteStore {
         let (platform, user, day) = (r.platform.to_owned(), r.user.to_owned(), r.day.to_owned());
         let (chat, session_id, cost_micros) = (r.chat.to_owned(), r.session_id.to_owned(), r.cost_micros);
         let profile = r.profile.to_owned();
+        let models: Vec<(String, [i64; 7])> = r
+            .models
+            .iter()
+            .map(|m| {
+                let t = m.tokens;
+                let sums = [t.calls, t.prompt, t.completion, t.cache_read, t.cache_write].map(signed);
+                let [calls, prompt, completion, read, write] = sums;
+                (m.model.to_owned(), [calls, prompt, completion, read, write, m.cost_micros, signed(m.unpriced_calls)])
+            })
+            .collect();
         self.retry_lane(move |conn| {
+            for (model, n) in &models {
+                let params: [&(dyn rusqlite::ToSql + Sync); 11] =
+                    [&day, model, &platform, &profile, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6]];
+                execute_all(conn, RECORD_MODEL, &params)?;
+            }
             let params: [&(dyn rusqlite::ToSql + Sync); 16] = [
                 &UsageScope::User.as_str(),
                 &platform,
@@ -193,6 +220,20 @@ impl UsageStore for SqliteStore {
             .collect())
     }
 
+    async fn usage_by_model(&self, from: &str, to: &str) -> StoreResult<Vec<ModelDay>> {
+        let rows = sqlx::query(
+            "SELECT day, model, 0 AS turns, SUM(calls) AS calls, SUM(prompt_tokens) AS prompt, \
+             SUM(completion_tokens) AS completion, SUM(cache_read_tokens) AS cache_read, \
+             SUM(cache_write_tokens) AS cache_write, SUM(cost_micros) AS cost, SUM(unpriced_calls) AS unpriced \
+             FROM usage_daily_by_model WHERE day >= ?1 AND day <= ?2 GROUP BY day, model ORDER BY day, model",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *self.readers.get().await?)
+        .await?;
+        Ok(rows.iter().map(|row| ModelDay { day: row.get("day"), model: row.get("model"), sum: summed(row) }).collect())
+    }
+
     async fn usage_by_person(&self, from: &str, to: &str, limit: u32) -> StoreResult<Vec<PersonUsage>> {
         let rows = sqlx::query(concat!(
             "SELECT platform, subject, ",
@@ -212,7 +253,7 @@ impl UsageStore for SqliteStore {
     }
 
     async fn prune_usage(&self, before: &str, limit: u32) -> StoreResult<u64> {
-        retry_busy(|| async {
+        let daily = retry_busy(|| async {
             sqlx::query(
                 "DELETE FROM usage_daily WHERE (scope, platform, subject, profile, day) IN \
                  (SELECT scope, platform, subject, profile, day FROM usage_daily INDEXED BY usage_daily_by_day \
@@ -224,7 +265,20 @@ impl UsageStore for SqliteStore {
             .await
             .map(|r| r.rows_affected())
         })
-        .await
+        .await?;
+        let by_model = retry_busy(|| async {
+            sqlx::query(
+                "DELETE FROM usage_daily_by_model WHERE (day, model, platform, profile) IN \
+                 (SELECT day, model, platform, profile FROM usage_daily_by_model WHERE day < ?1 ORDER BY day LIMIT ?2)",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(&mut *self.writer.get().await?)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(daily + by_model)
     }
 }
 
@@ -233,7 +287,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::store::{SessionKey, SessionStore};
+    use crate::store::{ModelUsage, SessionKey, SessionStore};
 
     #[tokio::test]
     async fn a_turn_adds_to_its_session_its_user_and_its_chat_and_old_days_are_pruned() {
@@ -259,9 +313,25 @@ mod tests {
             tokens,
             cost_micros,
             unpriced_calls,
+            models: &[],
             turn: true,
         };
-        store.record_usage(&record("2026-01-01", "ann", 1_000, 0)).await.unwrap();
+        // A turn that fell back: each model's calls on its own row.
+        let models = [
+            ModelUsage {
+                model: "big",
+                tokens: TokenTotals { calls: 1, ..tokens },
+                cost_micros: 900,
+                unpriced_calls: 0,
+            },
+            ModelUsage {
+                model: "small",
+                tokens: TokenTotals { calls: 1, ..tokens },
+                cost_micros: 100,
+                unpriced_calls: 0,
+            },
+        ];
+        store.record_usage(&UsageRecord { models: &models, ..record("2026-01-01", "ann", 1_000, 0) }).await.unwrap();
         store.record_usage(&record("2026-01-02", "ann", 2_000, 1)).await.unwrap();
         store.record_usage(&record("2026-01-02", "bob", 500, 0)).await.unwrap();
 
@@ -297,8 +367,14 @@ mod tests {
             store.usage_between(UsageScope::User, "rec", "default", "ann", "2026-01-02", "2026-01-02").await.unwrap();
         assert_eq!(ann.cost_micros, 2_010, "the default profile's count is unchanged");
 
-        // Day one's user and chat rows go; day two's stay.
-        assert_eq!(store.prune_usage("2026-01-02", 500).await.unwrap(), 2);
+        let by_model = store.usage_by_model("2026-01-01", "2026-01-02").await.unwrap();
+        let rows: Vec<(&str, u64, i64)> =
+            by_model.iter().map(|m| (m.model.as_str(), m.sum.tokens.calls, m.sum.cost_micros)).collect();
+        assert_eq!(rows, [("big", 1, 900), ("small", 1, 100)]);
+
+        // Day one's user, chat and model rows go; day two's stay.
+        assert_eq!(store.prune_usage("2026-01-02", 500).await.unwrap(), 4);
+        assert!(store.usage_by_model("2026-01-01", "2026-01-02").await.unwrap().is_empty());
         let left =
             store.usage_between(UsageScope::Chat, "rec", "default", "g1", "2026-01-01", "2026-01-02").await.unwrap();
         assert_eq!(left.turns, 2);

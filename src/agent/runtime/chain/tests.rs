@@ -275,6 +275,15 @@ async fn each_call_is_priced_by_the_entry_that_served_it() {
     // The fallback's prices: 1000 prompt tokens (cached ones at the input price) × $1 + 100 × $2
     // per million = $0.0012.
     assert_eq!((state.cost.micros(), state.cost.unpriced_calls), (1_200, 0));
+    // The call is the fallback's: the primary that failed answered nothing.
+    let by_model: Vec<(&str, u64, u64, i64)> = state
+        .by_model
+        .iter()
+        .map(|m| (m.model.as_str(), m.usage.tokens.calls, m.usage.tokens.prompt, m.usage.cost.micros()))
+        .collect();
+    assert_eq!(by_model, [("f", 1, 1000, 1_200)]);
+    chain.call(&mut state, &ChatRequest::default(), None, &CancellationToken::new()).await.unwrap();
+    assert_eq!((state.by_model.len(), state.by_model[0].usage.tokens.calls), (1, 2), "one row per model");
 
     // A chain started on the unpriced entry counts its call as unpriced, never as free.
     let chain = chain.starting_with("free");
