@@ -67,8 +67,17 @@ pub fn recent(limit: usize) -> Vec<String> {
 /// Where the running filter is changed; set once by `init`.
 static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
 
+/// The secrets the log masks, once `init` ran.
+static MASK: OnceLock<crate::redact::Redaction> = OnceLock::new();
+
+/// `text` with every secret the log masks masked (as is before `init`).
+pub fn mask(text: &str) -> String {
+    MASK.get().map_or_else(|| text.to_owned(), |redaction| redaction.redact(text))
+}
+
 /// Start logging to stderr through `redaction`.
 pub fn init(redaction: crate::redact::Redaction) {
+    let _ = MASK.set(redaction.clone());
     let filter = EnvFilter::try_from_env("HERMESD_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));

@@ -76,6 +76,24 @@ impl Histogram {
     }
 }
 
+/// Models whose last call is kept; the one called longest ago goes first.
+const MODELS_KEPT: usize = 32;
+
+/// The last call of one model, and its counts since the start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelLast {
+    /// When it ended, Unix ms.
+    pub at_ms: i64,
+    /// How long it took, ms.
+    pub millis: u64,
+    /// Its error, when it failed (as the log says it, before masking).
+    pub error: Option<String>,
+    /// Calls since the start.
+    pub calls: u64,
+    /// Of which failed.
+    pub errors: u64,
+}
+
 /// The registry. Cheap enough for the hot path: one uncontended lock per update.
 #[derive(Default)]
 pub struct Metrics {
@@ -92,6 +110,8 @@ pub struct Metrics {
     pub turns_parked: AtomicI64,
     /// Session actors alive now.
     pub active_sessions: AtomicI64,
+    /// The last call of each model (the status page), at most `MODELS_KEPT`.
+    models: Mutex<BTreeMap<String, ModelLast>>,
     /// Gauges read when rendering, by name (`PACERS`); a few, registered at wiring.
     probes: Mutex<Vec<(&'static str, Probe)>>,
 }
@@ -136,6 +156,35 @@ impl Metrics {
         if let Some(picos) = cost_picos {
             self.model_cost_picos.fetch_add(picos, Ordering::Relaxed);
         }
+    }
+
+    /// Note a call of `model` that took `elapsed` and failed with `error` (`None`: answered).
+    pub fn note_model_call(&self, model: &str, elapsed: Duration, error: Option<String>) {
+        let mut models = self.models.lock().expect("metrics lock poisoned");
+        if !models.contains_key(model) && models.len() >= MODELS_KEPT {
+            let oldest = models.iter().min_by_key(|(_, last)| last.at_ms).map(|(name, _)| name.clone());
+            if let Some(oldest) = oldest {
+                models.remove(&oldest);
+            }
+        }
+        let last = models.entry(model.to_owned()).or_default();
+        last.at_ms = crate::clock::now_ms();
+        last.millis = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        last.calls += 1;
+        last.errors += u64::from(error.is_some());
+        last.error = error.map(|e| e.chars().take(300).collect());
+    }
+
+    /// Each model's last call, by name.
+    pub fn models_last(&self) -> Vec<(String, ModelLast)> {
+        let models = self.models.lock().expect("metrics lock poisoned");
+        models.iter().map(|(name, last)| (name.clone(), last.clone())).collect()
+    }
+
+    /// Model calls timed so far and their summed duration, seconds.
+    pub fn model_call_seconds(&self) -> (u64, f64) {
+        let histogram = self.model_seconds.lock().expect("metrics lock poisoned");
+        (histogram.count, histogram.sum)
     }
 
     /// The cost of priced model calls so far, picodollars.

@@ -5,7 +5,9 @@
 //! talks to the agent in the chat (the answer streamed by the page's script) and sees the status
 //! page update itself. Each page's
 //! screenshot is saved under the test's target folder (`panel-screens/`); scripts/panel-screens.sh
-//! copies them to docs/panel/ for the README. Chromium runs with `--no-sandbox` only as root.
+//! copies them to docs/panel/ for the README. Chromium runs with `--no-sandbox` only as root; a
+//! second test runs chromedriver and Chromium as `nobody` with Chromium's own sandbox on (as a
+//! user's browser runs), checks that Chromium says it is sandboxed, and logs in and chats.
 #![cfg(feature = "telegram")]
 
 mod support;
@@ -36,15 +38,41 @@ impl Drop for Driver {
     }
 }
 
-fn driver() -> Driver {
+/// Who runs chromedriver and Chromium.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum As {
+    /// This test's own user: root in CI, where Chromium's sandbox needs `--no-sandbox`.
+    Me,
+    /// `nobody` (when this test is root), with Chromium's own sandbox on.
+    Nobody,
+}
+
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn driver(who: As, home: &std::path::Path) -> Driver {
     let path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
         .into_iter()
         .map(PathBuf::from)
         .find(|p| p.exists())
         .expect("chromedriver is missing: scripts/test-deps.sh installs Debian's chromium-driver");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(path)
+    let mut command = if who == As::Nobody && is_root() {
+        let mut setpriv = Command::new("setpriv");
+        setpriv.args([format!("--reuid={NOBODY}"), format!("--regid={NOBODY}"), "--clear-groups".into(), "--".into()]);
+        setpriv.arg(path);
+        setpriv
+    } else {
+        Command::new(path)
+    };
+    let child = command
         .arg(format!("--port={port}"))
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_CACHE_HOME")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -52,7 +80,16 @@ fn driver() -> Driver {
     Driver { child, url: format!("http://127.0.0.1:{port}") }
 }
 
-async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
+/// A folder for the browser's profile and home that `who` may write.
+fn profile_dir(who: As) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    if who == As::Nobody && is_root() {
+        std::os::unix::fs::chown(dir.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    dir
+}
+
+async fn browser(driver: &Driver, profile: &std::path::Path, who: As) -> Client {
     let mut args = vec![
         "--headless=new".to_owned(),
         "--disable-gpu".into(),
@@ -62,9 +99,9 @@ async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
         "--disable-sync".into(),
         "--no-first-run".into(),
         "--window-size=1200,900".into(),
-        format!("--user-data-dir={}", profile.display()),
+        format!("--user-data-dir={}", profile.join("chromium").display()),
     ];
-    if rustix::process::geteuid().is_root() {
+    if who == As::Me && is_root() {
         // Chromium's own sandbox needs namespaces a root process may not use.
         args.push("--no-sandbox".into());
     }
@@ -104,9 +141,9 @@ async fn the_panel_works_in_a_real_browser() {
     let env = [("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_ALLOWED_USERS", "1001"), ("API_SERVER_KEY", KEY)];
     let d = start_daemon(home.path(), &config_for(&llm, &extra), &env).await;
     let base = d.base.clone();
-    let driver = driver();
-    let profile = tempfile::tempdir().unwrap();
-    let client = browser(&driver, profile.path()).await;
+    let profile = profile_dir(As::Me);
+    let driver = driver(As::Me, profile.path());
+    let client = browser(&driver, profile.path(), As::Me).await;
 
     // Ready first (Telegram's first poll done), so the status page can say so.
     let ready =
@@ -202,6 +239,37 @@ async fn the_panel_works_in_a_real_browser() {
     screenshot(&client, "usage").await;
     client.goto(&format!("{base}/ui/logs")).await.unwrap();
     screenshot(&client, "logs").await;
+    client.close().await.unwrap();
+    d.daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_works_in_a_sandboxed_browser_as_an_unprivileged_user() {
+    let llm = FakeLlm::echo().await;
+    let home = tempfile::tempdir().unwrap();
+    let d = start_daemon(home.path(), &config_for(&llm, ""), &[("API_SERVER_KEY", KEY)]).await;
+    let base = d.base.clone();
+    let profile = profile_dir(As::Nobody);
+    let driver = driver(As::Nobody, profile.path());
+    let client = browser(&driver, profile.path(), As::Nobody).await;
+
+    // Chromium's own sandbox is on (no `--no-sandbox`), as its sandbox page says.
+    client.goto("chrome://sandbox").await.unwrap();
+    let said = client.find(Locator::Css("body")).await.unwrap().text().await.unwrap();
+    assert!(said.contains("adequately sandboxed") && !said.contains("not adequately"), "{said}");
+
+    client.goto(&format!("{base}/ui")).await.unwrap();
+    client.find(Locator::Id("key")).await.unwrap().send_keys(KEY).await.unwrap();
+    client.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("nav")).await.unwrap();
+    client.goto(&format!("{base}/ui/chat")).await.unwrap();
+    client.find(Locator::Id("text")).await.unwrap().send_keys("hello from a sandboxed browser").await.unwrap();
+    client.find(Locator::Css("#chat button[type=submit]")).await.unwrap().click().await.unwrap();
+    let answered = || async {
+        let shown = client.find(Locator::Id("log")).await.unwrap().text().await.unwrap();
+        shown.contains("echo: hello from a sandboxed browser")
+    };
+    assert!(support::eventually_async(WAIT, answered).await, "{}", text(&client).await);
     client.close().await.unwrap();
     d.daemon.stop().await;
 }

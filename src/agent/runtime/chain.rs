@@ -226,6 +226,10 @@ impl ProviderChain {
                     }
                 };
                 state.spent += started.elapsed();
+                if let Some(metrics) = &self.metrics {
+                    let error = result.as_ref().err().map(ToString::to_string);
+                    metrics.note_model_call(provider.model(), started.elapsed(), error);
+                }
                 let error = match result {
                     Ok(response) => {
                         state.calls += 1;

@@ -18,6 +18,7 @@ mod html;
 mod json;
 mod pages;
 mod people;
+mod status;
 mod usage;
 
 pub use auth::PanelSessions;
@@ -38,7 +39,7 @@ const JS: &str = include_str!("panel.js");
 /// The panel's routes (and `/api/*`).
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/ui", get(pages::home))
+        .route("/ui", get(status::home))
         .route("/ui/", get(|| async { Redirect::to("/ui") }))
         .route("/ui/login", post(login))
         .route("/ui/logout", post(logout))
@@ -58,7 +59,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/assets/panel.css", get(css))
         .route("/ui/assets/panel.js", get(js))
         .route("/ui/chat", get(chat::page_get).post(chat::send))
-        .route("/ui/status/events", get(pages::status_events))
+        .route("/ui/status/events", get(status::status_events))
         .route("/api/sessions", get(pages::api_sessions))
         .route("/api/sessions/{id}", get(pages::api_session))
         .route("/api/jobs", get(json::jobs))

@@ -1,16 +1,12 @@
-//! The panel's pages and the JSON they are made from: status (what `/readyz` says), the
-//! conversations (the most recent, or those the store's search finds) and one conversation's
-//! transcript, tool calls and results folded. Text from conversations is always escaped.
-
-use std::convert::Infallible;
-use std::time::Duration;
+//! The panel's reading pages and the JSON they are made from: the conversations (the most recent,
+//! or those the store's search finds), one conversation's transcript (tool calls and results
+//! folded, images inline from their own route) and the recent log lines. Text from conversations
+//! is always escaped.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -36,138 +32,6 @@ pub(super) fn api_reader(state: &AppState, headers: &HeaderMap) -> Result<(), Bo
     }
     let body = json!({ "error": { "message": "invalid or missing API key", "type": "invalid_request_error", "code": "invalid_api_key" } });
     Err(Box::new((StatusCode::UNAUTHORIZED, Json(body)).into_response()))
-}
-
-/// `GET /ui`: the status, or the login form. With a script, `panel.js` keeps it current from
-/// `/ui/status/events`.
-pub(super) async fn home(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let session = match reader(&state, &headers) {
-        Ok(session) => session,
-        Err(login) => return *login,
-    };
-    let body = format!("<div id=\"live\" data-events=\"/ui/status/events\">{}</div>", status_html(&state).await);
-    page(StatusCode::OK, "Status", Some(&session.csrf), &body)
-}
-
-/// How often a status stream looks again.
-const STATUS_EVERY: Duration = Duration::from_secs(2);
-
-/// `GET /ui/status/events`: the status as `status` events (the page's HTML, sent when it
-/// changed), for as long as the panel session lives.
-pub(super) async fn status_events(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if state.panel.of(&headers).is_none() {
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
-    let Some(permit) = state.panel.stream_permit() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "too many status streams").into_response();
-    };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(4);
-    let keepalive = state.sse_keepalive;
-    tokio::spawn(async move {
-        let _permit = permit;
-        let mut last = String::new();
-        loop {
-            // Ends with the login (logout, expiry); looking does not keep it alive.
-            if !state.panel.alive(&headers) {
-                return;
-            }
-            let now = status_html(&state).await;
-            if now != last {
-                if tx.send(Event::default().event("status").data(now.clone())).await.is_err() {
-                    return;
-                }
-                last = now;
-            }
-            tokio::select! {
-                () = tokio::time::sleep(STATUS_EVERY) => {}
-                () = tx.closed() => return,
-            }
-        }
-    });
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>);
-    super::html::harden(Sse::new(stream).keep_alive(KeepAlive::new().interval(keepalive)).into_response())
-}
-
-/// The status as HTML: readiness with its problems, each platform and profile, the MCP
-/// servers, the configuration in force, the version and uptime.
-async fn status_html(state: &AppState) -> String {
-    let (status, ready) = super::super::health::readiness(state).await;
-    let mut body = String::new();
-    let verdict = if status == StatusCode::OK {
-        "<span class=\"ok\">ready</span>"
-    } else {
-        "<span class=\"bad\">not ready</span>"
-    };
-    body.push_str(&format!(
-        "<p>The daemon is {verdict}. <span class=\"muted\">hermesd {}, up {}.</span></p>",
-        env!("CARGO_PKG_VERSION"),
-        uptime(state.panel.since())
-    ));
-    for problem in ready["problems"].as_array().into_iter().flatten().filter_map(Value::as_str) {
-        body.push_str(&format!("<p class=\"bad\">{}</p>", escape(problem)));
-    }
-    let section = |title: &str, map: &Value| -> String {
-        let rows: String = map
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(name, line)| {
-                let text = line.as_str().map_or_else(|| line.to_string(), str::to_owned);
-                let class = if text == "ok" { " class=\"ok\"" } else { "" };
-                format!("<tr><th scope=\"row\">{}</th><td{class}>{}</td></tr>", escape(name), escape(&text))
-            })
-            .collect();
-        if rows.is_empty() {
-            return String::new();
-        }
-        format!("<h2>{}</h2><table>{rows}</table>", escape(title))
-    };
-    body.push_str(&section("Platforms", &ready["platforms"]));
-    body.push_str(&section("Profiles", &ready["profiles"]));
-    let servers: String = ready["mcp"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|s| {
-            let text = |k: &str| s[k].as_str().map_or_else(|| s[k].to_string(), str::to_owned);
-            format!(
-                "<tr><th scope=\"row\">{}</th><td>{}</td><td>{} tools</td><td class=\"muted\">{}</td></tr>",
-                escape(&text("name")),
-                escape(&text("state")),
-                escape(&text("tools")),
-                escape(s["error"].as_str().unwrap_or_default())
-            )
-        })
-        .collect();
-    if !servers.is_empty() {
-        body.push_str(&format!("<h2>MCP servers</h2><table>{servers}</table>"));
-    }
-    if let Some(config) = ready["config"].as_object() {
-        let text = |k: &str| {
-            config.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).unwrap_or_default()
-        };
-        body.push_str(&format!(
-            "<h2>Configuration</h2><p>{} (digest {}), {} reload(s) since the start.</p>",
-            escape(&text("path")),
-            escape(&text("digest")),
-            escape(&text("reloads"))
-        ));
-        if let Some(refused) = config.get("refused").and_then(Value::as_str) {
-            body.push_str(&format!("<p class=\"bad\">The last reload was refused: {}</p>", escape(refused)));
-        }
-    }
-    body
-}
-
-/// `since` as "3 d 4 h", "5 h 2 min" or "42 s".
-fn uptime(since: std::time::Instant) -> String {
-    let s = since.elapsed().as_secs();
-    match s {
-        0..60 => format!("{s} s"),
-        60..3600 => format!("{} min", s / 60),
-        3600..86_400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
-        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
-    }
 }
 
 #[derive(Deserialize)]
