@@ -86,7 +86,7 @@ pub struct ModelLast {
     pub at_ms: i64,
     /// How long it took, ms.
     pub millis: u64,
-    /// Its error, when it failed (as the log says it, before masking).
+    /// Its error, when it failed (masked as the log masks it, then cut).
     pub error: Option<String>,
     /// Calls since the start.
     pub calls: u64,
@@ -158,8 +158,9 @@ impl Metrics {
         }
     }
 
-    /// Note a call of `model` that took `elapsed` and failed with `error` (`None`: answered).
-    pub fn note_model_call(&self, model: &str, elapsed: Duration, error: Option<String>) {
+    /// Note a call of `model` that ended at `at_ms` (Unix ms), took `elapsed` and failed with
+    /// `error` (`None`: answered; secrets already masked: it is shown as is).
+    pub fn note_model_call(&self, model: &str, at_ms: i64, elapsed: Duration, error: Option<String>) {
         let mut models = self.models.lock().expect("metrics lock poisoned");
         if !models.contains_key(model) && models.len() >= MODELS_KEPT {
             let oldest = models.iter().min_by_key(|(_, last)| last.at_ms).map(|(name, _)| name.clone());
@@ -168,7 +169,7 @@ impl Metrics {
             }
         }
         let last = models.entry(model.to_owned()).or_default();
-        last.at_ms = crate::clock::now_ms();
+        last.at_ms = at_ms;
         last.millis = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
         last.calls += 1;
         last.errors += u64::from(error.is_some());

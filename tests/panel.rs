@@ -204,6 +204,9 @@ async fn a_keyless_daemon_takes_the_local_key_that_hermesd_ui_prints() {
     assert_eq!(logged.status(), 303);
     let cookie = cookie_of(&logged);
     assert!(get(&d.base, "/ui", Some(&cookie)).await.1.contains("Log out"));
+    // Keyless, the API's Host rule guards the panel too (DNS rebinding needs a name).
+    let rebound = browser().get(format!("{}/ui", d.base)).header("host", "evil.example:8642").send().await.unwrap();
+    assert_eq!(rebound.status(), 421);
     d.daemon.stop().await;
 }
 
@@ -372,6 +375,11 @@ async fn the_panel_chat_talks_through_the_ingress_streams_the_answer_and_the_sta
         .unwrap();
     assert_eq!(anonymous.status(), 403);
 
+    // The script gets why a message was not sent, as text it can show.
+    let empty = post(vec![("csrf", csrf.clone()), ("text", "  ".into())], base, "text/event-stream").await.unwrap();
+    assert_eq!(empty.status(), 400);
+    assert_eq!(empty.text().await.unwrap(), "Not sent: the message is empty.");
+
     // Without a script: the form waits for the answer and shows the page again.
     let plain = post(vec![("csrf", csrf.clone()), ("text", "first <b>words</b>".into())], base, "text/html");
     let plain = plain.await.unwrap();
@@ -435,6 +443,18 @@ async fn a_person_is_listed_with_their_usage_exported_whole_and_deleted_only_onc
             support::client().post(format!("{base}/v1/chat/completions")).bearer_auth(KEY).json(&asked).send().await;
         assert_eq!(answer.unwrap().status(), 200);
     }
+    // A session several people speak in (one X-Hermes-Session-Id) is nobody's own.
+    for (user, text) in [("alice", "alice in the team room"), ("bob", "bob in the team room")] {
+        let asked = json!({ "user": user, "messages": [{ "role": "user", "content": text }] });
+        let answer = support::client()
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(KEY)
+            .header("x-hermes-session-id", "team-room")
+            .json(&asked)
+            .send()
+            .await;
+        assert_eq!(answer.unwrap().status(), 200);
+    }
     let memory = hermesd::agent::tools::place::person_dir(&home.path().join("memory"), "api", "alice");
     std::fs::create_dir_all(&memory).unwrap();
     std::fs::write(memory.join("USER.md"), "Alice likes otters.").unwrap();
@@ -448,12 +468,12 @@ async fn a_person_is_listed_with_their_usage_exported_whole_and_deleted_only_onc
     let by_key: Value =
         browser().get(format!("{base}/api/people")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
     assert_eq!(by_key["people"][0]["user"], "alice", "{by_key}");
-    assert_eq!(by_key["people"][0]["turns"], 2, "{by_key}");
+    assert_eq!(by_key["people"][0]["turns"], 3, "{by_key}");
 
     // Their page, and their export: every message of theirs, their memory, nobody else's.
     let (status, page, _) = get(base, "/ui/people/person?platform=api&user=alice", Some(&cookie)).await;
     assert_eq!(status, 200);
-    assert!(page.contains("2 turns") && page.contains("Delete this person"), "{page}");
+    assert!(page.contains("3 turns") && page.contains("Delete this person"), "{page}");
     assert_eq!(get(base, "/api/people/export?platform=api&user=alice", None).await.0, 401);
     let exported = browser()
         .get(format!("{base}/api/people/export?platform=api&user=alice"))
@@ -466,6 +486,7 @@ async fn a_person_is_listed_with_their_usage_exported_whole_and_deleted_only_onc
     let text = exported.to_string();
     assert!(text.contains("alice asks about otters") && text.contains("echo: alice again"), "{text}");
     assert!(!text.contains("bees"), "nobody else's conversation");
+    assert!(!text.contains("bob in the team room"), "nor a shared one: {text}");
     assert_eq!(exported["memory"]["USER.md"], "Alice likes otters.");
 
     // Deleting: refused without the token, from elsewhere, or unconfirmed; done once confirmed.
@@ -500,6 +521,8 @@ async fn a_person_is_listed_with_their_usage_exported_whole_and_deleted_only_onc
     assert_eq!(after["sessions"].as_array().map(Vec::len), Some(0), "{after}");
     let (_, people, _) = get(base, "/ui/people", Some(&cookie)).await;
     assert!(!people.contains(">alice</a>") && people.contains(">bob</a>"), "{people}");
+    let (_, found, _) = get(base, "/ui/sessions?q=room", Some(&cookie)).await;
+    assert!(found.contains("agent:main:api:dm:team-room"), "the shared conversation stays:\n{found}");
     let (_, found, _) = get(base, "/ui/sessions?q=bees", Some(&cookie)).await;
     assert!(found.contains("bees"), "bob's conversation stays:\n{found}");
     d.daemon.stop().await;

@@ -80,14 +80,16 @@ pub(super) fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
 
 /// Whether the request's bearer is `API_SERVER_KEY` or the home's local key.
 pub(super) fn holds_a_key(state: &AppState, headers: &HeaderMap) -> bool {
-    let Some(given) = headers
+    bearer_holder(state, headers).is_some()
+}
+
+/// Which key the request's bearer is (`api` or `local`), if it is one.
+pub(super) fn bearer_holder(state: &AppState, headers: &HeaderMap) -> Option<&'static str> {
+    let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    key_holder(state, given).is_some()
+        .and_then(|v| v.strip_prefix("Bearer "))?;
+    key_holder(state, given)
 }
 
 /// Which key `given` is (`api`: `API_SERVER_KEY`, `local`: the home's local key), compared in

@@ -8,7 +8,9 @@
 //!   `http.allowed_hosts` (421 otherwise): DNS rebinding needs a name it controls;
 //! - a POST must be `Content-Type: application/json` (415), which no HTML form can send.
 //!
-//! Signed webhook routes never pass through here: they work behind any reverse proxy.
+//! Signed webhook routes never pass through here: they work behind any reverse proxy. The control
+//! panel (`/ui`, `/api/*`) takes only the `Host` rule (`host_guard`): it checks its own origin and
+//! CSRF token.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -77,6 +79,23 @@ fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
     let essence = value.split(';').next().unwrap_or_default().trim();
     essence.eq_ignore_ascii_case("application/json")
+}
+
+/// The control panel's part of the guard (its forms cannot be JSON and its pages are its own
+/// origin, so it checks those itself): while the API has no key, the `Host` rule against DNS
+/// rebinding.
+pub(super) async fn host_guard(State(guard): State<Arc<BrowserGuard>>, request: Request, next: Next) -> Response {
+    if guard.keyless {
+        let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).or(request.uri().host());
+        if !host.is_some_and(|h| guard.host_allowed(h)) {
+            return refuse(
+                StatusCode::MISDIRECTED_REQUEST,
+                "host_not_allowed",
+                "this Host is not an IP address, a loopback name or in http.allowed_hosts",
+            );
+        }
+    }
+    next.run(request).await
 }
 
 /// The middleware: refuse what a hostile page could send, answer allowed preflights, and mark

@@ -130,8 +130,11 @@ pub struct AppState {
 
 /// The application's routes.
 pub fn router(state: AppState, http: &HttpConfig) -> Router {
-    // The panel (`/ui`, `/api/*`): its own guard (a login, a cookie, CSRF tokens, same origin).
+    // The panel (`/ui`, `/api/*`): its own guard (a login, a cookie, CSRF tokens, same origin),
+    // and the API's Host rule while it has no key.
+    let guard = Arc::new(BrowserGuard::new(http, state.api_key.is_none()));
     let mut app = panel::routes()
+        .route_layer(from_fn_with_state(guard.clone(), guard::host_guard))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics));
@@ -176,7 +179,6 @@ pub fn router(state: AppState, http: &HttpConfig) -> Router {
         }
         browser = browser.merge(v1);
     }
-    let guard = Arc::new(BrowserGuard::new(http, state.api_key.is_none()));
     app = app.merge(browser.route_layer(from_fn_with_state(guard, guard::browser_guard)));
     if state.api.is_some() {
         app = app.fallback(api::not_found);

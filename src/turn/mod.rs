@@ -356,7 +356,10 @@ impl TurnRunner {
         job: &TurnJob,
         origin: &TurnOrigin,
     ) -> Result<PathBuf, StoreError> {
-        if let Whose::Person { user, .. } = Whose::of(&job.message.chat, &job.message.sender.id) {
+        // Only a person's own session is theirs: an API session several people speak in (a
+        // shared `X-Hermes-Session-Id`) is nobody's, so one person's export or erasure never
+        // takes another's words.
+        if let Whose::Person { user, own_session: true, .. } = Whose::of(&job.message.chat, &job.message.sender.id) {
             self.parts.store.note_person(session_id, &user).await?;
         }
         Ok(turn_whose(&job.message, origin).workdir(&agent.workdir))

@@ -227,8 +227,8 @@ impl ProviderChain {
                 };
                 state.spent += started.elapsed();
                 if let Some(metrics) = &self.metrics {
-                    let error = result.as_ref().err().map(ToString::to_string);
-                    metrics.note_model_call(provider.model(), started.elapsed(), error);
+                    let error = result.as_ref().err().map(|e| crate::logging::mask(&e.to_string()));
+                    metrics.note_model_call(provider.model(), crate::clock::now_ms(), started.elapsed(), error);
                 }
                 let error = match result {
                     Ok(response) => {

@@ -243,7 +243,9 @@ pub(super) async fn cron_add(
     Form(form): Form<NewJobForm>,
 ) -> Response {
     let Some(session) = super::checked(&state, &headers, &form.csrf) else { return super::refused() };
-    let Some(reloader) = state.reloader.as_ref() else { return super::refused() };
+    let Some(reloader) = state.reloader.as_ref() else {
+        return failed(&session, "Cron jobs", "this daemon cannot read its config to check a job");
+    };
     let (config, paths) = reloader.accepted();
     let refuse = |problem: &str| {
         page(StatusCode::BAD_REQUEST, "Cron jobs", Some(&session.csrf), &add_form(&session.csrf, Some(problem), &form))

@@ -98,25 +98,22 @@ pub(super) async fn send(State(state): State<AppState>, headers: HeaderMap, Form
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"));
     let text = form.text.trim();
     let problem = if state.api.is_none() {
-        Some("the API platform is off")
+        Some((StatusCode::SERVICE_UNAVAILABLE, "the API platform is off"))
     } else if text.is_empty() {
-        Some("the message is empty")
+        Some((StatusCode::BAD_REQUEST, "the message is empty"))
     } else if text.len() > MAX_TEXT {
-        Some("the message is longer than 64 KiB")
+        Some((StatusCode::PAYLOAD_TOO_LARGE, "the message is longer than 64 KiB"))
     } else if state.ingress.is_closed() {
-        Some("hermesd is shutting down; send it again shortly")
+        Some((StatusCode::SERVICE_UNAVAILABLE, "hermesd is shutting down; send it again shortly"))
     } else {
         None
     };
-    if let Some(problem) = problem {
-        return page(
-            StatusCode::BAD_REQUEST,
-            "Chat",
-            Some(&session.csrf),
-            &format!("<p class=\"bad\">Not sent: {}. <a href=\"/ui/chat\">Back</a></p>", escape(problem)),
-        );
+    if let Some((status, problem)) = problem {
+        return not_sent(streamed, &session.csrf, status, problem);
     }
-    let Some(api) = state.api.clone() else { return super::refused() };
+    let Some(api) = state.api.clone() else {
+        return not_sent(streamed, &session.csrf, StatusCode::SERVICE_UNAVAILABLE, "the API platform is off");
+    };
     let request_id = uuid::Uuid::now_v7().to_string();
     let event = InboundEvent::Message {
         event_id: request_id.clone(),
@@ -146,7 +143,7 @@ pub(super) async fn send(State(state): State<AppState>, headers: HeaderMap, Form
         let waiter = api.register(&request_id, meta);
         if let Some(refused) = super::super::api::admit(&state, event, None, false).await {
             api.forget(&request_id);
-            return refused;
+            return not_admitted(streamed, &session.csrf, refused.status());
         }
         // The answer is stored with the conversation whether or not it came in time.
         let _ = tokio::time::timeout(FORM_WAIT, waiter).await;
@@ -156,7 +153,7 @@ pub(super) async fn send(State(state): State<AppState>, headers: HeaderMap, Form
     let (waiter, buffer) = api.register_stream(&request_id, meta);
     if let Some(refused) = super::super::api::admit(&state, event, None, true).await {
         api.forget(&request_id);
-        return refused;
+        return not_admitted(streamed, &session.csrf, refused.status());
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(64);
     tokio::spawn(async move {
@@ -166,11 +163,19 @@ pub(super) async fn send(State(state): State<AppState>, headers: HeaderMap, Form
         let reply = loop {
             tokio::select! {
                 reply = &mut waiter => break reply,
+                // The page went away: stop collecting its deltas (the answer is stored anyway).
+                () = tx.closed() => {
+                    api.forget(&request_id);
+                    return;
+                }
                 _ = buffer.ready.notified() => {
+                    // The chat shows no reasoning; it is not kept either.
+                    drop(buffer.take_reasoning());
                     let text = buffer.take();
                     if !text.is_empty() {
                         streamed.push_str(&text);
                         if tx.send(delta(&text)).await.is_err() {
+                            api.forget(&request_id);
                             return;
                         }
                     }
@@ -199,4 +204,25 @@ pub(super) async fn send(State(state): State<AppState>, headers: HeaderMap, Form
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>);
     let sse = Sse::new(stream).keep_alive(KeepAlive::new().interval(state.sse_keepalive)).into_response();
     super::html::harden(sse)
+}
+
+/// Why a message was not sent: plain text for the page's script, a page for a plain form.
+fn not_sent(streamed: bool, csrf: &str, status: StatusCode, problem: &str) -> Response {
+    if streamed {
+        let text = format!("Not sent: {problem}.");
+        return super::html::harden(
+            (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        );
+    }
+    let body = format!("<p class=\"bad\">Not sent: {}. <a href=\"/ui/chat\">Back</a></p>", escape(problem));
+    page(status, "Chat", Some(csrf), &body)
+}
+
+/// The ingress did not take the message (`status` is what it answered).
+fn not_admitted(streamed: bool, csrf: &str, status: StatusCode) -> Response {
+    let problem = match status {
+        StatusCode::SERVICE_UNAVAILABLE => "the store did not take it; send it again shortly",
+        _ => "the gateway did not take it",
+    };
+    not_sent(streamed, csrf, status, problem)
 }

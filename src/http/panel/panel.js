@@ -77,9 +77,17 @@
         headers: { Accept: "text/event-stream" },
         credentials: "same-origin",
       });
-      if (!response.ok || !response.body) {
+      if (response.status === 403) {
         answer.parentElement.classList.add("bad");
-        answer.textContent = "Not sent (" + response.status + ").";
+        answer.textContent = "Not sent: the login ended. Load the page again to log in.";
+        return;
+      }
+      const type = response.headers.get("Content-Type") || "";
+      if (!response.ok || !response.body || !type.startsWith("text/event-stream")) {
+        answer.parentElement.classList.add("bad");
+        answer.textContent = type.startsWith("text/plain")
+          ? await response.text()
+          : "Not sent (" + response.status + ").";
         return;
       }
       const reader = response.body.getReader();

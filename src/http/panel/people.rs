@@ -139,7 +139,10 @@ pub(super) async fn export(State(state): State<AppState>, headers: HeaderMap, Qu
     if let Err(refused) = super::pages::api_reader(&state, &headers) {
         return *refused;
     }
-    let by = state.panel.of(&headers).map_or("api", |s| s.who);
+    let by = match state.panel.of(&headers) {
+        Some(session) => session.who,
+        None => super::super::api::bearer_holder(&state, &headers).unwrap_or("api"),
+    };
     let (platform, user) = (who.platform.as_str(), who.user.as_str());
     match crate::agent::people::export(&*state.store, &state.home, platform, user, now_ms()).await {
         Ok(document) => {

@@ -36,7 +36,7 @@ const STATUS_EVERY: Duration = Duration::from_secs(2);
 /// `GET /ui/status/events`: the status as `status` events (the page's HTML, sent when it
 /// changed), for as long as the panel session lives.
 pub(super) async fn status_events(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if state.panel.of(&headers).is_none() {
+    if !state.panel.alive(&headers) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
     let Some(permit) = state.panel.stream_permit() else {
@@ -118,7 +118,7 @@ async fn status_html(state: &AppState) -> String {
                 escape(&text("name")),
                 escape(&text("state")),
                 escape(&text("tools")),
-                escape(s["error"].as_str().unwrap_or_default())
+                escape(&crate::logging::mask(s["error"].as_str().unwrap_or_default()))
             )
         })
         .collect();
@@ -157,7 +157,7 @@ fn platforms_html(state: &AppState) -> String {
             let (class, line, last) = match platform.health() {
                 Some(h) => (
                     if h.healthy { "ok" } else { "bad" },
-                    if h.healthy { "ok".to_owned() } else { h.detail },
+                    if h.healthy { "ok".to_owned() } else { crate::logging::mask(&h.detail) },
                     h.seconds_since_progress.map(|s| format!("{s:.0} s ago")).unwrap_or_default(),
                 ),
                 None => ("muted", "no health report".to_owned(), String::new()),
@@ -190,7 +190,7 @@ fn models_html(state: &AppState) -> String {
         .models_last()
         .iter()
         .map(|(name, last)| {
-            let error = last.error.as_deref().map(crate::logging::mask).unwrap_or_default();
+            let error = last.error.as_deref().unwrap_or_default();
             format!(
                 "<tr><th scope=\"row\">{}</th><td>{}</td><td>{} ms</td><td>{} / {}</td><td class=\"bad\">{}</td></tr>",
                 escape(name),
@@ -198,7 +198,7 @@ fn models_html(state: &AppState) -> String {
                 last.millis,
                 last.errors,
                 last.calls,
-                escape(&error)
+                escape(error)
             )
         })
         .collect();

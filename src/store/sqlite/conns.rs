@@ -30,17 +30,28 @@ pub(super) struct Conns {
     /// The slot the next caller waits on when all are taken (round robin).
     next: Arc<AtomicUsize>,
     closed: Arc<AtomicBool>,
+    /// Told of every use, when set: reads fill page caches too (`idle`).
+    quiet: Option<Arc<super::idle::Quiet>>,
 }
 
 impl Conns {
     /// `size` connections (at least one) opened with `options` as they are first needed.
     pub(super) fn new(options: SqliteConnectOptions, size: u32) -> Self {
         let slots = (0..size.max(1)).map(|_| Arc::new(Mutex::new(None))).collect();
-        Self { options, slots, next: Arc::default(), closed: Arc::default() }
+        Self { options, slots, next: Arc::default(), closed: Arc::default(), quiet: None }
+    }
+
+    /// Tell `quiet` of every use, so that the page caches reads fill go back once reads stop too.
+    pub(super) fn watched(mut self, quiet: Arc<super::idle::Quiet>) -> Self {
+        self.quiet = Some(quiet);
+        self
     }
 
     /// A connection: a free one when there is one, else the next in turn once it is free.
     pub(super) async fn get(&self) -> Result<Conn, sqlx::Error> {
+        if let Some(quiet) = &self.quiet {
+            quiet.busy();
+        }
         let guard = match self.slots.iter().find_map(|slot| slot.clone().try_lock_owned().ok()) {
             Some(guard) => guard,
             None => {

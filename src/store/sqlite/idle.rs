@@ -3,7 +3,8 @@
 //! Every connection keeps a page cache of up to `cache_size` (2 MB by default), and the store
 //! has four (the sqlx writer and reader, the write lane and the read lane). After a burst (10,000
 //! new sessions, a large search) they stay full for as long as the daemon runs, although an idle
-//! daemon reads almost nothing. So when no turn has written for `RELEASE_AFTER` (30 s), the
+//! daemon reads almost nothing. So when nothing was written or read through the reader
+//! connections (the control panel's pages, searches) for `RELEASE_AFTER` (30 s), the
 //! background indexer's next quiet round asks each connection not in use to free its cache
 //! (`PRAGMA shrink_memory`); SQLite's memory comes from the binary's allocator, which purges the
 //! freed pages. The next read fills a cache again from the OS's file cache, a cost paid once

@@ -165,7 +165,8 @@ impl SqliteStore {
             migrator().run(&mut *conn).await?;
         }
         let read_lane = lane::ReadLane::new(path.to_path_buf(), readers as usize);
-        let readers = Conns::new(base.read_only(true), readers);
+        let quiet = std::sync::Arc::new(idle::Quiet::default());
+        let readers = Conns::new(base.read_only(true), readers).watched(quiet.clone());
         Ok(Self {
             writer,
             lane: std::sync::Arc::new(lane::Lane::new(path.to_path_buf(), busy_timeout)),
@@ -173,7 +174,7 @@ impl SqliteStore {
             transcripts: Default::default(),
             readers,
             health: Default::default(),
-            quiet: Default::default(),
+            quiet,
             metrics: Default::default(),
             #[cfg(feature = "failpoints")]
             page_limit: Default::default(),
