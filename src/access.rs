@@ -200,6 +200,23 @@ pub fn admin_report<'a>(env: &Env, platforms: impl IntoIterator<Item = (&'a str,
         .collect()
 }
 
+/// One adapter's access as configured (`Access::report`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessReport {
+    /// The adapter (`telegram`, `telegram@work`).
+    pub platform: String,
+    /// User ids its allowlists and `GATEWAY_ALLOWED_USERS` let in.
+    pub users: Vec<String>,
+    /// Role ids whose holders are let in (Discord).
+    pub roles: Vec<String>,
+    /// `*_ALLOW_ALL_USERS`: everyone.
+    pub everyone: bool,
+    /// Whether a stranger's DM gets a pairing code.
+    pub pairs_strangers: bool,
+    /// Who its admins are, as `hermesd check` says it.
+    pub admins: String,
+}
+
 /// The allowlists and admins read from the environment at one time.
 struct Lists {
     rules: HashMap<String, Rule>,
@@ -234,6 +251,39 @@ impl Access {
     pub fn reload(&self, env: &Env) {
         let fresh = Arc::new(Lists::read(env, &self.adapters));
         *self.lists.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+    }
+
+    /// Each adapter's lists in force, as the control panel shows them: who is let in (ids, roles,
+    /// everyone) and who the admins are.
+    pub fn report(&self) -> Vec<AccessReport> {
+        let lists = self.lists();
+        let sorted = |set: &HashSet<String>| {
+            let mut ids: Vec<String> = set.iter().cloned().collect();
+            ids.sort_unstable();
+            ids
+        };
+        let mut out: Vec<AccessReport> = self
+            .adapters
+            .iter()
+            .map(|(platform, _)| {
+                let own = lists.rules.get(platform);
+                let users = own.map(|r| sorted(&r.users)).unwrap_or_default();
+                let mut all_users = sorted(&lists.gateway.users);
+                all_users.extend(users);
+                all_users.sort_unstable();
+                all_users.dedup();
+                AccessReport {
+                    platform: platform.clone(),
+                    users: all_users,
+                    roles: own.map(|r| sorted(&r.roles)).unwrap_or_default(),
+                    everyone: lists.gateway.all || own.is_some_and(|r| r.all),
+                    pairs_strangers: !self.no_pairing.contains(platform),
+                    admins: describe_admins(&lists.gateway, own, platform),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.platform.cmp(&b.platform));
+        out
     }
 
     fn lists(&self) -> Arc<Lists> {

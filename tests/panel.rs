@@ -251,6 +251,8 @@ async fn a_pairing_approved_in_the_panel_lets_the_stranger_in_and_a_paused_job_s
     let cookie = cookie_of(&login(base, KEY, Some(base)).await);
     let (_, people, _) = get(base, "/ui/people", Some(&cookie)).await;
     assert!(people.contains("2002") && people.contains("Approve"), "{people}");
+    let configured = &people[people.find("Let in by the config").expect("the config's lists")..];
+    assert!(configured.contains("<td>telegram</td><td>1001</td><td>pairing code</td>"), "{configured}");
     let csrf = csrf_of(&people);
 
     // A forged approval (no token, or no cookie) changes nothing; the panel's own lets Bob in.
@@ -523,6 +525,13 @@ async fn a_person_is_listed_with_their_usage_exported_whole_and_deleted_only_onc
     assert!(!people.contains(">alice</a>") && people.contains(">bob</a>"), "{people}");
     let (_, found, _) = get(base, "/ui/sessions?q=room", Some(&cookie)).await;
     assert!(found.contains("agent:main:api:dm:team-room"), "the shared conversation stays:\n{found}");
+    // The list by profile and platform.
+    let (_, api, _) = get(base, "/ui/sessions?profile=default&platform=api", Some(&cookie)).await;
+    assert!(api.contains("agent:main:api:dm:user:bob"), "{api}");
+    let (_, local, _) = get(base, "/ui/sessions?platform=local", Some(&cookie)).await;
+    assert!(local.contains("No conversation") && local.contains("<option value=\"api\">"), "{local}");
+    let (_, found, _) = get(base, "/ui/sessions?q=bees&platform=api", Some(&cookie)).await;
+    assert!(found.contains("bees"), "{found}");
     let (_, found, _) = get(base, "/ui/sessions?q=bees", Some(&cookie)).await;
     assert!(found.contains("bees"), "bob's conversation stays:\n{found}");
     d.daemon.stop().await;

@@ -96,6 +96,11 @@ impl Reloader {
         self.running.lock().unwrap_or_else(PoisonError::into_inner).0.clone()
     }
 
+    /// The allowlists and admins in force.
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
     /// The last config accepted, and the paths it was read with.
     pub fn accepted(&self) -> (Arc<Config>, &Paths) {
         (self.accepted.lock().unwrap_or_else(PoisonError::into_inner).clone(), &self.paths)

@@ -88,13 +88,42 @@ pub(super) async fn people(State(state): State<AppState>, headers: HeaderMap) ->
         )
     };
     let body = format!(
-        "<h2>Waiting for approval</h2>{}<h2>Approved by pairing</h2>{}\
-         <p class=\"muted\">People the config lets in (<code>*_ALLOWED_USERS</code>) need no approval.</p>{}",
+        "<h2>Waiting for approval</h2>{}<h2>Approved by pairing</h2>{}{}{}",
         table(waiting, "Code expires", "No code is waiting."),
         table(approved, "Approved", "Nobody was approved by pairing yet."),
+        configured(&state),
         super::people::usage_table(&state).await
     );
     page(StatusCode::OK, "People", Some(&session.csrf), &body)
+}
+
+/// Who the config lets in and who its admins are, per adapter (they need no approval).
+fn configured(state: &AppState) -> String {
+    let Some(reloader) = state.reloader.as_ref() else { return String::new() };
+    let list = |ids: &[String]| if ids.is_empty() { "—".to_owned() } else { escape(&ids.join(", ")) };
+    let rows: String = reloader
+        .access()
+        .report()
+        .iter()
+        .map(|r| {
+            let allowed = match (r.everyone, r.roles.is_empty()) {
+                (true, _) => "everyone (<code>ALLOW_ALL_USERS</code>)".to_owned(),
+                (false, true) => list(&r.users),
+                (false, false) => format!("{}; roles {}", list(&r.users), list(&r.roles)),
+            };
+            format!(
+                "<tr><td>{}</td><td>{allowed}</td><td>{}</td><td>{}</td></tr>",
+                escape(&r.platform),
+                if r.pairs_strangers { "pairing code" } else { "ignored" },
+                escape(&r.admins)
+            )
+        })
+        .collect();
+    format!(
+        "<h2>Let in by the config</h2><p class=\"muted\">The <code>*_ALLOWED_USERS</code> lists and admins in \
+         force (a reload reads them again); these people need no approval.</p><table><thead><tr><th>Platform</th>\
+         <th>Allowed</th><th>A stranger's DM</th><th>Admins</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
 }
 
 #[derive(Deserialize)]

@@ -38,6 +38,28 @@ pub(super) fn api_reader(state: &AppState, headers: &HeaderMap) -> Result<(), Bo
 pub(super) struct Search {
     #[serde(default)]
     q: String,
+    /// Only this profile's conversations.
+    #[serde(default)]
+    profile: String,
+    /// Only this adapter's (`telegram`, `telegram@work`, `api`).
+    #[serde(default)]
+    platform: String,
+}
+
+impl Search {
+    /// The session key prefixes the filters mean (`agent:<profile>:<platform>:`); `None`: all.
+    fn prefixes(&self, state: &AppState) -> Option<Vec<String>> {
+        let (profile, platform) = (self.profile.trim(), self.platform.trim());
+        if profile.is_empty() && platform.is_empty() {
+            return None;
+        }
+        let profiles: Vec<String> = match profile {
+            "" => state.profiles.get().iter().map(|(name, _)| name.clone()).collect(),
+            one => vec![one.to_owned()],
+        };
+        let tail = if platform.is_empty() { String::new() } else { format!("{platform}:") };
+        Some(profiles.iter().map(|p| format!("agent:{}:{tail}", crate::config::profile_key(p))).collect())
+    }
 }
 
 /// What a conversation is, as the list and the API say it.
@@ -49,13 +71,26 @@ fn session_json(session: &SessionInfo) -> Value {
     })
 }
 
-async fn list(state: &AppState, query: &str) -> Result<(Vec<SessionInfo>, Vec<Value>), String> {
-    let query = query.trim();
+async fn list(state: &AppState, search: &Search) -> Result<(Vec<SessionInfo>, Vec<Value>), String> {
+    let query = search.q.trim();
+    let prefixes: Vec<Option<String>> = match search.prefixes(state) {
+        Some(prefixes) => prefixes.into_iter().map(Some).collect(),
+        None => vec![None],
+    };
     if query.is_empty() {
-        let sessions = state.store.list_sessions_with(None, LIST).await.map_err(|e| e.to_string())?;
+        let mut sessions = Vec::new();
+        for prefix in &prefixes {
+            sessions.extend(state.store.list_sessions_with(prefix.as_deref(), LIST).await.map_err(|e| e.to_string())?);
+        }
+        sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+        sessions.truncate(LIST as usize);
         return Ok((sessions, Vec::new()));
     }
-    let hits = state.store.search(query, None, LIST).await.map_err(|e| e.to_string())?;
+    let mut hits = Vec::new();
+    for prefix in &prefixes {
+        hits.extend(state.store.search_with(query, None, prefix.as_deref(), LIST).await.map_err(|e| e.to_string())?);
+    }
+    hits.truncate(LIST as usize);
     let mut sessions: Vec<SessionInfo> = Vec::new();
     let mut found = Vec::new();
     for hit in hits {
@@ -70,7 +105,20 @@ async fn list(state: &AppState, query: &str) -> Result<(Vec<SessionInfo>, Vec<Va
     Ok((sessions, found))
 }
 
-/// `GET /ui/sessions[?q=…]`.
+/// A `<select>` of `name` with "all" and `options`, `chosen` selected.
+fn select(name: &str, label: &str, options: &[String], chosen: &str) -> String {
+    let mut html = format!(
+        "<label for=\"{name}\">{label}</label> <select id=\"{name}\" name=\"{name}\"><option value=\"\">all</option>"
+    );
+    for option in options {
+        let selected = if option == chosen { " selected" } else { "" };
+        html.push_str(&format!("<option value=\"{0}\"{selected}>{0}</option>", escape(option)));
+    }
+    html.push_str("</select> ");
+    html
+}
+
+/// `GET /ui/sessions[?q=…&profile=…&platform=…]`.
 pub(super) async fn sessions(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -80,14 +128,19 @@ pub(super) async fn sessions(
         Ok(session) => session,
         Err(login) => return *login,
     };
-    let (sessions, hits) = match list(&state, &search.q).await {
+    let (sessions, hits) = match list(&state, &search).await {
         Ok(found) => found,
         Err(e) => return super::html::failed(&session.csrf, "Conversations", e),
     };
+    let profiles: Vec<String> = state.profiles.get().iter().map(|(name, _)| name.clone()).collect();
+    let mut platforms: Vec<String> = state.platforms.all().map(|p| p.name().to_owned()).collect();
+    platforms.sort();
     let mut body = format!(
         "<form method=\"get\" action=\"/ui/sessions\" role=\"search\"><label for=\"q\">Search the conversations</label> \
-         <input id=\"q\" name=\"q\" type=\"search\" value=\"{}\"> <button type=\"submit\">Search</button></form>",
-        escape(&search.q)
+         <input id=\"q\" name=\"q\" type=\"search\" value=\"{}\"> {}{}<button type=\"submit\">Search</button></form>",
+        escape(&search.q),
+        select("profile", "Profile", &profiles, search.profile.trim()),
+        select("platform", "Platform", &platforms, search.platform.trim())
     );
     if sessions.is_empty() {
         body.push_str("<p class=\"muted\">No conversation.</p>");
@@ -228,7 +281,7 @@ pub(super) async fn image(
     }
 }
 
-/// `GET /api/sessions[?q=…]`.
+/// `GET /api/sessions[?q=…&profile=…&platform=…]`.
 pub(super) async fn api_sessions(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -237,7 +290,7 @@ pub(super) async fn api_sessions(
     if let Err(refused) = api_reader(&state, &headers) {
         return *refused;
     }
-    match list(&state, &search.q).await {
+    match list(&state, &search).await {
         Ok((sessions, hits)) => {
             Json(json!({ "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(), "hits": hits }))
                 .into_response()

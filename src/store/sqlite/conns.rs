@@ -52,6 +52,12 @@ impl Conns {
         if let Some(quiet) = &self.quiet {
             quiet.busy();
         }
+        self.get_quietly().await
+    }
+
+    /// A connection, as `get`, for the store's own background look (the indexer's "anything
+    /// queued?"), which is no use that fills a cache.
+    pub(super) async fn get_quietly(&self) -> Result<Conn, sqlx::Error> {
         let guard = match self.slots.iter().find_map(|slot| slot.clone().try_lock_owned().ok()) {
             Some(guard) => guard,
             None => {

@@ -36,7 +36,7 @@ impl SqliteStore {
     pub(super) async fn index_batch(&self, max: u32) -> StoreResult<u64> {
         // Most rounds find nothing: ask a reader, and take the write lock only for work.
         let (any,): (bool,) = sqlx::query_as("SELECT EXISTS (SELECT 1 FROM messages_fts_pending)")
-            .fetch_one(&mut *self.readers.get().await?)
+            .fetch_one(&mut *self.readers.get_quietly().await?)
             .await?;
         if !any {
             // A quiet round: checkpoint what the write lane (which never does) left in the WAL,

@@ -88,4 +88,17 @@ mod tests {
         assert!(!quiet.due(busy + RELEASE_AFTER / 2));
         assert!(quiet.due(busy + RELEASE_AFTER));
     }
+
+    #[tokio::test]
+    async fn a_read_starts_a_quiet_spell_and_the_indexers_own_look_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap();
+        let later = || Instant::now() + RELEASE_AFTER + Duration::from_secs(1);
+        assert!(store.quiet.due(later()), "the spell since the store opened");
+        drop(store.readers.get_quietly().await.unwrap());
+        assert!(!store.quiet.due(later()), "the indexer's look is no use");
+        drop(store.readers.get().await.unwrap());
+        assert!(store.quiet.due(later()), "a read fills caches: they go back after its quiet spell");
+        store.close().await;
+    }
 }
