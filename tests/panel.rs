@@ -268,6 +268,22 @@ async fn a_pairing_approved_in_the_panel_lets_the_stranger_in_and_a_paused_job_s
     assert!(eventually(wait, || tg.texts(2002).iter().any(|t| t == "echo: and now?")).await, "{:?}", tg.texts(2002));
     let (_, people, _) = get(base, "/ui/people", Some(&cookie)).await;
     assert!(people.contains("Revoke") && people.contains("No code is waiting"), "{people}");
+    // Bob's export carries his conversation and his approval.
+    let export: Value = browser()
+        .get(format!("{base}/api/people/export?platform=telegram&user=2002"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (export["access"][0]["user_id"].as_str(), export["access"][0]["approved"].as_bool()),
+        (Some("2002"), Some(true)),
+        "{export}"
+    );
+    assert!(export["sessions"].to_string().contains("and now?") && export["cron_jobs"].is_array(), "{export}");
 
     // A cron job made with the CLI is paused from the panel and stays paused.
     let made = hermesd_cli(home.path(), &["cron", "add", "every 1h", "say hi", "--name", "Hourly hello"]);

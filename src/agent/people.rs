@@ -17,7 +17,7 @@ use crate::agent::tools::place::person_dir;
 use crate::agent::tools::send_file::stage::OUTBOUND_DIR;
 use crate::agent::tools::todo::todo_path;
 use crate::delivery::turns::{CRON_OUTPUT_DIR, job_output_dir};
-use crate::store::{PersonStore, SessionStore, StoreResult};
+use crate::store::{AccessStore, CronStore, PersonStore, SessionStore, StoreResult};
 use crate::vocab::origin::Origin;
 
 /// The media folder under `HERMESD_HOME`.
@@ -27,11 +27,11 @@ const MEDIA_DIR: &str = "media";
 const MEMORY_FILES: [&str; 2] = ["MEMORY.md", "USER.md"];
 
 /// What hermesd keeps of `user` on `platform`, as one JSON document: each of their sessions
-/// (those `erase` would delete) with its whole history, summarised messages included, and their
-/// memory files' text.
+/// (those `erase` would delete) with its whole history, summarised messages included, their
+/// memory files' text, the cron jobs they made and their pairing.
 pub async fn export<S>(store: &S, home: &Path, platform: &str, user: &str, now: i64) -> StoreResult<serde_json::Value>
 where
-    S: PersonStore + SessionStore + ?Sized,
+    S: PersonStore + SessionStore + CronStore + AccessStore + ?Sized,
 {
     let mut sessions = Vec::new();
     for found in store.person_sessions(platform, user).await? {
@@ -51,8 +51,20 @@ where
         .iter()
         .filter_map(|name| std::fs::read_to_string(dir.join(name)).ok().map(|text| ((*name).to_owned(), text.into())))
         .collect();
+    // The cron jobs they made from a chat of this platform, and their pairing (a code waiting,
+    // or the approval).
+    let jobs: Vec<_> = store
+        .list_jobs()
+        .await?
+        .into_iter()
+        .filter(|job| job.created_by.as_deref() == Some(user))
+        .filter(|job| job.origin.as_ref().is_some_and(|origin| origin.platform == platform))
+        .collect();
+    let access: Vec<_> =
+        store.access_entries(now).await?.into_iter().filter(|e| e.platform == platform && e.user_id == user).collect();
     Ok(serde_json::json!({
         "platform": platform, "user": user, "exported_at": now, "sessions": sessions, "memory": memory,
+        "cron_jobs": jobs, "access": access,
     }))
 }
 

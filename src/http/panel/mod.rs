@@ -158,6 +158,7 @@ fn checked(state: &AppState, headers: &HeaderMap, csrf: &str) -> Option<auth::Pa
 }
 
 fn refused() -> Response {
+    tracing::warn!("panel: a change was refused (no login, a wrong CSRF token or another origin)");
     html::page(
         StatusCode::FORBIDDEN,
         "Refused",
