@@ -444,6 +444,7 @@ async fn the_panel_chat_talks_through_the_ingress_streams_the_answer_and_the_sta
     let first = String::from_utf8_lossy(&first.unwrap()).into_owned();
     assert!(first.starts_with("event: status") && first.contains("ready") && first.contains("up "), "{first}");
     assert!(first.contains("Store on disk") && first.contains("Model calls (mean time)"), "{first}");
+    assert!(first.contains("<th>Waiting to send</th>"), "{first}");
     assert!(first.contains("<h2>Models</h2>") && first.contains("fake-model") && first.contains("0 / 2"), "{first}");
     d.daemon.stop().await;
 }

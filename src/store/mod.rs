@@ -406,6 +406,8 @@ pub trait OutboxStore: Send + Sync {
     async fn pending_for_turn(&self, turn_id: &str) -> StoreResult<Vec<PendingOutbound>>;
     /// Every pending chunk, oldest first (restart).
     async fn pending_outbound(&self) -> StoreResult<Vec<PendingOutbound>>;
+    /// Replies waiting to be sent, counted by platform (the control panel's queue depth).
+    async fn pending_by_platform(&self) -> StoreResult<Vec<(String, u64)>>;
     /// Record a delivery receipt, returning once it would survive `outlive`.
     async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64, outlive: Outlive) -> StoreResult<()>;
     /// Record a failed attempt; `give_up` ends the row as failed.

@@ -103,7 +103,7 @@ async fn status_html(state: &AppState) -> String {
         }
         format!("<h2>{}</h2><table>{rows}</table>", escape(title))
     };
-    body.push_str(&platforms_html(state));
+    body.push_str(&platforms_html(state).await);
     body.push_str(&section("Profiles", &ready["profiles"]));
     body.push_str(&models_html(state));
     body.push_str(&gateway_html(state));
@@ -143,8 +143,12 @@ async fn status_html(state: &AppState) -> String {
 }
 
 /// Each adapter (each account its own): its health, how long since it last made progress
-/// (a poll, an event), and the messages it took in and sent since the start.
-fn platforms_html(state: &AppState) -> String {
+/// (a poll, an event), the messages it took in and sent since the start, and its queue: the
+/// replies waiting to be sent.
+async fn platforms_html(state: &AppState) -> String {
+    // Replies waiting to go out, per adapter (unknown while the store does not answer).
+    let waiting: Option<std::collections::HashMap<String, u64>> =
+        state.store.pending_by_platform().await.ok().map(|rows| rows.into_iter().collect());
     let count = |name: &'static str, platform: &str, outcome: &str| {
         state.metrics.counter(name, &format!("platform=\"{platform}\",outcome=\"{outcome}\""))
     };
@@ -163,13 +167,14 @@ fn platforms_html(state: &AppState) -> String {
                 None => ("muted", "no health report".to_owned(), String::new()),
             };
             format!(
-                "<tr><th scope=\"row\">{}</th><td class=\"{class}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><th scope=\"row\">{}</th><td class=\"{class}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(name),
                 escape(&line),
                 escape(&last),
                 count(crate::metrics::INBOUND_TOTAL, name, "new"),
                 count(crate::metrics::OUTBOUND_TOTAL, name, "sent"),
                 count(crate::metrics::OUTBOUND_TOTAL, name, "failed"),
+                waiting.as_ref().map_or("?".to_owned(), |w| w.get(name).copied().unwrap_or(0).to_string()),
             )
         })
         .collect();
@@ -178,7 +183,7 @@ fn platforms_html(state: &AppState) -> String {
     }
     format!(
         "<h2>Platforms</h2><table><thead><tr><th></th><th>Health</th><th>Last progress</th><th>Messages in</th>\
-         <th>Sent</th><th>Failed sends</th></tr></thead><tbody>{rows}</tbody></table>"
+         <th>Sent</th><th>Failed sends</th><th>Waiting to send</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 }
 

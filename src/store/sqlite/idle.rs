@@ -90,13 +90,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_read_starts_a_quiet_spell_and_the_indexers_own_look_does_not() {
+    async fn a_read_starts_a_quiet_spell_and_the_indexers_and_health_checks_looks_do_not() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("state.db"), Duration::from_secs(5), 2).await.unwrap();
         let later = || Instant::now() + RELEASE_AFTER + Duration::from_secs(1);
         assert!(store.quiet.due(later()), "the spell since the store opened");
         drop(store.readers.get_quietly().await.unwrap());
         assert!(!store.quiet.due(later()), "the indexer's look is no use");
+        crate::store::InboundStore::ping(&store).await.unwrap();
+        crate::store::OutboxStore::pending_by_platform(&store).await.unwrap();
+        assert!(!store.quiet.due(later()), "nor are health checks and the status page's queue counts");
         drop(store.readers.get().await.unwrap());
         assert!(store.quiet.due(later()), "a read fills caches: they go back after its quiet spell");
         store.close().await;

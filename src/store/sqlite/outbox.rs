@@ -119,6 +119,19 @@ impl OutboxStore for SqliteStore {
         self.pending_from_rows(&rows).await
     }
 
+    async fn pending_by_platform(&self) -> StoreResult<Vec<(String, u64)>> {
+        // Only pending rows are read (the `outbound_pending` partial index).
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT platform, COUNT(*) FROM outbound_messages INDEXED BY outbound_pending \
+             WHERE state = 'pending' GROUP BY platform",
+        )
+        // A look at a few index entries, polled by open status pages: no use that keeps the
+        // store from going quiet.
+        .fetch_all(&mut *self.readers.get_quietly().await?)
+        .await?;
+        Ok(rows.into_iter().map(|(platform, n)| (platform, u64::try_from(n).unwrap_or(0))).collect())
+    }
+
     async fn mark_sent(&self, id: i64, platform_message_id: &str, now: i64, outlive: Outlive) -> StoreResult<()> {
         let platform_message_id = platform_message_id.to_owned();
         self.write_lane_durable(outlive, move |conn| {
